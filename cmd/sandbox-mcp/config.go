@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/tools"
+)
+
+// Config is the YAML configuration (SPEC §8). Flags override it.
+type Config struct {
+	Provider   string           `yaml:"provider"`
+	StateDir   string           `yaml:"state_dir"`
+	SkillsDir  string           `yaml:"skills_dir"`
+	Mounts     []MountConfig    `yaml:"mounts"`
+	Limits     LimitsConfig     `yaml:"limits"`
+	EnvInherit []string         `yaml:"env_inherit"`
+	Local      LocalConfig      `yaml:"local"`
+	Docker     DockerConfig     `yaml:"docker"`
+	Kubernetes KubernetesConfig `yaml:"kubernetes"`
+	HTTP       HTTPConfig       `yaml:"http"`
+	Audit      AuditConfig      `yaml:"audit"`
+	LogLevel   string           `yaml:"log_level"`
+
+	// From flags only.
+	Thread string `yaml:"-"`
+}
+
+// MountConfig is one custom mount.
+type MountConfig struct {
+	HostPath      string `yaml:"host_path"`
+	ContainerPath string `yaml:"container_path"`
+	ReadOnly      bool   `yaml:"read_only"`
+}
+
+// LimitsConfig bounds outputs and time; unset keeps the default, 0 means no limit.
+type LimitsConfig struct {
+	BashOutputMaxChars     *int   `yaml:"bash_output_max_chars"`
+	ReadFileOutputMaxChars *int   `yaml:"read_file_output_max_chars"`
+	LsOutputMaxChars       *int   `yaml:"ls_output_max_chars"`
+	BashTimeoutMax         *int   `yaml:"bash_timeout_max"`
+	GrepMaxFileBytes       *int64 `yaml:"grep_max_file_bytes"`
+}
+
+// LocalConfig configures the local provider.
+type LocalConfig struct {
+	AllowHostBash bool   `yaml:"allow_host_bash"`
+	Isolation     string `yaml:"isolation"`
+	Network       bool   `yaml:"network"`
+}
+
+// DockerConfig configures the docker provider.
+type DockerConfig struct {
+	Image           string            `yaml:"image"`
+	ContainerPrefix string            `yaml:"container_prefix"`
+	Replicas        int               `yaml:"replicas"`
+	IdleTimeout     int               `yaml:"idle_timeout"`
+	Network         string            `yaml:"network"`
+	Memory          string            `yaml:"memory"`
+	CPUs            float64           `yaml:"cpus"`
+	PidsLimit       int64             `yaml:"pids_limit"`
+	Environment     map[string]string `yaml:"environment"`
+	Runtime         string            `yaml:"runtime"`
+	User            string            `yaml:"user"`
+	RemoveOnExit    bool              `yaml:"remove_on_exit"`
+}
+
+// KubernetesConfig configures the kubernetes provider (SPEC §14).
+type KubernetesConfig struct {
+	Kubeconfig    string            `yaml:"kubeconfig"`
+	Context       string            `yaml:"context"`
+	Namespace     string            `yaml:"namespace"`
+	Image         string            `yaml:"image"`
+	PodPrefix     string            `yaml:"pod_prefix"`
+	Storage       K8sStorage        `yaml:"storage"`
+	Resources     K8sResources      `yaml:"resources"`
+	RuntimeClass  string            `yaml:"runtime_class"`
+	NodeSelector  map[string]string `yaml:"node_selector"`
+	IdleTimeout   int               `yaml:"idle_timeout"`
+	Replicas      int               `yaml:"replicas"`
+	NetworkPolicy bool              `yaml:"network_policy"`
+	Environment   map[string]string `yaml:"environment"`
+}
+
+// K8sStorage is where a thread's files live in the cluster.
+type K8sStorage struct {
+	Mode         string `yaml:"mode"`
+	StorageClass string `yaml:"storage_class"`
+	Size         string `yaml:"size"`
+	HostPath     string `yaml:"host_path"`
+}
+
+// K8sResources are a sandbox Pod's limits.
+type K8sResources struct {
+	CPU              string `yaml:"cpu"`
+	Memory           string `yaml:"memory"`
+	EphemeralStorage string `yaml:"ephemeral_storage"`
+}
+
+// HTTPConfig configures the HTTP transports.
+type HTTPConfig struct {
+	Addr           string   `yaml:"addr"`
+	AuthTokens     []string `yaml:"auth_tokens"`
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	MaxBodyBytes   int64    `yaml:"max_body_bytes"`
+}
+
+// AuditConfig says where the audit log goes: a file, "-" (stderr) or "off".
+type AuditConfig struct {
+	Path string `yaml:"path"`
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${VAR} with the variable's value (empty when unset).
+// Other dollar signs are left alone.
+func expandEnv(s string, lookup func(string) (string, bool)) string {
+	return envRef.ReplaceAllStringFunc(s, func(m string) string {
+		v, _ := lookup(m[2 : len(m)-1])
+		return v
+	})
+}
+
+// loadConfig reads a YAML config: ${VAR} expanded, unknown keys refused.
+func loadConfig(file string, lookup func(string) (string, bool)) (Config, error) {
+	var c Config
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(expandEnv(string(raw), lookup))))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return c, fmt.Errorf("config %s: %s", file, strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", "; "))
+	}
+	return c, nil
+}
+
+// defaultStateDir is $XDG_STATE_HOME/sandbox-mcp or ~/.local/state/sandbox-mcp.
+func defaultStateDir(lookup func(string) (string, bool)) string {
+	if x, ok := lookup("XDG_STATE_HOME"); ok && x != "" {
+		return filepath.Join(x, "sandbox-mcp")
+	}
+	home, _ := lookup("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	return filepath.Join(home, ".local", "state", "sandbox-mcp")
+}
+
+// expandHome turns a leading ~ into the home directory and makes p absolute.
+func expandHome(p string, lookup func(string) (string, bool)) (string, error) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		home, _ := lookup("HOME")
+		if home == "" {
+			return "", fmt.Errorf("cannot expand %s: HOME is not set", p)
+		}
+		p = filepath.Join(home, p[1:])
+	}
+	return filepath.Abs(p)
+}
+
+// Validate fills defaults, makes paths absolute and refuses insecure or
+// contradictory settings with one line naming the problem.
+func (c *Config) Validate(lookup func(string) (string, bool)) error {
+	var err error
+	if c.Provider == "" {
+		c.Provider = "local"
+	}
+	switch c.Provider {
+	case "local", "docker", "kubernetes":
+	default:
+		return fmt.Errorf("provider %q: want local, docker or kubernetes", c.Provider)
+	}
+	if c.StateDir == "" {
+		c.StateDir = defaultStateDir(lookup)
+	}
+	if c.StateDir, err = expandHome(c.StateDir, lookup); err != nil {
+		return fmt.Errorf("state_dir: %w", err)
+	}
+	if c.Thread == "" {
+		c.Thread = "default"
+	}
+	if err := sandbox.ValidThreadID(c.Thread); err != nil {
+		return fmt.Errorf("--thread: %w", err)
+	}
+	if c.Local.Isolation == "" {
+		c.Local.Isolation = "auto"
+	}
+	switch c.Local.Isolation {
+	case "auto", "bwrap", "none":
+	default:
+		return fmt.Errorf("local.isolation %q: want auto, bwrap or none", c.Local.Isolation)
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.SkillsDir != "" {
+		if c.SkillsDir, err = c.hostDir("skills_dir", c.SkillsDir, lookup); err != nil {
+			return err
+		}
+	}
+	seen := []string{}
+	for i, m := range c.Mounts {
+		name := fmt.Sprintf("mounts[%d]", i)
+		v := m.ContainerPath
+		if v == "" || !path.IsAbs(v) || path.Clean(v) != v || v == "/" || strings.ContainsRune(v, 0) {
+			return fmt.Errorf("%s.container_path %q: want a clean absolute path other than /", name, v)
+		}
+		for _, r := range sandbox.ReservedPrefixes {
+			if sandbox.Overlaps(v, r) {
+				return fmt.Errorf("%s.container_path %s overlaps the reserved %s", name, v, r)
+			}
+		}
+		for _, o := range seen {
+			if sandbox.Overlaps(v, o) {
+				return fmt.Errorf("%s.container_path %s overlaps the mount at %s", name, v, o)
+			}
+		}
+		seen = append(seen, v)
+		if c.Mounts[i].HostPath, err = c.hostDir(name+".host_path", m.HostPath, lookup); err != nil {
+			return err
+		}
+	}
+	for _, l := range []struct {
+		name string
+		v    *int
+	}{
+		{"bash_output_max_chars", c.Limits.BashOutputMaxChars},
+		{"read_file_output_max_chars", c.Limits.ReadFileOutputMaxChars},
+		{"ls_output_max_chars", c.Limits.LsOutputMaxChars},
+		{"bash_timeout_max", c.Limits.BashTimeoutMax},
+	} {
+		if l.v != nil && *l.v < 0 {
+			return fmt.Errorf("limits.%s %d: want 0 (no limit) or more", l.name, *l.v)
+		}
+	}
+	if c.Limits.GrepMaxFileBytes != nil && *c.Limits.GrepMaxFileBytes < 0 {
+		return fmt.Errorf("limits.grep_max_file_bytes %d: want 0 (no limit) or more", *c.Limits.GrepMaxFileBytes)
+	}
+	for _, k := range c.EnvInherit {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("env_inherit: %q is not a variable name", k)
+		}
+	}
+	switch c.Audit.Path {
+	case "":
+		c.Audit.Path = filepath.Join(c.StateDir, "audit.jsonl")
+	case "-", "off":
+	default:
+		if c.Audit.Path, err = expandHome(c.Audit.Path, lookup); err != nil {
+			return fmt.Errorf("audit.path: %w", err)
+		}
+	}
+	return nil
+}
+
+// hostDir checks a host directory that the agent will see: it must exist
+// and must neither hold the state dir nor lie inside it (that would hand the
+// agent every thread and the audit log).
+func (c *Config) hostDir(name, p string, lookup func(string) (string, bool)) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("%s is empty", name)
+	}
+	abs, err := expandHome(p, lookup)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", name, p, errors.Unwrap(err))
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s %s: not a directory", name, p)
+	}
+	state := c.StateDir
+	if real, err := filepath.EvalSymlinks(state); err == nil {
+		state = real
+	}
+	for _, h := range []string{abs, resolved(abs)} {
+		for _, s := range []string{c.StateDir, state} {
+			if sandbox.Overlaps(h, s) {
+				return "", fmt.Errorf("%s %s overlaps the state dir %s", name, p, c.StateDir)
+			}
+		}
+	}
+	return abs, nil
+}
+
+func resolved(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// toolLimits turns the config into the tools' limits.
+func (c *Config) toolLimits() tools.Limits {
+	l := tools.DefaultLimits()
+	if v := c.Limits.BashOutputMaxChars; v != nil {
+		l.BashOutputMaxChars = *v
+	}
+	if v := c.Limits.ReadFileOutputMaxChars; v != nil {
+		l.ReadFileOutputMaxChars = *v
+	}
+	if v := c.Limits.LsOutputMaxChars; v != nil {
+		l.LsOutputMaxChars = *v
+	}
+	if v := c.Limits.BashTimeoutMax; v != nil {
+		l.BashTimeoutMax = time.Duration(*v) * time.Second
+	}
+	if v := c.Limits.GrepMaxFileBytes; v != nil {
+		l.GrepMaxFileBytes = *v
+	}
+	return l
+}
+
+// parseMount parses --mount HOST:VIRTUAL[:ro].
+func parseMount(s string) (MountConfig, error) {
+	m := MountConfig{}
+	parts := strings.Split(s, ":")
+	if n := len(parts); n == 3 && (parts[2] == "ro" || parts[2] == "rw") {
+		m.ReadOnly = parts[2] == "ro"
+		parts = parts[:2]
+	}
+	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		return m, fmt.Errorf("--mount %q: want HOST:VIRTUAL or HOST:VIRTUAL:ro", s)
+	}
+	m.HostPath, m.ContainerPath = parts[0], parts[1]
+	return m, nil
+}

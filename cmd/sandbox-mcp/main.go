@@ -1,0 +1,228 @@
+// Command sandbox-mcp serves the Model Context Protocol and gives an AI
+// agent seven tools inside a sandbox, one sandbox per thread.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/lmittmann/tint"
+
+	"github.com/sandbox-mcp/sandbox-mcp/audit"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
+}
+
+const usage = `sandbox-mcp serves MCP tools (bash, ls, glob, grep, read_file, write_file,
+str_replace) inside a per-thread sandbox.
+
+Usage:
+  sandbox-mcp [flags]                  serve MCP over stdio (default)
+  sandbox-mcp --http 127.0.0.1:8080    serve Streamable HTTP (/mcp) and SSE (/sse, /message)
+
+Flags:
+`
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// run is main without the process: it returns the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	fs := flag.NewFlagSet("sandbox-mcp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		configFile    = fs.String("config", "", "YAML config `FILE` (flags override it)")
+		stateDir      = fs.String("state-dir", "", "where threads, audit log and locks live `DIR` (default $XDG_STATE_HOME/sandbox-mcp or ~/.local/state/sandbox-mcp)")
+		provider      = fs.String("provider", "", "sandbox provider: local|docker|kubernetes (default local)")
+		thread        = fs.String("thread", "", "stdio only: the thread this process serves (default \"default\")")
+		skillsDir     = fs.String("skills-dir", "", "host `DIR` shown read-only at /mnt/skills")
+		isolation     = fs.String("isolation", "", "local provider: how bash is isolated: auto|bwrap|none (default auto)")
+		allowHostBash = fs.Bool("allow-host-bash", false, "local provider without isolation: allow bash on the host")
+		httpAddr      = fs.String("http", "", "serve Streamable HTTP and SSE on `ADDR` instead of stdio")
+		authToken     = fs.String("auth-token", "", "HTTP: require \"Authorization: Bearer `TOKEN`\" (also env SANDBOX_MCP_AUTH_TOKEN)")
+		auditLog      = fs.String("audit-log", "", "audit log `FILE`, - for stderr, or off (default <state-dir>/audit.jsonl)")
+		logLevel      = fs.String("log-level", "", "debug|info|warn|error (default info)")
+		showVersion   = fs.Bool("version", false, "print the version and exit")
+		mounts        multiFlag
+	)
+	fs.Var(&mounts, "mount", "extra mount `HOST:VIRTUAL[:ro]`, repeatable")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(stderr, "sandbox-mcp: %v (see --help)\n", err)
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "sandbox-mcp", versionString())
+		return 0
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sandbox-mcp: unexpected argument %q (see --help)\n", fs.Arg(0))
+		return 2
+	}
+
+	var cfg Config
+	if *configFile != "" {
+		var err error
+		if cfg, err = loadConfig(*configFile, lookup); err != nil {
+			fmt.Fprintf(stderr, "sandbox-mcp: %v\n", err)
+			return 2
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	override := func(name string, dst *string, v string) {
+		if set[name] {
+			*dst = v
+		}
+	}
+	override("state-dir", &cfg.StateDir, *stateDir)
+	override("provider", &cfg.Provider, *provider)
+	override("thread", &cfg.Thread, *thread)
+	override("skills-dir", &cfg.SkillsDir, *skillsDir)
+	override("isolation", &cfg.Local.Isolation, *isolation)
+	override("http", &cfg.HTTP.Addr, *httpAddr)
+	override("audit-log", &cfg.Audit.Path, *auditLog)
+	override("log-level", &cfg.LogLevel, *logLevel)
+	if set["allow-host-bash"] {
+		cfg.Local.AllowHostBash = *allowHostBash
+	}
+	if set["auth-token"] {
+		cfg.HTTP.AuthTokens = append(cfg.HTTP.AuthTokens, *authToken)
+	} else if t, ok := lookup("SANDBOX_MCP_AUTH_TOKEN"); ok && t != "" {
+		cfg.HTTP.AuthTokens = append(cfg.HTTP.AuthTokens, t)
+	}
+	for _, m := range mounts {
+		mc, err := parseMount(m)
+		if err != nil {
+			fmt.Fprintf(stderr, "sandbox-mcp: %v\n", err)
+			return 2
+		}
+		cfg.Mounts = append(cfg.Mounts, mc)
+	}
+	if err := cfg.Validate(lookup); err != nil {
+		fmt.Fprintf(stderr, "sandbox-mcp: %v\n", err)
+		return 2
+	}
+
+	level, _ := parseLevel(cfg.LogLevel)
+	log := slog.New(tint.NewHandler(stderr, &tint.Options{Level: level, NoColor: !isTerminal(stderr)}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, &cfg, stdin, stdout, stderr, log); err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	return 0
+}
+
+// serve builds the provider, the audit sink and the server, and serves.
+func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
+	if cfg.HTTP.Addr != "" {
+		return errors.New("--http: the HTTP transports are not in this build yet; serve over stdio")
+	}
+	if cfg.Provider != "local" {
+		return fmt.Errorf("provider %s is not in this build yet; use --provider local", cfg.Provider)
+	}
+	if cfg.Local.Isolation == "bwrap" {
+		return errors.New("--isolation bwrap: bubblewrap isolation is not in this build yet; use --isolation none with --allow-host-bash")
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	var mounts []sandbox.Mount
+	for _, m := range cfg.Mounts {
+		mounts = append(mounts, sandbox.Mount{Virtual: m.ContainerPath, Host: m.HostPath, ReadOnly: m.ReadOnly})
+	}
+	p, err := local.New(local.Config{
+		StateDir:      cfg.StateDir,
+		SkillsDir:     cfg.SkillsDir,
+		Mounts:        mounts,
+		AllowHostBash: cfg.Local.AllowHostBash,
+		EnvInherit:    cfg.EnvInherit,
+	})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if !cfg.Local.AllowHostBash {
+		log.Info("bash is off: the local provider has no isolation in this build; --allow-host-bash runs commands on the host as this user")
+	}
+
+	var sink audit.Sink
+	switch cfg.Audit.Path {
+	case "off":
+		sink = audit.Discard{}
+	case "-":
+		sink = audit.NewWriter(stderr)
+	default:
+		w, err := audit.OpenFile(cfg.Audit.Path)
+		if err != nil {
+			return err
+		}
+		sink = w
+	}
+	srv := server.New(server.Config{
+		Provider: p,
+		Audit:    sink,
+		Logger:   log,
+		Limits:   cfg.toolLimits(),
+		StateDir: cfg.StateDir,
+		Version:  versionString(),
+	})
+	defer srv.Close()
+	log.Info("serving MCP over stdio", "thread", cfg.Thread, "provider", p.Name(), "state_dir", cfg.StateDir)
+	return srv.ServeStdio(ctx, cfg.Thread, stdin, stdout)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("log level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

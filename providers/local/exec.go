@@ -1,0 +1,178 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// drainGrace is how long output may still arrive after a command's process
+// group was killed; a process that left the group (setsid) and holds the
+// pipe is cut off after it.
+const drainGrace = 2 * time.Second
+
+// Exec runs the command on the host with bash, in its own process group,
+// with cwd the workspace and a scrubbed environment. Virtual paths in the
+// command are rewritten to host paths. When the shell exits, when the
+// timeout fires or when ctx is cancelled, the whole group is killed, so
+// background children cannot outlive the call or hold its pipe open.
+func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	if !s.p.cfg.AllowHostBash {
+		return sandbox.ExecResult{}, fmt.Errorf("%w: the local provider runs bash on the host only with --allow-host-bash (config local.allow_host_bash: true)", sandbox.ErrBashDisabled)
+	}
+	return runGroup(ctx, req, s.p.shell, []string{"-c", rewrite(req.Command, s.mounts)}, s.mounts[0].Host, Env(s.p.cfg.EnvInherit, s.mounts[0].Host))
+}
+
+// runGroup runs argv in its own process group and feeds its interleaved
+// stdout and stderr to req.Output.
+func runGroup(ctx context.Context, req sandbox.ExecRequest, bin string, args []string, dir string, env []string) (sandbox.ExecResult, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	defer pr.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = pw, pw // one pipe: stdout and stderr interleave as written
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return sandbox.ExecResult{}, fmt.Errorf("start command: %w", errors.Unwrap(err))
+	}
+	pw.Close()
+	pgid := cmd.Process.Pid
+	killGroup := func() { syscall.Kill(-pgid, syscall.SIGKILL) }
+
+	copied := make(chan struct{})
+	go func() {
+		out := req.Output
+		if out == nil {
+			out = io.Discard
+		}
+		io.Copy(out, pr)
+		close(copied)
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var res sandbox.ExecResult
+	var ctxErr error
+	select {
+	case <-waited:
+	case <-timeout:
+		res.TimedOut = true
+		killGroup()
+		<-waited
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		killGroup()
+		<-waited
+	}
+	killGroup() // background children die with the command
+	select {
+	case <-copied:
+	case <-time.After(drainGrace):
+		pr.Close()
+		<-copied
+	}
+	if ctxErr != nil {
+		return res, ctxErr
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.ExitCode = 128 + int(ws.Signal())
+	} else {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	return res, nil
+}
+
+// defaultPath is used when the server has no PATH.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Env is the scrubbed environment of a command: PATH, HOME (the
+// workspace), LANG, TERM, TMPDIR, and the variables named in inherit that
+// the server has. Nothing else of the server's environment — tokens, keys —
+// reaches a command.
+func Env(inherit []string, home string) []string {
+	get := func(k, def string) string {
+		if v, ok := os.LookupEnv(k); ok && v != "" {
+			return v
+		}
+		return def
+	}
+	env := map[string]string{
+		"PATH":   get("PATH", defaultPath),
+		"HOME":   home,
+		"LANG":   get("LANG", "C.UTF-8"),
+		"TERM":   "dumb",
+		"TMPDIR": "/tmp",
+	}
+	for _, k := range inherit {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// rewrite replaces virtual paths in a command with their host paths,
+// longest first, where a virtual path starts a path and ends at a component
+// boundary ("/mnt/user-data-x" is left alone).
+func rewrite(command string, mounts []sandbox.Mount) string {
+	ms := append([]sandbox.Mount(nil), mounts...)
+	sort.Slice(ms, func(i, j int) bool { return len(ms[i].Virtual) > len(ms[j].Virtual) })
+	var b strings.Builder
+	start := 0
+	for i := 0; i < len(command); {
+		j := strings.IndexByte(command[i:], '/')
+		if j < 0 {
+			break
+		}
+		i += j
+		matched := false
+		if i == 0 || !pathChar(command[i-1]) {
+			for _, m := range ms {
+				end := i + len(m.Virtual)
+				if strings.HasPrefix(command[i:], m.Virtual) && (end == len(command) || !pathChar(command[end]) || command[end] == '/') {
+					b.WriteString(command[start:i])
+					b.WriteString(m.Host)
+					i, start, matched = end, end, true
+					break
+				}
+			}
+		}
+		if !matched {
+			i++
+		}
+	}
+	if start == 0 {
+		return command
+	}
+	b.WriteString(command[start:])
+	return b.String()
+}
+
+func pathChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '/'
+}

@@ -1,0 +1,137 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// Config configures the provider.
+type Config struct {
+	StateDir      string          // threads live in <StateDir>/threads/<thread>
+	SkillsDir     string          // shown read-only at /mnt/skills when set
+	Mounts        []sandbox.Mount // custom mounts
+	AllowHostBash bool            // run bash on the host, unisolated
+	EnvInherit    []string        // variables passed on to commands
+	Locks         *sandbox.Locks  // per-file locks; shared with other providers of the process
+}
+
+// Provider hands out host-backed sandboxes.
+type Provider struct {
+	cfg   Config
+	shell string
+
+	mu      sync.Mutex
+	threads map[string]*Sandbox
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// New checks the configuration and returns a provider.
+func New(cfg Config) (*Provider, error) {
+	if cfg.StateDir == "" {
+		return nil, errors.New("local provider: no state dir")
+	}
+	if cfg.Locks == nil {
+		cfg.Locks = sandbox.NewLocks()
+	}
+	shell := "/bin/sh"
+	for _, s := range []string{"/bin/bash", "/usr/bin/bash"} {
+		if _, err := os.Stat(s); err == nil {
+			shell = s
+			break
+		}
+	}
+	return &Provider{cfg: cfg, shell: shell, threads: map[string]*Sandbox{}}, nil
+}
+
+// Name is "local".
+func (p *Provider) Name() string { return "local" }
+
+// ThreadDir is the host directory of a thread's user data.
+func ThreadDir(stateDir, thread string) string {
+	return filepath.Join(stateDir, "threads", thread, "user-data")
+}
+
+// Acquire returns the thread's sandbox, creating its directories on first use.
+func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox, error) {
+	if err := sandbox.ValidThreadID(thread); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sb := p.threads[thread]; sb != nil {
+		sb.refs++
+		return sb, nil
+	}
+	base := ThreadDir(p.cfg.StateDir, thread)
+	var mounts []sandbox.Mount
+	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
+		host := filepath.Join(base, filepath.Base(d))
+		if err := os.MkdirAll(host, 0o755); err != nil {
+			return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
+		}
+		mounts = append(mounts, sandbox.Mount{Virtual: d, Host: host})
+	}
+	if p.cfg.SkillsDir != "" {
+		mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
+	}
+	mounts = append(mounts, p.cfg.Mounts...)
+	hfs, err := sandbox.OpenHostFS(mounts, p.cfg.Locks)
+	if err != nil {
+		return nil, fmt.Errorf("open thread %s: %w", thread, err)
+	}
+	sb := &Sandbox{p: p, thread: thread, mounts: mounts, fs: hfs, refs: 1}
+	p.threads[thread] = sb
+	return sb, nil
+}
+
+// Release drops one user of the thread's sandbox; the last one closes it.
+func (p *Provider) Release(thread string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sb := p.threads[thread]
+	if sb == nil {
+		return
+	}
+	if sb.refs--; sb.refs <= 0 {
+		sb.fs.Close()
+		delete(p.threads, thread)
+	}
+}
+
+// Close closes every sandbox.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for t, sb := range p.threads {
+		sb.fs.Close()
+		delete(p.threads, t)
+	}
+	return nil
+}
+
+// Sandbox is one thread's host-backed sandbox.
+type Sandbox struct {
+	p      *Provider
+	thread string
+	mounts []sandbox.Mount
+	fs     *sandbox.HostFS
+	refs   int
+}
+
+var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// Thread is the thread id.
+func (s *Sandbox) Thread() string { return s.thread }
+
+// Mounts lists the host-backed virtual directories.
+func (s *Sandbox) Mounts() []sandbox.Mount { return s.mounts }
+
+// FS is the confined host file system.
+func (s *Sandbox) FS() sandbox.FS { return s.fs }

@@ -1,0 +1,96 @@
+package sandbox
+
+import "sync"
+
+// Capture keeps the first and the last bytes written to it, in memory
+// bounded by headMax+tailMax whatever is written, and counts the rest.
+// It is safe for concurrent use.
+type Capture struct {
+	mu       sync.Mutex
+	headMax  int
+	head     []byte
+	tail     []byte // ring buffer of tailMax bytes
+	tailPos  int    // next write position in tail
+	tailFull bool
+	total    int64
+	lastLine []byte
+}
+
+// NewCapture keeps up to headMax leading and tailMax trailing bytes.
+func NewCapture(headMax, tailMax int) *Capture {
+	return &Capture{headMax: headMax, head: make([]byte, 0, min(headMax, 64<<10)), tail: make([]byte, tailMax)}
+}
+
+// Write never fails.
+func (c *Capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(p)
+	c.total += int64(n)
+	c.noteLine(p)
+	if room := c.headMax - len(c.head); room > 0 {
+		k := min(room, len(p))
+		c.head = append(c.head, p[:k]...)
+		p = p[k:]
+	}
+	if len(c.tail) == 0 || len(p) == 0 {
+		return n, nil
+	}
+	if len(p) >= len(c.tail) {
+		copy(c.tail, p[len(p)-len(c.tail):])
+		c.tailPos, c.tailFull = 0, true
+		return n, nil
+	}
+	k := copy(c.tail[c.tailPos:], p)
+	if k < len(p) {
+		copy(c.tail, p[k:])
+		c.tailFull = true
+	}
+	c.tailPos = (c.tailPos + len(p)) % len(c.tail)
+	if c.tailPos == 0 {
+		c.tailFull = true
+	}
+	return n, nil
+}
+
+// noteLine remembers the latest complete or partial non-empty line, at most 200 bytes.
+func (c *Capture) noteLine(p []byte) {
+	end := len(p)
+	for end > 0 && (p[end-1] == '\n' || p[end-1] == '\r') {
+		end--
+	}
+	if end == 0 {
+		return
+	}
+	start := end
+	for start > 0 && p[start-1] != '\n' {
+		start--
+	}
+	line := p[start:end]
+	if len(line) > 200 {
+		line = line[len(line)-200:]
+	}
+	c.lastLine = append(c.lastLine[:0], line...)
+}
+
+// Result returns the kept head, the kept tail (bytes after the head, only
+// the last ones) and how many bytes were written in all. When
+// total <= len(head)+len(tail) nothing was dropped.
+func (c *Capture) Result() (head, tail []byte, total int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	head = append([]byte(nil), c.head...)
+	if c.tailFull {
+		tail = append(append([]byte(nil), c.tail[c.tailPos:]...), c.tail[:c.tailPos]...)
+	} else {
+		tail = append([]byte(nil), c.tail[:c.tailPos]...)
+	}
+	return head, tail, c.total
+}
+
+// LastLine is the latest line written (for progress messages).
+func (c *Capture) LastLine() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.lastLine)
+}

@@ -1,0 +1,86 @@
+package sandbox
+
+import (
+	"errors"
+	"io/fs"
+	"strings"
+	"syscall"
+)
+
+// Sentinel errors. Tools classify with errors.Is and show the agent
+// "Error: <sentinel>: <virtual path>".
+var (
+	// ErrOutsideRoot: the path leaves every mapping of the sandbox (.., an
+	// absolute host path, a symlink pointing out, a NUL byte).
+	ErrOutsideRoot = errors.New("path outside the sandbox")
+	// ErrReadOnly: a write to a read-only mount.
+	ErrReadOnly = errors.New("read-only")
+	// ErrNotFound: nothing at that path.
+	ErrNotFound = errors.New("not found")
+	// ErrIsDir: a file operation on a directory.
+	ErrIsDir = errors.New("is a directory")
+	// ErrNotDir: a directory operation on a file, or a file used as a parent.
+	ErrNotDir = errors.New("not a directory")
+	// ErrPermission: the host refused access.
+	ErrPermission = errors.New("permission denied")
+	// ErrExists: the path exists already.
+	ErrExists = errors.New("already exists")
+	// ErrBashDisabled: the provider will not run commands in this configuration.
+	ErrBashDisabled = errors.New("bash is disabled")
+)
+
+// PathError is an error about one virtual path. Its message never names a
+// host path: "<what went wrong>: <virtual path>".
+type PathError struct {
+	Path string // virtual path
+	Err  error  // a sentinel above, or a plain errno
+}
+
+func (e *PathError) Error() string { return e.Err.Error() + ": " + e.Path }
+func (e *PathError) Unwrap() error { return e.Err }
+
+// HostError translates an error of a host file operation on the virtual path
+// vpath into a PathError whose text holds no host path: the host error's own
+// message (which names the host path) is dropped, only its class is kept.
+func HostError(vpath string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return &PathError{Path: vpath, Err: classify(err)}
+}
+
+func classify(err error) error {
+	for _, s := range []error{ErrOutsideRoot, ErrReadOnly, ErrNotFound, ErrIsDir, ErrNotDir, ErrPermission, ErrExists} {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	// os.Root reports escapes with an unexported error; its text is stable.
+	if strings.Contains(err.Error(), "path escapes from parent") {
+		return ErrOutsideRoot
+	}
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return ErrNotFound
+	case errors.Is(err, fs.ErrPermission):
+		return ErrPermission
+	case errors.Is(err, fs.ErrExist):
+		return ErrExists
+	case errors.Is(err, syscall.EISDIR):
+		return ErrIsDir
+	case errors.Is(err, syscall.ENOTDIR):
+		return ErrNotDir
+	case errors.Is(err, syscall.EROFS):
+		return ErrReadOnly
+	case errors.Is(err, syscall.ELOOP):
+		return ErrOutsideRoot
+	case errors.As(err, &errno):
+		return errno
+	}
+	return errors.New("i/o error")
+}

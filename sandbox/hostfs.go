@@ -1,0 +1,307 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// HostFS is the one place where a virtual path becomes a host file
+// operation. Every mapping is opened once as an os.Root and every operation
+// goes through it, so ".." and symlinks cannot leave a mapping, whatever the
+// path says and whatever changes on disk between two calls (no
+// check-then-open). Ancestors of mount points ("/", "/mnt", "/mnt/user-data")
+// are read-only directories made up of the mount points below them; every
+// other path is outside the sandbox.
+type HostFS struct {
+	mounts []*hostMount // longest virtual path first
+	locks  *Locks
+}
+
+type hostMount struct {
+	Mount
+	root *os.Root
+}
+
+var _ FS = (*HostFS)(nil)
+
+// OpenHostFS opens every mount's host directory as an os.Root. Mounts may
+// not nest. Edits lock their files in locks, keyed by host root and the
+// file's symlink-resolved path, so two mounts or two threads sharing a host
+// directory still never lose an update.
+func OpenHostFS(mounts []Mount, locks *Locks) (*HostFS, error) {
+	h := &HostFS{locks: locks}
+	for _, m := range mounts {
+		r, err := os.OpenRoot(m.Host)
+		if err != nil {
+			h.Close()
+			return nil, HostError(m.Virtual, err)
+		}
+		h.mounts = append(h.mounts, &hostMount{Mount: m, root: r})
+	}
+	sort.Slice(h.mounts, func(i, j int) bool { return len(h.mounts[i].Virtual) > len(h.mounts[j].Virtual) })
+	return h, nil
+}
+
+// Close closes every root.
+func (h *HostFS) Close() error {
+	for _, m := range h.mounts {
+		m.root.Close()
+	}
+	return nil
+}
+
+// lookup finds the mount holding virtual path name and the path relative to
+// its root. synthetic reports an ancestor of mount points.
+func (h *HostFS) lookup(name string) (m *hostMount, rel string, synthetic bool) {
+	for _, m := range h.mounts {
+		if name == m.Virtual {
+			return m, ".", false
+		}
+		if strings.HasPrefix(name, m.Virtual+"/") {
+			return m, name[len(m.Virtual)+1:], false
+		}
+	}
+	for _, m := range h.mounts {
+		if Within(m.Virtual, name) {
+			return nil, "", true
+		}
+	}
+	return nil, "", false
+}
+
+func outside(name string) error { return &PathError{Path: name, Err: ErrOutsideRoot} }
+
+// Stat follows symlinks that stay inside the mapping.
+func (h *HostFS) Stat(_ context.Context, name string) (fs.FileInfo, error) {
+	m, rel, synth := h.lookup(name)
+	switch {
+	case synth:
+		return synthDir(path.Base(name)), nil
+	case m == nil:
+		return nil, outside(name)
+	}
+	fi, err := m.root.Stat(rel)
+	if err != nil {
+		return nil, HostError(name, err)
+	}
+	return fi, nil
+}
+
+// ReadDir lists a directory, sorted by name. Entries are not followed.
+func (h *HostFS) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
+	m, rel, synth := h.lookup(name)
+	switch {
+	case synth:
+		return h.synthEntries(name), nil
+	case m == nil:
+		return nil, outside(name)
+	}
+	f, err := m.root.Open(rel)
+	if err != nil {
+		return nil, HostError(name, err)
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, HostError(name, err)
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, nil
+}
+
+func (h *HostFS) synthEntries(name string) []fs.DirEntry {
+	seen := map[string]bool{}
+	var out []fs.DirEntry
+	prefix := strings.TrimSuffix(name, "/") + "/"
+	for _, m := range h.mounts {
+		if !strings.HasPrefix(m.Virtual, prefix) {
+			continue
+		}
+		child, _, _ := strings.Cut(m.Virtual[len(prefix):], "/")
+		if !seen[child] {
+			seen[child] = true
+			out = append(out, fs.FileInfoToDirEntry(synthDir(child)))
+		}
+	}
+	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
+}
+
+// Open opens a file for reading.
+func (h *HostFS) Open(_ context.Context, name string) (fs.File, error) {
+	m, rel, synth := h.lookup(name)
+	switch {
+	case synth:
+		return nil, &PathError{Path: name, Err: ErrIsDir}
+	case m == nil:
+		return nil, outside(name)
+	}
+	f, err := m.root.Open(rel)
+	if err != nil {
+		return nil, HostError(name, err)
+	}
+	return f, nil
+}
+
+// Edit implements FS.Edit: under the file's lock, read, compute, write a
+// temporary file beside it and rename it over the file. A path whose last
+// component is a symlink edits the symlink's target (inside the mapping).
+func (h *HostFS) Edit(ctx context.Context, name string, fn EditFunc) error {
+	m, rel, synth := h.lookup(name)
+	switch {
+	case synth:
+		return &PathError{Path: name, Err: ErrIsDir}
+	case m == nil:
+		return outside(name)
+	case m.ReadOnly:
+		return &PathError{Path: name, Err: ErrReadOnly}
+	}
+	real, err := resolveInRoot(m.root, rel)
+	if err != nil {
+		return HostError(name, err)
+	}
+	if real == "." {
+		return &PathError{Path: name, Err: ErrIsDir}
+	}
+	unlock, err := h.locks.Lock(ctx, m.Host+"\x00"+real)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	exists, mode := true, fs.FileMode(0o644)
+	fi, err := m.root.Stat(real)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		exists = false
+	case err != nil:
+		return HostError(name, err)
+	case fi.IsDir():
+		return &PathError{Path: name, Err: ErrIsDir}
+	case !fi.Mode().IsRegular():
+		return &PathError{Path: name, Err: errors.New("not a regular file")}
+	default:
+		mode = fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+	}
+	var old []byte
+	if exists {
+		if old, err = m.root.ReadFile(real); err != nil {
+			return HostError(name, err)
+		}
+	}
+	data, err := fn(old, exists)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		if dir := path.Dir(real); dir != "." {
+			if err := m.root.MkdirAll(dir, 0o755); err != nil {
+				return HostError(name, err)
+			}
+		}
+	}
+	return HostError(name, writeAtomic(m.root, real, data, mode))
+}
+
+// writeAtomic writes data to a new file beside name and renames it over
+// name: readers see the old content or the new, never a half-written file.
+func writeAtomic(root *os.Root, name string, data []byte, mode fs.FileMode) error {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := path.Join(path.Dir(name), ".sandbox-mcp-"+hex.EncodeToString(rnd[:])+".tmp")
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode) // the umask does not apply to chmod
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		root.Remove(tmp)
+	}
+	return err
+}
+
+// resolveInRoot resolves the symlinks of rel (a clean relative path) inside
+// root, the way the kernel would, and returns the path it names. Components
+// that do not exist yet are kept as they are. The result is a lock key and
+// the path edits write to; os.Root still confines every operation on it.
+func resolveInRoot(root *os.Root, rel string) (string, error) {
+	var out []string
+	todo := strings.Split(rel, "/")
+	links, missing := 0, false
+	for len(todo) > 0 {
+		p := todo[0]
+		todo = todo[1:]
+		switch p {
+		case "", ".":
+			continue
+		case "..":
+			if len(out) == 0 {
+				return "", ErrOutsideRoot
+			}
+			out = out[:len(out)-1]
+			continue
+		}
+		cur := path.Join(append(out, p)...)
+		if missing {
+			out = append(out, p)
+			continue
+		}
+		fi, err := root.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			missing = true
+			out = append(out, p)
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			out = append(out, p)
+			continue
+		}
+		if links++; links > 40 {
+			return "", syscall.ELOOP
+		}
+		target, err := root.Readlink(cur)
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(target) {
+			return "", ErrOutsideRoot
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	if len(out) == 0 {
+		return ".", nil
+	}
+	return path.Join(out...), nil
+}
+
+// synthDir is the FileInfo of a made-up directory.
+type synthDir string
+
+func (d synthDir) Name() string       { return string(d) }
+func (d synthDir) Size() int64        { return 0 }
+func (d synthDir) Mode() fs.FileMode  { return fs.ModeDir | 0o555 }
+func (d synthDir) ModTime() time.Time { return time.Time{} }
+func (d synthDir) IsDir() bool        { return true }
+func (d synthDir) Sys() any           { return nil }

@@ -1,0 +1,69 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// Provider hands out sandboxes, one per thread.
+type Provider interface {
+	// Name is the provider's name as configured ("local", "docker", ...).
+	Name() string
+	// Acquire returns the thread's sandbox, creating the thread's files and
+	// its sandbox on first use. Every Acquire is paired with a Release.
+	Acquire(ctx context.Context, thread string) (Sandbox, error)
+	// Release says one user of the thread's sandbox is done with it.
+	Release(thread string)
+	// Close releases every sandbox the provider holds.
+	Close() error
+}
+
+// Sandbox is one thread's sandbox.
+type Sandbox interface {
+	// Thread is the id of the thread the sandbox serves.
+	Thread() string
+	// Mounts lists the virtual directories backed by host directories; the
+	// server masks every host path named here out of what the agent sees.
+	Mounts() []Mount
+	// FS is the sandbox's file system, addressed by clean absolute virtual
+	// paths (see Clean).
+	FS() FS
+	// Exec runs a shell command. Its interleaved stdout and stderr go to
+	// req.Output as they come. A non-zero exit is a normal result; the error
+	// is for commands that could not run at all (ErrBashDisabled, a dead
+	// engine) and for a cancelled ctx.
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+}
+
+// FS is a sandbox's file system, addressed by clean absolute virtual paths.
+// Errors are PathErrors naming the virtual path.
+type FS interface {
+	Stat(ctx context.Context, name string) (fs.FileInfo, error)
+	// ReadDir lists a directory sorted by name.
+	ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error)
+	Open(ctx context.Context, name string) (fs.File, error)
+	// Edit replaces the file's content atomically with what fn returns,
+	// holding the file's lock across read, fn and write, so concurrent
+	// edits never lose an update. fn gets the current content (exists false
+	// when there is no file yet). A new file gets its parent directories;
+	// an existing file keeps its mode. fn's error is returned as it is.
+	Edit(ctx context.Context, name string, fn EditFunc) error
+}
+
+// EditFunc computes a file's new content from its current content.
+type EditFunc func(old []byte, exists bool) ([]byte, error)
+
+// ExecRequest is one command to run.
+type ExecRequest struct {
+	Command string
+	Timeout time.Duration
+	Output  io.Writer // interleaved stdout and stderr
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode int
+	TimedOut bool
+}

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/sandbox-mcp/sandbox-mcp/audit"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/tools"
+)
+
+// Config is what the server is made of.
+type Config struct {
+	Provider sandbox.Provider
+	Audit    audit.Sink
+	Logger   *slog.Logger
+	Limits   tools.Limits
+	StateDir string
+	Version  string
+}
+
+// Server is the MCP server.
+type Server struct {
+	cfg      Config
+	mcp      *mcpserver.MCPServer
+	sessions *Sessions
+	// threadOf picks the thread of a session's first call.
+	threadOf func(ctx context.Context, session string, req mcp.CallToolRequest) string
+}
+
+// New builds the server and registers every tool.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Audit == nil {
+		cfg.Audit = audit.Discard{}
+	}
+	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir)}
+	s.mcp = mcpserver.NewMCPServer("sandbox-mcp", cfg.Version,
+		mcpserver.WithToolCapabilities(false),
+		mcpserver.WithInstructions("Tools work in a sandbox: files under /mnt/user-data/{workspace,uploads,outputs} "+
+			"(workspace is the working directory), skills read-only under /mnt/skills."),
+	)
+	for _, t := range tools.All() {
+		s.mcp.AddTool(t.Def, s.handler(t))
+	}
+	return s
+}
+
+// MCP is the underlying mcp-go server (for transports).
+func (s *Server) MCP() *mcpserver.MCPServer { return s.mcp }
+
+// Close releases every session's sandbox and closes the audit log.
+func (s *Server) Close() error {
+	s.sessions.EndAll()
+	return s.cfg.Audit.Close()
+}
+
+// handler wraps a tool: bind the session's sandbox, run, mask, audit.
+// Whatever happens, the client gets a tool result, never a Go error.
+func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
+	name := t.Def.Name
+	return func(ctx context.Context, req mcp.CallToolRequest) (_ *mcp.CallToolResult, _ error) {
+		start := time.Now()
+		session := ""
+		if cs := mcpserver.ClientSessionFromContext(ctx); cs != nil {
+			session = cs.SessionID()
+		}
+		thread := s.threadOf(ctx, session, req)
+		ev := audit.Event{Session: session, Thread: thread, Provider: s.cfg.Provider.Name(), Tool: name}
+
+		var res *tools.Result
+		b, err := s.sessions.Get(ctx, session, thread)
+		if err != nil {
+			res = toolsFail(err)
+		} else {
+			ev.Thread, ev.Sandbox = b.thread, b.sb.Thread()
+			env := &tools.Env{Sandbox: b.sb, Limits: s.cfg.Limits, Mask: b.mask.Mask, Progress: s.progress(ctx, req)}
+			res = s.run(ctx, t, env, req)
+		}
+		mask := s.sessions.base.Mask // the thread's dirs are under the state dir
+		if b != nil {
+			mask = b.mask.Mask
+		}
+		for i, c := range res.Content {
+			if tc, ok := c.(mcp.TextContent); ok {
+				tc.Text = mask(tc.Text)
+				res.Content[i] = tc
+			}
+		}
+		ev.Time, ev.DurationMS = start.UTC(), time.Since(start).Milliseconds()
+		ev.Outcome = outcome(res)
+		ev.ExitCode, ev.Truncated = res.ExitCode, res.Truncated
+		for _, c := range res.Content {
+			switch c := c.(type) {
+			case mcp.TextContent:
+				ev.BytesOut += len(c.Text)
+				if res.IsError {
+					ev.Error = c.Text
+				}
+			case mcp.ImageContent:
+				ev.BytesOut += len(c.Data)
+			}
+		}
+		ev.Args = auditArgs(req.GetArguments(), mask)
+		if err := s.cfg.Audit.Record(ev); err != nil {
+			s.cfg.Logger.Error("audit log write failed", "err", err)
+		}
+		return res.CallToolResult, nil
+	}
+}
+
+// run calls the tool, turning a panic into an error result.
+func (s *Server) run(ctx context.Context, t tools.Tool, env *tools.Env, req mcp.CallToolRequest) (res *tools.Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.Logger.Error("tool panicked", "tool", t.Def.Name, "panic", p, "stack", string(debug.Stack()))
+			res = toolsFail(fmt.Errorf("internal error in %s", t.Def.Name))
+		}
+	}()
+	res = t.Handle(ctx, env, req)
+	if res == nil || res.CallToolResult == nil {
+		res = toolsFail(fmt.Errorf("internal error in %s: no result", t.Def.Name))
+	}
+	return res
+}
+
+func toolsFail(err error) *tools.Result {
+	return &tools.Result{CallToolResult: mcp.NewToolResultError("Error: " + err.Error())}
+}
+
+func outcome(r *tools.Result) string {
+	switch {
+	case r.Denied:
+		return audit.Denied
+	case r.TimedOut:
+		return audit.Timeout
+	case r.IsError:
+		return audit.Error
+	}
+	return audit.OK
+}
+
+// contentArgs hold file content: the audit log keeps their size and hash only.
+var contentArgs = map[string]bool{"content": true, "old_str": true, "new_str": true}
+
+func auditArgs(args map[string]any, mask func(string) string) map[string]any {
+	out := make(map[string]any, len(args))
+	for k, v := range args {
+		s, isString := v.(string)
+		switch {
+		case contentArgs[k] && isString:
+			out[k] = audit.Summarize(s)
+		case contentArgs[k]:
+			out[k] = "(not a string)"
+		case isString:
+			out[k] = mask(s)
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// progress returns the function that sends progress notifications for this
+// call, or nil when the client gave no progress token.
+func (s *Server) progress(ctx context.Context, req mcp.CallToolRequest) func(float64, string) {
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+		return nil
+	}
+	token := req.Params.Meta.ProgressToken
+	return func(p float64, msg string) {
+		params := map[string]any{"progressToken": token, "progress": p}
+		if msg != "" {
+			params["message"] = msg
+		}
+		if err := s.mcp.SendNotificationToClient(ctx, "notifications/progress", params); err != nil {
+			s.cfg.Logger.Debug("progress notification not sent", "err", err)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+
+	"github.com/sandbox-mcp/sandbox-mcp/masking"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// Sessions binds MCP sessions to threads and their sandboxes. A session's
+// sandbox is acquired on its first tool call and released when the session
+// ends; the thread's files stay.
+type Sessions struct {
+	provider sandbox.Provider
+	stateDir string
+	base     *masking.Masker // masks the state dir, for errors before a sandbox exists
+
+	mu       sync.Mutex
+	sessions map[string]*binding
+}
+
+// binding is one session's thread and sandbox.
+type binding struct {
+	thread string
+	ready  chan struct{} // closed once sb/mask/err are set
+	sb     sandbox.Sandbox
+	mask   *masking.Masker
+	err    error
+}
+
+// NewSessions returns an empty registry.
+func NewSessions(p sandbox.Provider, stateDir string) *Sessions {
+	return &Sessions{
+		provider: p,
+		stateDir: stateDir,
+		base:     masking.New(masking.Pair{Host: stateDir, Virtual: StateDirMask}),
+		sessions: map[string]*binding{},
+	}
+}
+
+// Get returns the session's binding, acquiring the thread's sandbox on the
+// session's first call. A session keeps the thread of its first call.
+func (r *Sessions) Get(ctx context.Context, session, thread string) (*binding, error) {
+	r.mu.Lock()
+	b := r.sessions[session]
+	if b == nil {
+		if err := sandbox.ValidThreadID(thread); err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		b = &binding{thread: thread, ready: make(chan struct{})}
+		r.sessions[session] = b
+		r.mu.Unlock()
+		b.sb, b.err = r.provider.Acquire(ctx, thread)
+		if b.err == nil {
+			b.mask = r.masker(b.sb)
+		} else {
+			r.mu.Lock()
+			delete(r.sessions, session) // the next call tries again
+			r.mu.Unlock()
+		}
+		close(b.ready)
+		return b, b.err
+	}
+	r.mu.Unlock()
+	select {
+	case <-b.ready:
+		return b, b.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// End releases the session's sandbox.
+func (r *Sessions) End(session string) {
+	r.mu.Lock()
+	b := r.sessions[session]
+	delete(r.sessions, session)
+	r.mu.Unlock()
+	if b == nil {
+		return
+	}
+	<-b.ready
+	if b.err == nil {
+		r.provider.Release(b.thread)
+	}
+}
+
+// EndAll releases every session's sandbox.
+func (r *Sessions) EndAll() {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.sessions))
+	for id := range r.sessions {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.End(id)
+	}
+}
+
+// masker masks the sandbox's host directories, the thread's directory and
+// the state dir.
+func (r *Sessions) masker(sb sandbox.Sandbox) *masking.Masker {
+	var pairs []masking.Pair
+	for _, m := range sb.Mounts() {
+		pairs = append(pairs, masking.Pair{Host: m.Host, Virtual: m.Virtual})
+	}
+	if r.stateDir != "" {
+		pairs = append(pairs,
+			masking.Pair{Host: filepath.Join(r.stateDir, "threads", sb.Thread(), "user-data"), Virtual: sandbox.UserDataDir},
+			masking.Pair{Host: r.stateDir, Virtual: StateDirMask},
+		)
+	}
+	return masking.New(pairs...)
+}
+
+// StateDirMask is what the agent sees in place of the state dir.
+const StateDirMask = "<state-dir>"

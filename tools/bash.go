@@ -1,0 +1,137 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+const (
+	bashDefaultTimeout = 120 * time.Second
+	// maskMargin is kept beyond each end of the bash output so a host path
+	// cut by the capture is still whole when the output is masked.
+	maskMargin = 4096
+	// unlimitedCapture bounds memory when the output limit is 0 (no limit).
+	unlimitedCapture = 16 << 20
+)
+
+func bashTool() Tool {
+	return Tool{
+		Def: mcp.NewTool("bash",
+			mcp.WithDescription("Run a bash command in the sandbox. The working directory is /mnt/user-data/workspace; "+
+				"files are under /mnt/user-data/{workspace,uploads,outputs}. stdout and stderr come back interleaved, "+
+				"followed by [exit code N] or [timed out after Ns]. Long output keeps its head and tail."),
+			mcp.WithString("command", mcp.Required(), mcp.Description("The command, run with bash -c.")),
+			mcp.WithNumber("timeout", mcp.Description("Seconds before the command and every process it started are killed (default 120, max 600).")),
+			mcp.WithString("description", mcp.Description("What the command does, in a few words (for logs).")),
+			destructive("Run command", true),
+		),
+		Handle: bash,
+	}
+}
+
+func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
+	command, err := requiredString(req, "command")
+	if err != nil {
+		return fail(err)
+	}
+	if strings.TrimSpace(command) == "" {
+		return failf("command is empty")
+	}
+	timeout := bashDefaultTimeout
+	if t := req.GetFloat("timeout", 0); t > 0 {
+		timeout = time.Duration(t * float64(time.Second))
+	}
+	if max := env.Limits.BashTimeoutMax; max > 0 && timeout > max {
+		timeout = max
+	}
+
+	limit := env.Limits.BashOutputMaxChars
+	half := limit/2 + maskMargin
+	if limit <= 0 {
+		half = unlimitedCapture / 2
+	}
+	out := sandbox.NewCapture(half, half)
+
+	done := make(chan struct{})
+	defer close(done)
+	if env.Progress != nil {
+		go reportProgress(env, out, done)
+	}
+	res, err := env.Sandbox.Exec(ctx, sandbox.ExecRequest{Command: command, Timeout: timeout, Output: out})
+	if err != nil {
+		if ctx.Err() != nil {
+			return failf("cancelled: the command and its processes were killed")
+		}
+		return fail(err)
+	}
+
+	body, truncated := bashOutput(out, limit, env.Mask)
+	var b strings.Builder
+	b.WriteString(body)
+	if body != "" && !strings.HasSuffix(body, "\n") {
+		b.WriteByte('\n')
+	}
+	r := &Result{Truncated: truncated, TimedOut: res.TimedOut}
+	if res.TimedOut {
+		fmt.Fprintf(&b, "[timed out after %ds]", int((timeout+time.Second-1)/time.Second))
+	} else {
+		code := res.ExitCode
+		r.ExitCode = &code
+		fmt.Fprintf(&b, "[exit code %d]", code)
+	}
+	r.CallToolResult = mcp.NewToolResultText(b.String())
+	return r
+}
+
+// bashOutput is the captured output, masked, with its middle cut out when
+// it is longer than limit bytes.
+func bashOutput(c *sandbox.Capture, limit int, mask func(string) string) (string, bool) {
+	if mask == nil {
+		mask = func(s string) string { return s }
+	}
+	head, tail, total := c.Result()
+	if total <= int64(len(head)+len(tail)) {
+		s := mask(validText(append(head, tail...)))
+		if limit <= 0 || len(s) <= limit {
+			return s, false
+		}
+		// Masking made it longer than the limit: cut the middle.
+		head, tail = []byte(s[:len(s)/2]), []byte(s[len(s)/2:])
+	}
+	h, t := mask(validText(head)), mask(validText(tail))
+	if limit <= 0 {
+		limit = unlimitedCapture
+	}
+	dropped := total - int64(len(head)+len(tail))
+	notice := fmt.Sprintf("\n[... %d bytes of output truncated ...]\n", max(dropped, 0))
+	keep := max(limit-len(notice), 0)
+	h, _ = cutHead(h, keep/2)
+	t = cutTail(t, keep-len(h))
+	return h + notice + t, true
+}
+
+// reportProgress sends a progress notification about once a second: the
+// elapsed seconds, and the latest output line as the message.
+func reportProgress(env *Env, out *sandbox.Capture, done <-chan struct{}) {
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			msg := out.LastLine()
+			if env.Mask != nil {
+				msg = env.Mask(msg)
+			}
+			env.Progress(time.Since(start).Seconds(), validText([]byte(msg)))
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+const (
+	lsDefaultDepth = 2
+	lsMaxDepth     = 5
+)
+
+func lsTool() Tool {
+	return Tool{
+		Def: mcp.NewTool("ls",
+			mcp.WithDescription("List a directory as a tree: one entry a line, children indented under their directory, "+
+				"directories ending in /, sorted by name."),
+			mcp.WithString("path", mcp.Description("Directory to list (default /mnt/user-data/workspace).")),
+			mcp.WithNumber("depth", mcp.Description("How many levels to show (default 2, max 5).")),
+			readOnly("List directory"),
+		),
+		Handle: ls,
+	}
+}
+
+func ls(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
+	dir, err := pathArg(req, "path")
+	if err != nil {
+		return fail(err)
+	}
+	depth := req.GetInt("depth", lsDefaultDepth)
+	depth = min(max(depth, 1), lsMaxDepth)
+	fsys := env.Sandbox.FS()
+	fi, err := fsys.Stat(ctx, dir)
+	if err != nil {
+		return fail(err)
+	}
+	if !fi.IsDir() {
+		return text(dir)
+	}
+
+	limit := env.Limits.LsOutputMaxChars
+	var b strings.Builder
+	b.WriteString(strings.TrimSuffix(dir, "/") + "/\n")
+	truncated := false
+	var list func(dir string, level int) error
+	list = func(dir string, level int) error {
+		entries, err := fsys.ReadDir(ctx, dir)
+		if err != nil {
+			return nil // an unreadable subdirectory shows as empty
+		}
+		for _, e := range entries {
+			if limit > 0 && b.Len() > limit {
+				truncated = true
+				return errStop
+			}
+			b.WriteString(strings.Repeat("  ", level))
+			b.WriteString(e.Name())
+			if e.IsDir() {
+				b.WriteByte('/')
+			} else if e.Type()&fs.ModeSymlink != 0 {
+				b.WriteByte('@')
+			}
+			b.WriteByte('\n')
+			if e.IsDir() && level < depth {
+				if err := list(strings.TrimSuffix(dir, "/")+"/"+e.Name(), level+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := list(dir, 1); err != nil && err != errStop {
+		return fail(err)
+	}
+	out := strings.TrimSuffix(b.String(), "\n")
+	if cut, ok := cutHead(out, limit); ok || truncated {
+		if i := strings.LastIndexByte(cut, '\n'); i > 0 {
+			cut = cut[:i]
+		}
+		out = cut + fmt.Sprintf("\n[... listing truncated at %d characters: list a subdirectory or lower depth]", limit)
+		truncated = true
+	}
+	r := text(out)
+	r.Truncated = truncated
+	return r
+}

@@ -1,0 +1,140 @@
+package tools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// imageMaxBytes bounds an image sent back as content.
+const imageMaxBytes = 10 << 20
+
+var imageTypes = map[string]string{
+	".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp",
+}
+
+func readFileTool() Tool {
+	return Tool{
+		Def: mcp.NewTool("read_file",
+			mcp.WithDescription("Read a text file, whole or a range of lines. Images (png, jpeg, gif, webp) come back as "+
+				"image content; other binary files are refused. Long output is cut with a note."),
+			mcp.WithString("path", mcp.Required(), mcp.Description("File to read; relative paths are under /mnt/user-data/workspace.")),
+			mcp.WithNumber("start_line", mcp.Description("First line to return, 1-based (default 1).")),
+			mcp.WithNumber("end_line", mcp.Description("Last line to return, inclusive (default: the last line).")),
+			readOnly("Read file"),
+		),
+		Handle: readFile,
+	}
+}
+
+func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
+	raw, err := requiredString(req, "path")
+	if err != nil {
+		return fail(err)
+	}
+	name, err := sandbox.Clean(raw)
+	if err != nil {
+		return fail(err)
+	}
+	start := req.GetInt("start_line", 1)
+	end := req.GetInt("end_line", 0)
+	if start < 1 {
+		return failf("start_line must be 1 or more, got %d", start)
+	}
+	if end != 0 && end < start {
+		return failf("end_line %d is before start_line %d", end, start)
+	}
+
+	fsys := env.Sandbox.FS()
+	f, err := fsys.Open(ctx, name)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fail(sandbox.HostError(name, err))
+	}
+	if fi.IsDir() {
+		return fail(&sandbox.PathError{Path: name, Err: sandbox.ErrIsDir})
+	}
+	br := bufio.NewReaderSize(f, 64<<10)
+	sniff, _ := br.Peek(sniffLen)
+	if mime, ok := imageTypes[strings.ToLower(path.Ext(name))]; ok && strings.HasPrefix(http.DetectContentType(sniff), "image/") {
+		return readImage(br, name, mime, fi.Size())
+	}
+	if bytes.IndexByte(sniff, 0) >= 0 {
+		return failf("binary file (%d bytes), not shown: %s", fi.Size(), name)
+	}
+
+	limit := env.Limits.ReadFileOutputMaxChars
+	var b strings.Builder
+	line, truncated := 0, false // line: how many lines have ended so far
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			inRange := line+1 >= start && (end == 0 || line+1 <= end)
+			if inRange && !truncated {
+				b.Write(chunk)
+				if limit > 0 && b.Len() > limit {
+					truncated = true
+				}
+			}
+		}
+		if err == nil {
+			line++
+			if end != 0 && line >= end {
+				break
+			}
+			if truncated {
+				break
+			}
+			continue
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // the same line goes on
+		}
+		if err == io.EOF {
+			if len(chunk) > 0 {
+				line++
+			}
+			break
+		}
+		return fail(sandbox.HostError(name, err))
+	}
+	if start > 1 && line < start {
+		return failf("start_line %d is past the end of %s (%d lines)", start, name, line)
+	}
+	out := validText([]byte(b.String()))
+	r := &Result{}
+	if cut, ok := cutHead(out, limit); ok || truncated {
+		out = cut + fmt.Sprintf("\n[... truncated: showing the first %d characters; use start_line and end_line to read the rest of %s]", limit, name)
+		r.Truncated = true
+	}
+	r.CallToolResult = mcp.NewToolResultText(out)
+	return r
+}
+
+func readImage(r io.Reader, name, mime string, size int64) *Result {
+	if size > imageMaxBytes {
+		return failf("image too large to show (%d bytes, limit %d): %s", size, imageMaxBytes, name)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, imageMaxBytes+1))
+	if err != nil {
+		return fail(sandbox.HostError(name, err))
+	}
+	return &Result{CallToolResult: &mcp.CallToolResult{
+		Content: []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(data), mime)},
+	}}
+}

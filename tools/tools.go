@@ -1,0 +1,146 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// Limits are the output and time bounds of the tools; 0 means no limit.
+type Limits struct {
+	BashOutputMaxChars     int
+	ReadFileOutputMaxChars int
+	LsOutputMaxChars       int
+	BashTimeoutMax         time.Duration
+	GrepMaxFileBytes       int64
+}
+
+// DefaultLimits are the limits of SPEC §6.
+func DefaultLimits() Limits {
+	return Limits{
+		BashOutputMaxChars:     20000,
+		ReadFileOutputMaxChars: 50000,
+		LsOutputMaxChars:       20000,
+		BashTimeoutMax:         600 * time.Second,
+		GrepMaxFileBytes:       10 << 20,
+	}
+}
+
+// Env is what a handler works with: the session's sandbox and the server's
+// settings.
+type Env struct {
+	Sandbox sandbox.Sandbox
+	Limits  Limits
+	// Mask rewrites host paths to virtual ones. The server masks every
+	// result anyway; bash needs it before cutting its output.
+	Mask func(string) string
+	// Progress, when the client asked for progress, reports how a long call
+	// is going.
+	Progress func(progress float64, message string)
+}
+
+// Result is a tool's result with what the audit log needs to know of it.
+type Result struct {
+	*mcp.CallToolResult
+	Denied    bool // refused by policy: a path outside, a read-only mount, bash off
+	TimedOut  bool
+	ExitCode  *int
+	Truncated bool
+}
+
+// Tool is one tool: its MCP definition and its handler.
+type Tool struct {
+	Def    mcp.Tool
+	Handle func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result
+}
+
+// All lists the tools in the order they are offered.
+func All() []Tool {
+	return []Tool{bashTool(), lsTool(), globTool(), grepTool(), readFileTool(), writeFileTool(), strReplaceTool()}
+}
+
+func text(s string) *Result {
+	return &Result{CallToolResult: mcp.NewToolResultText(s)}
+}
+
+// fail turns an error into a tool error result: one line "Error: ...".
+func fail(err error) *Result {
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	r := &Result{CallToolResult: mcp.NewToolResultError("Error: " + msg)}
+	r.Denied = errors.Is(err, sandbox.ErrOutsideRoot) || errors.Is(err, sandbox.ErrReadOnly) || errors.Is(err, sandbox.ErrBashDisabled)
+	return r
+}
+
+func failf(format string, args ...any) *Result { return fail(fmt.Errorf(format, args...)) }
+
+// readOnly and destructive set a tool's annotations.
+func readOnly(title string) mcp.ToolOption {
+	return mcp.WithToolAnnotation(mcp.ToolAnnotation{
+		Title:           title,
+		ReadOnlyHint:    mcp.ToBoolPtr(true),
+		DestructiveHint: mcp.ToBoolPtr(false),
+		IdempotentHint:  mcp.ToBoolPtr(true),
+		OpenWorldHint:   mcp.ToBoolPtr(false),
+	})
+}
+
+func destructive(title string, openWorld bool) mcp.ToolOption {
+	return mcp.WithToolAnnotation(mcp.ToolAnnotation{
+		Title:           title,
+		ReadOnlyHint:    mcp.ToBoolPtr(false),
+		DestructiveHint: mcp.ToBoolPtr(true),
+		IdempotentHint:  mcp.ToBoolPtr(false),
+		OpenWorldHint:   mcp.ToBoolPtr(openWorld),
+	})
+}
+
+// pathArg reads an optional path argument as a clean virtual path.
+func pathArg(req mcp.CallToolRequest, key string) (string, error) {
+	return sandbox.Clean(req.GetString(key, ""))
+}
+
+// requiredString reads a required string argument (it may be empty).
+func requiredString(req mcp.CallToolRequest, key string) (string, error) {
+	v, ok := req.GetArguments()[key]
+	if !ok {
+		return "", fmt.Errorf("missing required argument %q", key)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("argument %q must be a string", key)
+	}
+	return s, nil
+}
+
+// cutHead keeps at most max bytes of s, cut at a rune boundary; 0 keeps all.
+func cutHead(s string, max int) (string, bool) {
+	if max <= 0 || len(s) <= max {
+		return s, false
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return s[:max], true
+}
+
+// cutTail keeps at most the last max bytes of s, cut at a rune boundary.
+func cutTail(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	i := len(s) - max
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+// validText replaces invalid UTF-8.
+func validText(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
