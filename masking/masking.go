@@ -19,9 +19,9 @@ type Masker struct {
 }
 
 // New builds a Masker. Each host path is also masked in its
-// symlink-resolved form; "/" and empty host paths are ignored (masking
-// them would rewrite every path). A host path equal to or inside a virtual
-// path of the set is kept too: masking is applied once, never twice.
+// symlink-resolved form; "/", empty and relative host paths are ignored
+// (masking "/" would rewrite every path). Virtual forms should end in a
+// path character so that masking twice changes nothing.
 func New(pairs ...Pair) *Masker {
 	seen := map[string]bool{}
 	m := &Masker{}

@@ -118,4 +118,4 @@ func (r *Sessions) masker(sb sandbox.Sandbox) *masking.Masker {
 }
 
 // StateDirMask is what the agent sees in place of the state dir.
-const StateDirMask = "<state-dir>"
+const StateDirMask = "/sandbox-mcp-state"

@@ -1,0 +1,92 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+func TestCaptureKeepsHeadAndTail(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		writes     []string
+		head, tail int
+		wantHead   string
+		wantTail   string
+		wantTotal  int64
+	}{
+		{"short", []string{"abc"}, 4, 4, "abc", "", 3},
+		{"exact", []string{"abcdefgh"}, 4, 4, "abcd", "efgh", 8},
+		{"long one write", []string{"0123456789abcdef"}, 4, 4, "0123", "cdef", 16},
+		{"many small", strings.Split("0123456789abcdef", ""), 4, 4, "0123", "cdef", 16},
+		{"wraps", []string{"0123", "456", "789", "ab"}, 2, 5, "01", "789ab", 12},
+		{"no tail", []string{"0123456789"}, 3, 0, "012", "", 10},
+	}
+	for _, tt := range tests {
+		c := sandbox.NewCapture(tt.head, tt.tail)
+		for _, w := range tt.writes {
+			c.Write([]byte(w))
+		}
+		h, tl, total := c.Result()
+		if string(h) != tt.wantHead || string(tl) != tt.wantTail || total != tt.wantTotal {
+			t.Errorf("%s: got %q %q %d, want %q %q %d", tt.name, h, tl, total, tt.wantHead, tt.wantTail, tt.wantTotal)
+		}
+	}
+}
+
+func TestCaptureLastLine(t *testing.T) {
+	t.Parallel()
+	c := sandbox.NewCapture(10, 10)
+	c.Write([]byte("first\nsecond\n"))
+	if got := c.LastLine(); got != "second" {
+		t.Fatalf("LastLine = %q", got)
+	}
+	c.Write([]byte("\n\n"))
+	if got := c.LastLine(); got != "second" {
+		t.Fatalf("LastLine after blank lines = %q", got)
+	}
+}
+
+// TestCaptureBoundedMemory writes 1 GiB through a capture: what it keeps
+// stays at its bounds.
+func TestCaptureBoundedMemory(t *testing.T) {
+	t.Parallel()
+	c := sandbox.NewCapture(1000, 1000)
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	for range 1024 {
+		c.Write(chunk)
+	}
+	c.Write([]byte("END"))
+	h, tl, total := c.Result()
+	if len(h) != 1000 || len(tl) != 1000 || total != 1<<30+3 || !bytes.HasSuffix(tl, []byte("END")) {
+		t.Fatalf("head %d tail %d total %d", len(h), len(tl), total)
+	}
+}
+
+func TestLocks(t *testing.T) {
+	t.Parallel()
+	l := sandbox.NewLocks()
+	unlock, err := l.Lock(t.Context(), "k")
+	must(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := l.Lock(ctx, "k"); err == nil {
+		t.Fatal("second Lock of a held key succeeded")
+	}
+	other, err := l.Lock(t.Context(), "other")
+	must(t, err)
+	other()
+	unlock()
+	unlock() // twice is harmless
+	again, err := l.Lock(t.Context(), "k")
+	must(t, err)
+	again()
+	if l.Len() != 0 {
+		t.Fatalf("entries left: %d", l.Len())
+	}
+}
