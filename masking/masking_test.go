@@ -26,9 +26,9 @@ func TestMask(t *testing.T) {
 		{"(/srv/state/threads/t1/user-data/workspace)", "(/mnt/user-data/workspace)"},
 		{"'/srv/state'", "'/sandbox-mcp-state'"},
 		{"saved in /srv/state.", "saved in /sandbox-mcp-state."},
-		{"/srv/statefile", "/srv/statefile"},         // prefix confusion
-		{"/srv/state-x/y", "/srv/state-x/y"},         // prefix confusion
-		{"/tmp/srv/state/y", "/tmp/srv/state/y"},     // another path that contains it
+		{"/srv/statefile", "/srv/statefile"},     // prefix confusion
+		{"/srv/state-x/y", "/srv/state-x/y"},     // prefix confusion
+		{"/tmp/srv/state/y", "/tmp/srv/state/y"}, // another path that contains it
 		{"x:/srv/state/a\n/srv/state/b", "x:/sandbox-mcp-state/a\n/sandbox-mcp-state/b"},
 		{"no paths here", "no paths here"},
 		{"", ""},
