@@ -159,8 +159,19 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 	if cfg.Provider != "local" {
 		return fmt.Errorf("provider %s is not in this build yet; use --provider local", cfg.Provider)
 	}
-	if cfg.Local.Isolation == "bwrap" {
-		return errors.New("--isolation bwrap: bubblewrap isolation is not in this build yet; use --isolation none with --allow-host-bash")
+	isolation := local.IsolationNone
+	switch cfg.Local.Isolation {
+	case "bwrap":
+		if err := local.ProbeBwrap(ctx); err != nil {
+			return fmt.Errorf("--isolation bwrap: %w", err)
+		}
+		isolation = local.IsolationBwrap
+	case "auto":
+		if err := local.ProbeBwrap(ctx); err != nil {
+			log.Warn("bubblewrap isolation unavailable, bash falls back to isolation none", "reason", err.Error())
+		} else {
+			isolation = local.IsolationBwrap
+		}
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
@@ -173,6 +184,8 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		StateDir:      cfg.StateDir,
 		SkillsDir:     cfg.SkillsDir,
 		Mounts:        mounts,
+		Isolation:     isolation,
+		Network:       cfg.Local.Network,
 		AllowHostBash: cfg.Local.AllowHostBash,
 		EnvInherit:    cfg.EnvInherit,
 	})
@@ -180,8 +193,13 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	defer p.Close()
-	if !cfg.Local.AllowHostBash {
-		log.Info("bash is off: the local provider has no isolation in this build; --allow-host-bash runs commands on the host as this user")
+	switch {
+	case isolation == local.IsolationBwrap:
+		log.Info("bash runs inside bubblewrap", "network", cfg.Local.Network)
+	case cfg.Local.AllowHostBash:
+		log.Warn("bash runs on the host, unisolated, as this user (--allow-host-bash)")
+	default:
+		log.Info("bash is off: no isolation and no --allow-host-bash")
 	}
 
 	var sink audit.Sink

@@ -20,14 +20,18 @@ import (
 // pipe is cut off after it.
 const drainGrace = 2 * time.Second
 
-// Exec runs the command on the host with bash, in its own process group,
-// with cwd the workspace and a scrubbed environment. Virtual paths in the
-// command are rewritten to host paths. When the shell exits, when the
-// timeout fires or when ctx is cancelled, the whole group is killed, so
+// Exec runs the command with bash, in its own process group, with cwd the
+// workspace and a scrubbed environment: inside bubblewrap when the provider
+// isolates, else on the host — only when AllowHostBash — with the virtual
+// paths of the command rewritten to host paths. When the shell exits, when
+// the timeout fires or when ctx is cancelled, the whole group is killed, so
 // background children cannot outlive the call or hold its pipe open.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	if s.p.cfg.Isolation == IsolationBwrap {
+		return s.execBwrap(ctx, req)
+	}
 	if !s.p.cfg.AllowHostBash {
-		return sandbox.ExecResult{}, fmt.Errorf("%w: the local provider runs bash on the host only with --allow-host-bash (config local.allow_host_bash: true)", sandbox.ErrBashDisabled)
+		return sandbox.ExecResult{}, fmt.Errorf("%w: bubblewrap isolation is off, and the local provider runs bash on the host only with --allow-host-bash (config local.allow_host_bash: true)", sandbox.ErrBashDisabled)
 	}
 	return runGroup(ctx, req, s.p.shell, []string{"-c", rewrite(req.Command, s.mounts)}, s.mounts[0].Host, Env(s.p.cfg.EnvInherit, s.mounts[0].Host))
 }

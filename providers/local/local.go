@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 
@@ -16,7 +17,9 @@ type Config struct {
 	StateDir      string          // threads live in <StateDir>/threads/<thread>
 	SkillsDir     string          // shown read-only at /mnt/skills when set
 	Mounts        []sandbox.Mount // custom mounts
-	AllowHostBash bool            // run bash on the host, unisolated
+	Isolation     string          // IsolationBwrap or IsolationNone (default)
+	Network       bool            // bwrap: keep the host's network
+	AllowHostBash bool            // IsolationNone: run bash on the host, unisolated
 	EnvInherit    []string        // variables passed on to commands
 	Locks         *sandbox.Locks  // per-file locks; shared with other providers of the process
 }
@@ -25,6 +28,7 @@ type Config struct {
 type Provider struct {
 	cfg   Config
 	shell string
+	bwrap string // bwrap's path, with IsolationBwrap
 
 	mu      sync.Mutex
 	threads map[string]*Sandbox
@@ -47,8 +51,24 @@ func New(cfg Config) (*Provider, error) {
 			break
 		}
 	}
-	return &Provider{cfg: cfg, shell: shell, threads: map[string]*Sandbox{}}, nil
+	p := &Provider{cfg: cfg, shell: shell, threads: map[string]*Sandbox{}}
+	switch cfg.Isolation {
+	case "", IsolationNone:
+		p.cfg.Isolation = IsolationNone
+	case IsolationBwrap:
+		bin, err := exec.LookPath("bwrap")
+		if err != nil {
+			return nil, errors.New("local provider: isolation bwrap: bwrap not found on PATH")
+		}
+		p.bwrap = bin
+	default:
+		return nil, fmt.Errorf("local provider: isolation %q: want bwrap or none", cfg.Isolation)
+	}
+	return p, nil
 }
+
+// Isolation is how bash runs: IsolationBwrap or IsolationNone.
+func (p *Provider) Isolation() string { return p.cfg.Isolation }
 
 // Name is "local".
 func (p *Provider) Name() string { return "local" }

@@ -1,0 +1,227 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// requireBwrap skips when bubblewrap cannot run here, unless CI asked for
+// it (SANDBOX_MCP_REQUIRE_BWRAP=1), where a missing bwrap is a failure.
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	if err := ProbeBwrap(t.Context()); err != nil {
+		if os.Getenv("SANDBOX_MCP_REQUIRE_BWRAP") == "1" {
+			t.Fatalf("bubblewrap required but unavailable: %v", err)
+		}
+		t.Skipf("SKIPPED: bubblewrap unavailable (%v); install bubblewrap to run the isolation tests", err)
+	}
+}
+
+type bwrapFixture struct {
+	p                    *Provider
+	sb                   *Sandbox
+	state, skills, rodir string
+}
+
+func newBwrap(t *testing.T, network bool) *bwrapFixture {
+	t.Helper()
+	requireBwrap(t)
+	base := t.TempDir()
+	f := &bwrapFixture{state: filepath.Join(base, "state"), skills: filepath.Join(base, "skills"), rodir: filepath.Join(base, "ro")}
+	for _, d := range []string{f.state, f.skills, f.rodir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(f.skills, "skill.md"), []byte("skill"), 0o644)
+	os.WriteFile(filepath.Join(f.rodir, "data.txt"), []byte("data"), 0o644)
+	os.WriteFile(filepath.Join(f.state, "audit.jsonl"), []byte("AUDIT"), 0o600)
+	p, err := New(Config{
+		StateDir:  f.state,
+		SkillsDir: f.skills,
+		Mounts:    []sandbox.Mount{{Virtual: "/mnt/ro", Host: f.rodir, ReadOnly: true}},
+		Isolation: IsolationBwrap,
+		Network:   network,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	other, err := p.Acquire(t.Context(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.FS().Edit(t.Context(), sandbox.WorkspaceDir+"/secret.txt", func([]byte, bool) ([]byte, error) { return []byte("OTHER-THREAD"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := p.Acquire(t.Context(), "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.p, f.sb = p, sb.(*Sandbox)
+	return f
+}
+
+func (f *bwrapFixture) run(t *testing.T, cmd string, timeout time.Duration) (string, sandbox.ExecResult) {
+	t.Helper()
+	out, res, err := execOut(t, f.sb, t.Context(), cmd, timeout)
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return out, res
+}
+
+func TestBwrapHidesTheHost(t *testing.T) {
+	t.Parallel()
+	f := newBwrap(t, false)
+	home, _ := os.UserHomeDir()
+	otherWS := filepath.Join(ThreadDir(f.state, "other"), "workspace")
+	for _, target := range []string{
+		"/root", home, f.state, filepath.Join(f.state, "audit.jsonl"), otherWS + "/secret.txt",
+		"/mnt/user-data/../../" + otherWS + "/secret.txt", "/etc/shadow", "/etc/sudoers", "/home",
+	} {
+		out, res := f.run(t, fmt.Sprintf("cat %q 2>&1 || ls %q 2>&1", target, target), time.Minute)
+		if res.ExitCode == 0 || strings.Contains(out, "OTHER-THREAD") || strings.Contains(out, "AUDIT") {
+			t.Errorf("%s is reachable from bash: exit %d, %q", target, res.ExitCode, out)
+		}
+	}
+	// The thread's own files are where the file tools see them.
+	out, res := f.run(t, "pwd; echo made > /mnt/user-data/outputs/o.txt; cat /mnt/skills/skill.md /mnt/ro/data.txt", time.Minute)
+	if res.ExitCode != 0 || out != "/mnt/user-data/workspace\nskilldata" {
+		t.Fatalf("exit %d out %q", res.ExitCode, out)
+	}
+	r, err := f.sb.FS().Open(t.Context(), sandbox.OutputsDir+"/o.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r)
+	r.Close()
+	if string(b) != "made\n" {
+		t.Fatalf("outputs/o.txt = %q", b)
+	}
+}
+
+func TestBwrapReadOnlyMounts(t *testing.T) {
+	t.Parallel()
+	f := newBwrap(t, false)
+	for _, p := range []string{"/mnt/skills/skill.md", "/mnt/skills/new.md", "/mnt/ro/data.txt", "/usr/evil", "/etc/passwd"} {
+		out, res := f.run(t, fmt.Sprintf("echo pwned > %q", p), time.Minute)
+		if res.ExitCode == 0 {
+			t.Errorf("wrote %s: %q", p, out)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.skills, "skill.md")); string(b) != "skill" {
+		t.Fatalf("skill changed: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(f.skills, "new.md")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("created a file in the skills dir")
+	}
+}
+
+func TestBwrapNetwork(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	probe := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", port)
+
+	off := newBwrap(t, false)
+	if out, res := off.run(t, probe, time.Minute); res.ExitCode == 0 || strings.Contains(out, "connected") {
+		t.Errorf("reached the host network with network off: %q", out)
+	}
+	on := newBwrap(t, true)
+	if out, res := on.run(t, probe, time.Minute); res.ExitCode != 0 || !strings.Contains(out, "connected") {
+		t.Errorf("network on: exit %d %q", res.ExitCode, out)
+	}
+}
+
+// A runaway command — a busy loop and a flood of background processes — is
+// ended by the timeout, and nothing it started survives.
+func TestBwrapTimeoutContainsRunaway(t *testing.T) {
+	t.Parallel()
+	f := newBwrap(t, false)
+	marker := fmt.Sprintf("runaway-%d", time.Now().UnixNano())
+	cmd := fmt.Sprintf("for i in $(seq 200); do (exec -a %s sleep 300) & done; setsid bash -c 'exec -a %s sleep 300' & echo started; while :; do :; done", marker, marker)
+	out, res := f.run(t, cmd, 2*time.Second)
+	if !res.TimedOut || !strings.Contains(out, "started") {
+		t.Fatalf("res %+v out %q", res, out)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		n := countProcs(marker)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes of the command survived", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// split spells marker so that only the process renamed to it holds it in
+// its command line, not the shells that start it.
+func split(marker string) string { return marker[:3] + `""` + marker[3:] }
+
+// countProcs counts live processes whose command line holds marker.
+func countProcs(marker string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(b), marker) {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && !strings.Contains(string(st), ") Z ") {
+			n++
+		}
+	}
+	return n
+}
+
+// The server dying takes every sandboxed process with it.
+func TestBwrapDiesWithParentContext(t *testing.T) {
+	t.Parallel()
+	f := newBwrap(t, false)
+	marker := fmt.Sprintf("orphan-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		for countProcs(marker) == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_, _, err := execOut(t, f.sb, ctx, fmt.Sprintf("setsid bash -c 'exec -a %s sleep 300' & wait", split(marker)), time.Minute)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for countProcs(marker) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a setsid process survived the cancelled command")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
