@@ -21,6 +21,8 @@ var (
 	ErrIsDir = errors.New("is a directory")
 	// ErrNotDir: a directory operation on a file, or a file used as a parent.
 	ErrNotDir = errors.New("not a directory")
+	// ErrNotRegular: a FIFO, socket or device where a file was expected.
+	ErrNotRegular = errors.New("not a regular file")
 	// ErrPermission: the host refused access.
 	ErrPermission = errors.New("permission denied")
 	// ErrExists: the path exists already.
@@ -54,7 +56,7 @@ func HostError(vpath string, err error) error {
 }
 
 func classify(err error) error {
-	for _, s := range []error{ErrOutsideRoot, ErrReadOnly, ErrNotFound, ErrIsDir, ErrNotDir, ErrPermission, ErrExists} {
+	for _, s := range []error{ErrOutsideRoot, ErrReadOnly, ErrNotFound, ErrIsDir, ErrNotDir, ErrNotRegular, ErrPermission, ErrExists} {
 		if errors.Is(err, s) {
 			return s
 		}

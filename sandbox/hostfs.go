@@ -137,7 +137,9 @@ func (h *HostFS) synthEntries(name string) []fs.DirEntry {
 	return out
 }
 
-// Open opens a file for reading.
+// Open opens a file or directory for reading. Anything else (a FIFO, a
+// socket, a device) is refused without blocking: the open is non-blocking,
+// so a FIFO with no writer cannot hang the call.
 func (h *HostFS) Open(_ context.Context, name string) (fs.File, error) {
 	m, rel, synth := h.lookup(name)
 	switch {
@@ -146,8 +148,16 @@ func (h *HostFS) Open(_ context.Context, name string) (fs.File, error) {
 	case m == nil:
 		return nil, outside(name)
 	}
-	f, err := m.root.Open(rel)
+	f, err := m.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		return nil, HostError(name, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		err = ErrNotRegular
+	}
+	if err != nil {
+		f.Close()
 		return nil, HostError(name, err)
 	}
 	return f, nil
@@ -189,7 +199,7 @@ func (h *HostFS) Edit(ctx context.Context, name string, fn EditFunc) error {
 	case fi.IsDir():
 		return &PathError{Path: name, Err: ErrIsDir}
 	case !fi.Mode().IsRegular():
-		return &PathError{Path: name, Err: errors.New("not a regular file")}
+		return &PathError{Path: name, Err: ErrNotRegular}
 	default:
 		mode = fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -31,7 +32,11 @@ type Server struct {
 	mcp      *mcpserver.MCPServer
 	sessions *Sessions
 	// threadOf picks the thread of a session's first call.
-	threadOf func(ctx context.Context, session string, req mcp.CallToolRequest) string
+	threadOf func(ctx context.Context, session string, req mcp.CallToolRequest) ThreadRef
+
+	inflight  atomic.Int64    // tool calls running
+	stopCalls context.Context // cancelled to stop every call at once (shutdown)
+	stopAll   context.CancelFunc
 }
 
 // New builds the server and registers every tool.
@@ -43,6 +48,7 @@ func New(cfg Config) *Server {
 		cfg.Audit = audit.Discard{}
 	}
 	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir)}
+	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
 	s.mcp = mcpserver.NewMCPServer("sandbox-mcp", cfg.Version,
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithInstructions("Tools work in a sandbox: files under /mnt/user-data/{workspace,uploads,outputs} "+
@@ -57,8 +63,10 @@ func New(cfg Config) *Server {
 // MCP is the underlying mcp-go server (for transports).
 func (s *Server) MCP() *mcpserver.MCPServer { return s.mcp }
 
-// Close releases every session's sandbox and closes the audit log.
+// Close stops every call, releases every session's sandbox and closes the
+// audit log.
 func (s *Server) Close() error {
+	s.stopAll()
 	s.sessions.EndAll()
 	return s.cfg.Audit.Close()
 }
@@ -69,19 +77,27 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 	name := t.Def.Name
 	return func(ctx context.Context, req mcp.CallToolRequest) (_ *mcp.CallToolResult, _ error) {
 		start := time.Now()
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
 		session := ""
 		if cs := mcpserver.ClientSessionFromContext(ctx); cs != nil {
 			session = cs.SessionID()
 		}
 		thread := s.threadOf(ctx, session, req)
-		ev := audit.Event{Session: session, Thread: thread, Provider: s.cfg.Provider.Name(), Tool: name}
+		ev := audit.Event{Session: session, Thread: thread.ID, Provider: s.cfg.Provider.Name(), Tool: name}
 
 		var res *tools.Result
 		b, err := s.sessions.Get(ctx, session, thread)
 		if err != nil {
 			res = toolsFail(err)
 		} else {
-			ev.Thread, ev.Sandbox = b.thread, b.sb.Thread()
+			ev.Thread, ev.Sandbox = b.thread.ID, b.sb.Thread()
+			// The call stops when its request is cancelled, when its session
+			// ends (SSE does not cancel handlers on disconnect) or at shutdown.
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(b.ctx, cancel)()
+			defer context.AfterFunc(s.stopCalls, cancel)()
 			env := &tools.Env{Sandbox: b.sb, Limits: s.cfg.Limits, Mask: b.mask.Mask, Progress: s.progress(ctx, req)}
 			res = s.run(ctx, t, env, req)
 		}

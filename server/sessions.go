@@ -21,9 +21,19 @@ type Sessions struct {
 	sessions map[string]*binding
 }
 
+// ThreadRef names a session's thread: ID as the client named it, Key as the
+// provider knows it (the ID, namespaced by the client's token when tokens
+// are configured).
+type ThreadRef struct {
+	ID  string
+	Key string
+}
+
 // binding is one session's thread and sandbox.
 type binding struct {
-	thread string
+	thread ThreadRef
+	ctx    context.Context // cancelled when the session ends: its calls stop
+	cancel context.CancelFunc
 	ready  chan struct{} // closed once sb/mask/err are set
 	sb     sandbox.Sandbox
 	mask   *masking.Masker
@@ -42,18 +52,19 @@ func NewSessions(p sandbox.Provider, stateDir string) *Sessions {
 
 // Get returns the session's binding, acquiring the thread's sandbox on the
 // session's first call. A session keeps the thread of its first call.
-func (r *Sessions) Get(ctx context.Context, session, thread string) (*binding, error) {
+func (r *Sessions) Get(ctx context.Context, session string, thread ThreadRef) (*binding, error) {
 	r.mu.Lock()
 	b := r.sessions[session]
 	if b == nil {
-		if err := sandbox.ValidThreadID(thread); err != nil {
+		if err := sandbox.ValidThreadID(thread.ID); err != nil {
 			r.mu.Unlock()
 			return nil, err
 		}
 		b = &binding{thread: thread, ready: make(chan struct{})}
+		b.ctx, b.cancel = context.WithCancel(context.Background())
 		r.sessions[session] = b
 		r.mu.Unlock()
-		b.sb, b.err = r.provider.Acquire(ctx, thread)
+		b.sb, b.err = r.provider.Acquire(ctx, thread.Key)
 		if b.err == nil {
 			b.mask = r.masker(b.sb)
 		} else {
@@ -82,9 +93,10 @@ func (r *Sessions) End(session string) {
 	if b == nil {
 		return
 	}
+	b.cancel()
 	<-b.ready
 	if b.err == nil {
-		r.provider.Release(b.thread)
+		r.provider.Release(b.thread.Key)
 	}
 }
 
@@ -111,6 +123,7 @@ func (r *Sessions) masker(sb sandbox.Sandbox) *masking.Masker {
 	if r.stateDir != "" {
 		pairs = append(pairs,
 			masking.Pair{Host: filepath.Join(r.stateDir, "threads", sb.Thread(), "user-data"), Virtual: sandbox.UserDataDir},
+			masking.Pair{Host: filepath.Join(r.stateDir, "threads", sb.Thread()), Virtual: sandbox.UserDataDir + "/.."},
 			masking.Pair{Host: r.stateDir, Virtual: StateDirMask},
 		)
 	}

@@ -108,12 +108,13 @@ func bashOutput(c *sandbox.Capture, limit int, mask func(string) string) (string
 	if limit <= 0 {
 		limit = unlimitedCapture
 	}
-	dropped := total - int64(len(head)+len(tail))
-	notice := fmt.Sprintf("\n[... %d bytes of output truncated ...]\n", max(dropped, 0))
-	keep := max(limit-len(notice), 0)
+	// The notice's own length depends on the count it reports: size the
+	// kept parts for the longest notice, then count what they leave out.
+	notice := func(n int64) string { return fmt.Sprintf("\n[... %d bytes of output truncated ...]\n", max(n, 0)) }
+	keep := max(limit-len(notice(total)), 0)
 	h, _ = cutHead(h, keep/2)
 	t = cutTail(t, keep-len(h))
-	return h + notice + t, true
+	return h + notice(total-int64(len(h)+len(t))) + t, true
 }
 
 // reportProgress sends a progress notification about once a second: the

@@ -63,6 +63,9 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if err != nil {
 		return failf("invalid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}
+	// A whole file that does not match in multi-line mode has no matching
+	// line: one pass over it skips most files.
+	fileRe := regexp.MustCompile("(?m)" + expr)
 	filter := req.GetString("glob", "")
 	maxResults := req.GetInt("max_results", grepDefaultMax)
 	if maxResults <= 0 {
@@ -78,7 +81,7 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	matches := 0
 	truncated := false
 	search := func(vp string) error {
-		for _, m := range grepFile(ctx, fsys, vp, re, env.Limits.GrepMaxFileBytes) {
+		for _, m := range grepFile(ctx, fsys, vp, re, fileRe, env.Limits.GrepMaxFileBytes) {
 			if matches == maxResults {
 				truncated = true
 				return errStop
@@ -116,7 +119,7 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 
 // grepFile returns the matching lines of one file as "path:line: text".
 // Files it cannot read, binary files and files over maxBytes give nothing.
-func grepFile(ctx context.Context, fsys sandbox.FS, vp string, re *regexp.Regexp, maxBytes int64) []string {
+func grepFile(ctx context.Context, fsys sandbox.FS, vp string, re, fileRe *regexp.Regexp, maxBytes int64) []string {
 	f, err := fsys.Open(ctx, vp)
 	if err != nil {
 		return nil
@@ -130,7 +133,7 @@ func grepFile(ctx context.Context, fsys sandbox.FS, vp string, re *regexp.Regexp
 	if err != nil || bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0 {
 		return nil
 	}
-	if !re.Match(data) {
+	if !fileRe.Match(data) {
 		return nil
 	}
 	var out []string

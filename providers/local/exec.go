@@ -33,7 +33,22 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if !s.p.cfg.AllowHostBash {
 		return sandbox.ExecResult{}, fmt.Errorf("%w: bubblewrap isolation is off, and the local provider runs bash on the host only with --allow-host-bash (config local.allow_host_bash: true)", sandbox.ErrBashDisabled)
 	}
+	for _, m := range s.mounts {
+		if !shellSafe(m.Host) {
+			return sandbox.ExecResult{}, fmt.Errorf("%w: the host directory of %s has characters that need shell quoting, so virtual paths cannot be rewritten into commands; use a plainer path or bubblewrap isolation", sandbox.ErrBashDisabled, m.Virtual)
+		}
+	}
 	return runGroup(ctx, req, s.p.shell, []string{"-c", rewrite(req.Command, s.mounts)}, s.mounts[0].Host, Env(s.p.cfg.EnvInherit, s.mounts[0].Host))
+}
+
+// shellSafe reports whether p can stand in a command unquoted.
+func shellSafe(p string) bool {
+	for _, c := range []byte(p) {
+		if !(pathChar(c) || c == '+' || c == ',' || c == '@' || c == '%' || c == '=' || c == ':') {
+			return false
+		}
+	}
+	return true
 }
 
 // runGroup runs argv in its own process group and feeds its interleaved
