@@ -49,7 +49,12 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir)}
 	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
+	hooks := &mcpserver.Hooks{}
+	// A session's end (stdin closed, DELETE, SSE disconnect, idle TTL)
+	// stops its calls and releases its sandbox; the thread's files stay.
+	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpserver.ClientSession) { s.sessions.End(cs.SessionID()) })
 	s.mcp = mcpserver.NewMCPServer("sandbox-mcp", cfg.Version,
+		mcpserver.WithHooks(hooks),
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithInstructions("Tools work in a sandbox: files under /mnt/user-data/{workspace,uploads,outputs} "+
 			"(workspace is the working directory), skills read-only under /mnt/skills."),

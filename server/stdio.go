@@ -17,7 +17,9 @@ const stdioWorkers = 32
 // ends or ctx is cancelled. Calls still running are cancelled then (their
 // commands killed) and recorded before it returns.
 func (s *Server) ServeStdio(ctx context.Context, thread string, in io.Reader, out io.Writer) error {
-	s.threadOf = func(context.Context, string, mcp.CallToolRequest) ThreadRef { return ThreadRef{ID: thread, Key: thread} }
+	s.threadOf = func(context.Context, string, mcp.CallToolRequest) ThreadRef {
+		return ThreadRef{ID: thread, Key: thread}
+	}
 	std := mcpserver.NewStdioServer(s.mcp)
 	std.SetErrorLogger(log.New(slogWriter{s.cfg.Logger}, "", 0))
 	mcpserver.WithWorkerPoolSize(stdioWorkers)(std)

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/server"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
 
@@ -133,19 +134,85 @@ func expandEnv(s string, lookup func(string) (string, bool)) string {
 }
 
 // loadConfig reads a YAML config: ${VAR} expanded, unknown keys refused.
+// Variables are expanded in the parsed values, not in the text, so a value
+// stays one value whatever it holds (a newline, a comma, a "#").
 func loadConfig(file string, lookup func(string) (string, bool)) (Config, error) {
 	var c Config
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader([]byte(expandEnv(string(raw), lookup))))
+	fail := func(err error) (Config, error) {
+		return c, fmt.Errorf("config %s: %s", file, strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", "; "))
+	}
+	// ${VAR} may stand where YAML syntax forbids "{" (a flow list, as in
+	// "auth_tokens: [${TOKEN}]"): swap each for a plain placeholder, parse,
+	// then put the values into the parsed scalars.
+	vars := map[string]string{}
+	text := envRef.ReplaceAllStringFunc(string(raw), func(m string) string {
+		ph := fmt.Sprintf("SANDBOXMCPENV%dX", len(vars))
+		vars[ph] = m
+		return ph
+	})
+	var root yaml.Node
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return c, nil
+		}
+		return fail(err)
+	}
+	expandNode(&root, func(v string) string {
+		for ph, ref := range vars {
+			if strings.Contains(v, ph) {
+				v = strings.ReplaceAll(v, ph, expandEnv(ref, lookup))
+			}
+		}
+		return v
+	})
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	if err := enc.Encode(&root); err != nil {
+		return fail(err)
+	}
+	dec = yaml.NewDecoder(&buf)
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, fmt.Errorf("config %s: %s", file, strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", "; "))
+		return fail(err)
 	}
 	return c, nil
 }
+
+// expandNode expands ${VAR} in every scalar value (not in keys). A plain
+// (unquoted) scalar that held a reference is typed again from its new
+// value, so "bash_timeout_max: ${T}" gives a number; quoted ones stay strings.
+func expandNode(n *yaml.Node, expand func(string) string) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if v := expand(n.Value); v != n.Value {
+			n.Value = v
+			if n.Style == 0 {
+				n.Tag = ""
+				n.Style = yaml.DoubleQuotedStyle
+				if isPlainNumberOrBool(v) {
+					n.Style = 0
+				}
+			}
+		}
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			expandNode(n.Content[i], expand)
+		}
+	default:
+		for _, c := range n.Content {
+			expandNode(c, expand)
+		}
+	}
+}
+
+var plainScalar = regexp.MustCompile(`^(-?[0-9]+(\.[0-9]+)?|true|false)$`)
+
+func isPlainNumberOrBool(s string) bool { return plainScalar.MatchString(s) }
 
 // defaultStateDir is $XDG_STATE_HOME/sandbox-mcp or ~/.local/state/sandbox-mcp.
 func defaultStateDir(lookup func(string) (string, bool)) string {
@@ -257,6 +324,25 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 			return fmt.Errorf("env_inherit: %q is not a variable name", k)
 		}
 	}
+	tokens := c.HTTP.AuthTokens[:0:0]
+	for _, t := range c.HTTP.AuthTokens {
+		if t = strings.TrimSpace(t); t != "" {
+			tokens = append(tokens, t)
+		}
+	}
+	c.HTTP.AuthTokens = tokens
+	if c.HTTP.MaxBodyBytes < 0 {
+		return fmt.Errorf("http.max_body_bytes %d: want 0 (default 10 MiB) or more", c.HTTP.MaxBodyBytes)
+	}
+	if c.HTTP.Addr != "" {
+		loopback, err := server.IsLoopback(c.HTTP.Addr)
+		if err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		if !loopback && len(c.HTTP.AuthTokens) == 0 {
+			return fmt.Errorf("--http %s binds beyond loopback without auth tokens: set --auth-token (or SANDBOX_MCP_AUTH_TOKEN), or bind 127.0.0.1", c.HTTP.Addr)
+		}
+	}
 	switch c.Audit.Path {
 	case "":
 		c.Audit.Path = filepath.Join(c.StateDir, "audit.jsonl")
@@ -264,6 +350,18 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	default:
 		if c.Audit.Path, err = expandHome(c.Audit.Path, lookup); err != nil {
 			return fmt.Errorf("audit.path: %w", err)
+		}
+	}
+	// The agent must not reach its own audit log through a mount.
+	if c.Audit.Path != "-" && c.Audit.Path != "off" {
+		dirs := []string{c.SkillsDir}
+		for _, m := range c.Mounts {
+			dirs = append(dirs, m.HostPath)
+		}
+		for _, d := range dirs {
+			if d != "" && (sandbox.Within(c.Audit.Path, d) || sandbox.Within(resolved(c.Audit.Path), resolved(d))) {
+				return fmt.Errorf("audit log %s lies inside the mounted %s", c.Audit.Path, d)
+			}
 		}
 	}
 	return nil
@@ -287,10 +385,7 @@ func (c *Config) hostDir(name, p string, lookup func(string) (string, bool)) (st
 	if !fi.IsDir() {
 		return "", fmt.Errorf("%s %s: not a directory", name, p)
 	}
-	state := c.StateDir
-	if real, err := filepath.EvalSymlinks(state); err == nil {
-		state = real
-	}
+	state := resolved(c.StateDir)
 	for _, h := range []string{abs, resolved(abs)} {
 		for _, s := range []string{c.StateDir, state} {
 			if sandbox.Overlaps(h, s) {
@@ -301,11 +396,19 @@ func (c *Config) hostDir(name, p string, lookup func(string) (string, bool)) (st
 	return abs, nil
 }
 
+// resolved resolves the symlinks of p, also when p does not exist yet:
+// the deepest existing parent is resolved and the rest joined back.
 func resolved(p string) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
+	rest := ""
+	for dir := p; ; dir = filepath.Dir(dir) {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if dir == filepath.Dir(dir) {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
 	}
-	return p
 }
 
 // toolLimits turns the config into the tools' limits.

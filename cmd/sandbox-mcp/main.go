@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -153,9 +154,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 
 // serve builds the provider, the audit sink and the server, and serves.
 func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
-	if cfg.HTTP.Addr != "" {
-		return errors.New("--http: the HTTP transports are not in this build yet; serve over stdio")
-	}
 	if cfg.Provider != "local" {
 		return fmt.Errorf("provider %s is not in this build yet; use --provider local", cfg.Provider)
 	}
@@ -224,6 +222,17 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		Version:  versionString(),
 	})
 	defer srv.Close()
+	if cfg.HTTP.Addr != "" {
+		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+		if err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		return srv.ServeHTTP(ctx, server.HTTPConfig{
+			AuthTokens:     cfg.HTTP.AuthTokens,
+			AllowedOrigins: cfg.HTTP.AllowedOrigins,
+			MaxBodyBytes:   cfg.HTTP.MaxBodyBytes,
+		}, ln)
+	}
 	log.Info("serving MCP over stdio", "thread", cfg.Thread, "provider", p.Name(), "state_dir", cfg.StateDir)
 	return srv.ServeStdio(ctx, cfg.Thread, stdin, stdout)
 }

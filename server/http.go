@@ -1,0 +1,255 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// HTTPConfig configures the HTTP transports.
+type HTTPConfig struct {
+	AuthTokens     []string      // bearer tokens; none: no auth (loopback only, checked by the caller)
+	AllowedOrigins []string      // Origins allowed besides localhost ones
+	MaxBodyBytes   int64         // request body cap (default 10 MiB)
+	SessionIdleTTL time.Duration // Streamable HTTP sessions idle this long end (default 30 min)
+	DrainTimeout   time.Duration // on shutdown, how long calls in flight may finish (default 10 s)
+}
+
+// ThreadHeader names the thread of an HTTP session.
+const ThreadHeader = "X-Thread-ID"
+
+// ServeHTTP serves Streamable HTTP at /mcp, SSE at /sse and /message, and
+// /healthz, on ln, until ctx is cancelled; then it stops taking new
+// sessions, lets calls in flight finish (up to DrainTimeout, then cancels
+// them), closes every session and returns.
+func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener) error {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 10 << 20
+	}
+	if cfg.SessionIdleTTL <= 0 {
+		cfg.SessionIdleTTL = 30 * time.Minute
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 10 * time.Second
+	}
+	tokens := make([][32]byte, 0, len(cfg.AuthTokens))
+	for _, t := range cfg.AuthTokens {
+		if t != "" {
+			tokens = append(tokens, sha256.Sum256([]byte(t)))
+		}
+	}
+	s.threadOf = func(_ context.Context, session string, req mcp.CallToolRequest) ThreadRef {
+		id := strings.TrimSpace(req.Header.Get(ThreadHeader))
+		if id == "" {
+			id = session
+		}
+		ref := ThreadRef{ID: id, Key: id}
+		if len(tokens) > 0 {
+			ref.Key = tokenNamespace(bearer(req.Header)) + "." + id
+		}
+		return ref
+	}
+	streamable := mcpserver.NewStreamableHTTPServer(s.mcp,
+		mcpserver.WithEndpointPath("/mcp"),
+		mcpserver.WithStateful(true),
+		mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
+		mcpserver.WithSessionIdleTTL(cfg.SessionIdleTTL),
+		mcpserver.WithHeartbeatInterval(30*time.Second),
+	)
+	sse := mcpserver.NewSSEServer(s.mcp,
+		mcpserver.WithSSEEndpoint("/sse"),
+		mcpserver.WithMessageEndpoint("/message"),
+		mcpserver.WithKeepAlive(true),
+		mcpserver.WithKeepAliveInterval(30*time.Second),
+	)
+
+	var draining atomic.Bool
+	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	mux.Handle("/mcp", guard.wrap(streamable, func(r *http.Request) bool {
+		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == ""
+	}))
+	mux.Handle("/sse", guard.wrap(sse.SSEHandler(), func(r *http.Request) bool { return r.Method == http.MethodGet }))
+	mux.Handle("/message", guard.wrap(sse.MessageHandler(), func(*http.Request) bool { return false }))
+
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute, // bodies are capped; long calls write, they do not read
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          nil,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.cfg.Logger.Info("serving MCP over HTTP", "addr", ln.Addr().String(), "streamable", "/mcp", "sse", "/sse", "auth", len(tokens) > 0)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.cfg.Logger.Info("shutting down: no new sessions, waiting for calls in flight", "calls", s.inflight.Load())
+	draining.Store(true)
+	deadline := time.Now().Add(cfg.DrainTimeout)
+	for s.inflight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := s.inflight.Load(); n > 0 {
+		s.cfg.Logger.Warn("cancelling calls still running", "calls", n)
+		s.stopAll()
+		for end := time.Now().Add(5 * time.Second); s.inflight.Load() > 0 && time.Now().Before(end); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	sse.CloseSessions()
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	streamable.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+// tokenNamespace is the prefix that keeps the threads of one token apart
+// from the same thread ids of another token.
+func tokenNamespace(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "t" + hex.EncodeToString(sum[:8])
+}
+
+// bearer is the token of an "Authorization: Bearer" header.
+func bearer(h http.Header) string {
+	v := h.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return ""
+}
+
+// httpGuard is what stands before the MCP handlers: Origin check, bearer
+// auth, thread header check, body cap, and no new sessions while draining.
+type httpGuard struct {
+	cfg      HTTPConfig
+	tokens   [][32]byte
+	draining *atomic.Bool
+}
+
+func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, g.cfg.AllowedOrigins) {
+			http.Error(w, "origin not allowed", http.StatusForbidden)
+			return
+		}
+		if len(g.tokens) > 0 && !g.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-mcp"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if id := r.Header.Get(ThreadHeader); id != "" && !validThreadHeader(id) {
+			http.Error(w, "invalid "+ThreadHeader+": want [A-Za-z0-9][A-Za-z0-9._-]{0,127}", http.StatusBadRequest)
+			return
+		}
+		if g.draining.Load() && newSession(r) {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		if r.Body != nil && r.Method == http.MethodPost {
+			if r.ContentLength > g.cfg.MaxBodyBytes {
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			body, err := io.ReadAll(io.LimitReader(r.Body, g.cfg.MaxBodyBytes+1))
+			r.Body.Close()
+			if err != nil {
+				http.Error(w, "cannot read body", http.StatusBadRequest)
+				return
+			}
+			if int64(len(body)) > g.cfg.MaxBodyBytes {
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorized compares the request's token with every configured token in
+// constant time (hashes, so lengths do not leak either).
+func (g *httpGuard) authorized(r *http.Request) bool {
+	tok := bearer(r.Header)
+	if tok == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	ok := 0
+	for _, t := range g.tokens {
+		ok |= subtle.ConstantTimeCompare(sum[:], t[:])
+	}
+	return ok == 1
+}
+
+func validThreadHeader(id string) bool {
+	return sandbox.ValidThreadID(id) == nil
+}
+
+// originAllowed: localhost origins (any port, http or https) and the
+// configured ones pass. "null" and malformed origins do not.
+func originAllowed(origin string, allowed []string) bool {
+	norm := strings.TrimSuffix(strings.ToLower(origin), "/")
+	for _, a := range allowed {
+		if a == "*" || strings.TrimSuffix(strings.ToLower(a), "/") == norm {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	switch h := u.Hostname(); h {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	default:
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+}
+
+// IsLoopback reports whether addr (host:port) binds loopback only; ":port"
+// binds every interface.
+func IsLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}

@@ -1,0 +1,300 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/audit"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/server"
+	"github.com/sandbox-mcp/sandbox-mcp/tools"
+)
+
+// httpServer runs a real server on a loopback port until the test ends.
+type httpServer struct {
+	url, state string
+	stop       context.CancelFunc
+	done       chan error
+}
+
+func startHTTP(t *testing.T, cfg server.HTTPConfig) *httpServer {
+	t.Helper()
+	state := t.TempDir()
+	p, err := local.New(local.Config{StateDir: state, AllowHostBash: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(server.Config{Provider: p, Audit: audit.Discard{}, Limits: tools.DefaultLimits(), StateDir: state, Version: "test"})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &httpServer{url: "http://" + ln.Addr().String(), state: state, stop: cancel, done: make(chan error, 1)}
+	go func() {
+		h.done <- srv.ServeHTTP(ctx, cfg, ln)
+		srv.Close()
+		p.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-h.done:
+		case <-time.After(30 * time.Second):
+			t.Error("server did not stop")
+		}
+	})
+	return h
+}
+
+// headers adds fixed headers to every request of a client.
+type headers struct {
+	h    map[string]string
+	next http.RoundTripper
+}
+
+func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.h {
+		r.Header.Set(k, v)
+	}
+	return h.next.RoundTrip(r)
+}
+
+func client(hdr map[string]string) *http.Client {
+	return &http.Client{Transport: headers{h: hdr, next: http.DefaultTransport}}
+}
+
+func connect(t *testing.T, h *httpServer, transport string, hdr map[string]string) *sdk.ClientSession {
+	t.Helper()
+	var tr sdk.Transport
+	switch transport {
+	case "streamable":
+		tr = &sdk.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: client(hdr), MaxRetries: -1}
+	case "sse":
+		tr = &sdk.SSEClientTransport{Endpoint: h.url + "/sse", HTTPClient: client(hdr)}
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), tr, nil)
+	if err != nil {
+		t.Fatalf("connect %s: %v", transport, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func call(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any) (string, bool) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+func TestHTTPThreads(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{})
+	for _, transport := range []string{"streamable", "sse"} {
+		t.Run(transport, func(t *testing.T) {
+			// Two anonymous sessions never share files.
+			a := connect(t, h, transport, nil)
+			b := connect(t, h, transport, nil)
+			call(t, a, "write_file", map[string]any{"path": "mine.txt", "content": "A"})
+			if out, isErr := call(t, b, "read_file", map[string]any{"path": "mine.txt"}); !isErr {
+				t.Fatalf("anonymous session read another's file: %q", out)
+			}
+			// Sessions naming the same thread share it, across transports.
+			x1 := connect(t, h, transport, map[string]string{"X-Thread-ID": "shared-" + transport})
+			x1b := connect(t, h, "streamable", map[string]string{"X-Thread-ID": "shared-" + transport})
+			call(t, x1, "write_file", map[string]any{"path": "s.txt", "content": "shared"})
+			if out, isErr := call(t, x1b, "read_file", map[string]any{"path": "s.txt"}); isErr || out != "shared" {
+				t.Fatalf("same thread not shared: %q", out)
+			}
+			y := connect(t, h, transport, map[string]string{"X-Thread-ID": "other-" + transport})
+			if out, isErr := call(t, y, "read_file", map[string]any{"path": "s.txt"}); !isErr {
+				t.Fatalf("thread other read thread shared: %q", out)
+			}
+			if out, _ := call(t, y, "bash", map[string]any{"command": "pwd"}); out != "/mnt/user-data/workspace\n[exit code 0]" {
+				t.Fatalf("bash over %s: %q", transport, out)
+			}
+		})
+	}
+}
+
+func TestHTTPTokensNamespaceThreads(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"token-one", "token-two"}})
+	one := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer token-one", "X-Thread-ID": "team"})
+	two := connect(t, h, "sse", map[string]string{"Authorization": "Bearer token-two", "X-Thread-ID": "team"})
+	oneAgain := connect(t, h, "sse", map[string]string{"Authorization": "Bearer token-one", "X-Thread-ID": "team"})
+	call(t, one, "write_file", map[string]any{"path": "plan.md", "content": "one's plan"})
+	if out, isErr := call(t, two, "read_file", map[string]any{"path": "plan.md"}); !isErr {
+		t.Fatalf("token two read token one's thread: %q", out)
+	}
+	if out, isErr := call(t, oneAgain, "read_file", map[string]any{"path": "plan.md"}); isErr || out != "one's plan" {
+		t.Fatalf("token one lost its thread: %q", out)
+	}
+}
+
+func TestHTTPRefusals(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"s3cret"}, AllowedOrigins: []string{"https://app.example"}, MaxBodyBytes: 1 << 16})
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	tests := []struct {
+		name, path, method, body string
+		hdr                      map[string]string
+		want                     int
+	}{
+		{"no token", "/mcp", "POST", init, nil, 401},
+		{"wrong token", "/mcp", "POST", init, map[string]string{"Authorization": "Bearer nope"}, 401},
+		{"token prefix", "/mcp", "POST", init, map[string]string{"Authorization": "Bearer s3cre"}, 401},
+		{"basic auth", "/mcp", "POST", init, map[string]string{"Authorization": "Basic czNjcmV0"}, 401},
+		{"sse no token", "/sse", "GET", "", nil, 401},
+		{"message no token", "/message?sessionId=x", "POST", init, nil, 401},
+		{"foreign origin", "/mcp", "POST", init, map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://evil.example"}, 403},
+		{"null origin", "/mcp", "POST", init, map[string]string{"Authorization": "Bearer s3cret", "Origin": "null"}, 403},
+		{"rebinding origin", "/sse", "GET", "", map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://localhost.evil.example:8080"}, 403},
+		{"bad thread", "/mcp", "POST", init, map[string]string{"Authorization": "Bearer s3cret", "X-Thread-ID": "../etc"}, 400},
+		{"too large", "/mcp", "POST", `{"x":"` + strings.Repeat("a", 1<<17) + `"}`, map[string]string{"Authorization": "Bearer s3cret"}, 413},
+		{"allowed origin", "/mcp", "POST", init, map[string]string{"Authorization": "Bearer s3cret", "Origin": "https://app.example"}, 200},
+		{"localhost origin", "/mcp", "POST", init, map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://localhost:3000"}, 200},
+		{"no origin", "/mcp", "POST", init, map[string]string{"Authorization": "bearer s3cret"}, 200},
+		{"healthz without auth", "/healthz", "GET", "", nil, 200},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest(tt.method, h.url+tt.path, strings.NewReader(tt.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range tt.hdr {
+			req.Header.Set(k, v)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			cancel()
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if resp.StatusCode != tt.want {
+			t.Errorf("%s: status %d, want %d", tt.name, resp.StatusCode, tt.want)
+		}
+		if tt.want == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s: no WWW-Authenticate", tt.name)
+		}
+		resp.Body.Close()
+		cancel()
+	}
+}
+
+func TestHTTPConcurrentSessions(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{})
+	const sessions = 50
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			transport := "streamable"
+			if i%5 == 0 {
+				transport = "sse"
+			}
+			cs := connect(t, h, transport, map[string]string{"X-Thread-ID": fmt.Sprintf("c%d", i)})
+			for j := range 5 {
+				content := fmt.Sprintf("session %d call %d", i, j)
+				if _, isErr := call(t, cs, "write_file", map[string]any{"path": "f.txt", "content": content}); isErr {
+					errs <- fmt.Errorf("session %d: write failed", i)
+					return
+				}
+				if out, _ := call(t, cs, "read_file", map[string]any{"path": "f.txt"}); out != content {
+					errs <- fmt.Errorf("session %d: read %q, want %q", i, out, content)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// Shutdown lets a call in flight finish, refuses new sessions meanwhile,
+// and returns.
+func TestHTTPGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{DrainTimeout: 20 * time.Second})
+	cs := connect(t, h, "streamable", nil)
+	result := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 1; echo finished"}})
+		if err != nil {
+			result <- "error: " + err.Error()
+			return
+		}
+		result <- res.Content[0].(*sdk.TextContent).Text
+	}()
+	time.Sleep(300 * time.Millisecond) // the call is running
+	h.stop()
+	time.Sleep(100 * time.Millisecond)
+	resp, err := http.Get(h.url + "/healthz")
+	if err == nil {
+		if resp.StatusCode == 200 {
+			t.Error("healthz still ok while draining")
+		}
+		resp.Body.Close()
+	}
+	if got := <-result; got != "finished\n[exit code 0]" {
+		t.Fatalf("call in flight: %q", got)
+	}
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not stop")
+	}
+	h.done <- nil // for the cleanup
+}
+
+func TestOriginAndLoopback(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "localhost:1": true, "[::1]:80": true, "127.1.2.3:9": true,
+		":8080": false, "0.0.0.0:8080": false, "[::]:80": false, "10.0.0.1:80": false, "example.com:80": false,
+	} {
+		got, err := server.IsLoopback(addr)
+		if err != nil || got != want {
+			t.Errorf("IsLoopback(%q) = %v, %v", addr, got, err)
+		}
+	}
+	if _, err := server.IsLoopback("nonsense"); err == nil {
+		t.Error("IsLoopback accepted an address without port")
+	}
+}
+
+func TestThreadIDRefusedBeforeAnyPath(t *testing.T) {
+	t.Parallel()
+	if sandbox.ValidThreadID("..") == nil {
+		t.Fatal(".. accepted")
+	}
+	_ = io.Discard
+}
