@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// httpProc is the real binary serving --http on a free loopback port.
+type httpProc struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *syncBuffer
+	exited chan error
+}
+
+var listenLine = regexp.MustCompile(`serving MCP over HTTP addr=(\S+)`)
+
+func startHTTPBinary(t *testing.T, args ...string) *httpProc {
+	t.Helper()
+	state := filepath.Join(t.TempDir(), "state")
+	cmd := exec.Command(binary(t), append([]string{"--http", "127.0.0.1:0", "--state-dir", state, "--audit-log", "off"}, args...)...)
+	stderr := &syncBuffer{}
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &httpProc{cmd: cmd, stderr: stderr, exited: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			stderr.Write([]byte(line + "\n"))
+			if m := listenLine.FindStringSubmatch(line); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	go func() { p.exited <- cmd.Wait() }()
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+	case err := <-p.exited:
+		t.Fatalf("server exited: %v\n%s", err, stderr)
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("server did not start:\n%s", stderr)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if s := stderr.String(); strings.Contains(s, "WARNING: DATA RACE") || strings.Contains(s, "panic:") {
+			t.Errorf("server stderr shows a race or a panic:\n%s", s)
+		}
+	})
+	return p
+}
+
+type bearerRT struct{ token, thread string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	if b.thread != "" {
+		r.Header.Set("X-Thread-ID", b.thread)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestE2EHTTPStreamableAndSSE(t *testing.T) {
+	t.Parallel()
+	p := startHTTPBinary(t, "--auth-token", "tok")
+	hc := &http.Client{Transport: bearerRT{token: "tok", thread: "web"}}
+	var mu sync.Mutex
+	var progress []string
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, r.Params.Message)
+			mu.Unlock()
+		},
+	})
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, p.stderr)
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "for i in 1 2 3; do echo step$i; sleep 1; done; echo done > /mnt/user-data/outputs/r.txt"}}
+	params.SetProgressToken("p1")
+	res, err := cs.CallTool(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "step1\nstep2\nstep3\n[exit code 0]" {
+		t.Fatalf("bash: %q", got)
+	}
+	mu.Lock()
+	if len(progress) == 0 || !strings.HasPrefix(progress[len(progress)-1], "step") {
+		t.Errorf("progress notifications: %q", progress)
+	}
+	mu.Unlock()
+
+	// The same thread over SSE sees the file.
+	sse, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(), &mcp.SSEClientTransport{Endpoint: p.url + "/sse", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sse.Close()
+	res, err = sse.CallTool(t.Context(), &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "/mnt/user-data/outputs/r.txt"}})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "done\n" {
+		t.Fatalf("read over SSE: %v %+v", err, res)
+	}
+
+	// Without the token nothing gets in.
+	if _, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1}, nil); err == nil {
+		t.Fatal("connected without a token")
+	}
+}
+
+func TestE2EHTTPSigtermExitsZero(t *testing.T) {
+	t.Parallel()
+	p := startHTTPBinary(t)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ls", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, p.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit after SIGTERM:\n%s", p.stderr)
+	}
+}
+
+func TestE2EHTTPRefusesPublicBindWithoutToken(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{":0", "0.0.0.0:0"} {
+		_, stderr, code := runBinary(t, "--http", addr, "--state-dir", t.TempDir())
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "auth") {
+			t.Errorf("--http %s: code %d stderr %q", addr, code, stderr)
+		}
+	}
+}
