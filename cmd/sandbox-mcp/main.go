@@ -37,6 +37,7 @@ str_replace) inside a per-thread sandbox.
 Usage:
   sandbox-mcp [flags]                  serve MCP over stdio (default)
   sandbox-mcp --http 127.0.0.1:8080    serve Streamable HTTP (/mcp) and SSE (/sse, /message)
+  sandbox-mcp audit verify FILE        check an audit log's hash chain
 
 Flags:
 `
@@ -59,6 +60,9 @@ func versionString() string {
 
 // run is main without the process: it returns the exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	if len(args) > 0 && args[0] == "audit" {
+		return auditCommand(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("sandbox-mcp", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
@@ -235,6 +239,27 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 	}
 	log.Info("serving MCP over stdio", "thread", cfg.Thread, "provider", p.Name(), "state_dir", cfg.StateDir)
 	return srv.ServeStdio(ctx, cfg.Thread, stdin, stdout)
+}
+
+// auditCommand is "sandbox-mcp audit verify FILE".
+func auditCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 2 || args[0] != "verify" {
+		fmt.Fprintln(stderr, "sandbox-mcp: usage: sandbox-mcp audit verify FILE")
+		return 2
+	}
+	f, err := os.Open(args[1])
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox-mcp: audit verify: %v\n", err)
+		return 2
+	}
+	defer f.Close()
+	n, err := audit.Verify(f)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox-mcp: audit verify %s: %v\n", args[1], err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: %d lines, hash chain intact\n", args[1], n)
+	return 0
 }
 
 func parseLevel(s string) (slog.Level, error) {
