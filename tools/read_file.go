@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"path"
@@ -28,14 +31,24 @@ func readFileTool() Tool {
 	return Tool{
 		Def: mcp.NewTool("read_file",
 			mcp.WithDescription("Read a text file, whole or a range of lines. Images (png, jpeg, gif, webp) come back as "+
-				"image content; other binary files are refused. Long output is cut with a note."),
+				"image content; other binary files are refused. Long output is cut with a note. The structured "+
+				"result carries the whole file's sha256, lines and bytes; pass the sha256 as expected_sha256 to "+
+				"write_file or str_replace to refuse an edit when the file changed since this read."),
 			mcp.WithString("path", mcp.Required(), mcp.Description("File to read; relative paths are under /mnt/user-data/workspace.")),
 			mcp.WithNumber("start_line", mcp.Description("First line to return, 1-based (default 1).")),
 			mcp.WithNumber("end_line", mcp.Description("Last line to return, inclusive (default: the last line).")),
+			mcp.WithBoolean("with_hash", mcp.Description("Also end the text with a line [sha256: HEX] (the whole file's hash).")),
 			readOnly("Read file"),
 		),
 		Handle: readFile,
 	}
+}
+
+// fileFacts is read_file's structured content.
+type fileFacts struct {
+	SHA256 string `json:"sha256"`
+	Lines  int    `json:"lines"`
+	Bytes  int64  `json:"bytes"`
 }
 
 func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
@@ -69,10 +82,11 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if fi.IsDir() {
 		return fail(&sandbox.PathError{Path: name, Err: sandbox.ErrIsDir})
 	}
-	br := bufio.NewReaderSize(f, 64<<10)
+	h := sha256.New()
+	br := bufio.NewReaderSize(io.TeeReader(f, h), 64<<10)
 	sniff, _ := br.Peek(sniffLen)
 	if mime, ok := imageTypes[strings.ToLower(path.Ext(name))]; ok && strings.HasPrefix(http.DetectContentType(sniff), "image/") {
-		return readImage(br, name, mime, fi.Size())
+		return readImage(br, h, name, mime, fi.Size())
 	}
 	if bytes.IndexByte(sniff, 0) >= 0 {
 		return failf("binary file (%d bytes), not shown: %s", fi.Size(), name)
@@ -81,9 +95,11 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	limit := env.Limits.ReadFileOutputMaxChars
 	var b strings.Builder
 	line, truncated := 0, false // line: how many lines have ended so far
+	partial := false            // the last line read has no newline yet
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(chunk) > 0 {
+			partial = true
 			inRange := line+1 >= start && (end == 0 || line+1 <= end)
 			if inRange && !truncated {
 				b.Write(chunk)
@@ -94,39 +110,42 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		if err == nil {
 			line++
-			if end != 0 && line >= end {
-				break
-			}
-			if truncated {
-				break
-			}
+			partial = false
 			continue
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue // the same line goes on
 		}
 		if err == io.EOF {
-			if len(chunk) > 0 {
-				line++
-			}
 			break
 		}
 		return fail(sandbox.HostError(name, err))
 	}
+	if partial {
+		line++
+	}
 	if start > 1 && line < start {
 		return failf("start_line %d is past the end of %s (%d lines)", start, name, line)
 	}
+	facts := fileFacts{SHA256: hex.EncodeToString(h.Sum(nil)), Lines: line, Bytes: fi.Size()}
 	out := validText([]byte(b.String()))
 	r := &Result{}
 	if cut, ok := cutHead(out, limit); ok || truncated {
 		out = cut + fmt.Sprintf("\n[... truncated: showing the first %d characters; use start_line and end_line to read the rest of %s]", limit, name)
 		r.Truncated = true
 	}
+	if req.GetBool("with_hash", false) {
+		if out != "" && !strings.HasSuffix(out, "\n") {
+			out += "\n"
+		}
+		out += "[sha256: " + facts.SHA256 + "]"
+	}
 	r.CallToolResult = mcp.NewToolResultText(out)
+	r.StructuredContent = facts
 	return r
 }
 
-func readImage(r io.Reader, name, mime string, size int64) *Result {
+func readImage(r io.Reader, h hash.Hash, name, mime string, size int64) *Result {
 	if size > imageMaxBytes {
 		return failf("image too large to show (%d bytes, limit %d): %s", size, imageMaxBytes, name)
 	}
@@ -135,6 +154,7 @@ func readImage(r io.Reader, name, mime string, size int64) *Result {
 		return fail(sandbox.HostError(name, err))
 	}
 	return &Result{CallToolResult: &mcp.CallToolResult{
-		Content: []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(data), mime)},
+		Content:           []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(data), mime)},
+		StructuredContent: fileFacts{SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: int64(len(data))},
 	}}
 }

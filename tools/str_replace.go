@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -14,16 +15,22 @@ func strReplaceTool() Tool {
 	return Tool{
 		Def: mcp.NewTool("str_replace",
 			mcp.WithDescription("Replace text in a file. old_str must occur exactly once unless replace_all; "+
-				"include enough surrounding lines to make it unique. The write is atomic."),
+				"include enough surrounding lines to make it unique. The file keeps its line endings (an old_str "+
+				"written with LF matches a CRLF file), BOM, final newline and mode. The write is atomic."),
 			mcp.WithString("path", mcp.Required(), mcp.Description("File to edit; relative paths are under /mnt/user-data/workspace.")),
 			mcp.WithString("old_str", mcp.Required(), mcp.Description("Exact text to find.")),
 			mcp.WithString("new_str", mcp.Required(), mcp.Description("Text to put in its place (may be empty).")),
 			mcp.WithBoolean("replace_all", mcp.Description("Replace every occurrence (default false).")),
+			mcp.WithString("expected_sha256", mcp.Description("Refuse the edit unless the file's sha256 is this (from read_file): no lost update.")),
+			mcp.WithBoolean("dry_run", mcp.Description("Return the unified diff of the edit without writing it (default false).")),
 			destructive("Edit file", false),
 		),
 		Handle: strReplace,
 	}
 }
+
+// errDryRun stops an edit after the new content is computed.
+var errDryRun = errors.New("dry run")
 
 func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	raw, err := requiredString(req, "path")
@@ -46,23 +53,102 @@ func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result 
 		return fail(err)
 	}
 	all := req.GetBool("replace_all", false)
+	dryRun := req.GetBool("dry_run", false)
+	expected := req.GetString("expected_sha256", "")
 	var n int
+	var diff string
 	err = env.Sandbox.FS().Edit(ctx, name, func(old []byte, exists bool) ([]byte, error) {
 		if !exists {
 			return nil, &sandbox.PathError{Path: name, Err: sandbox.ErrNotFound}
 		}
-		content := string(old)
-		n = strings.Count(content, oldStr)
-		switch {
-		case n == 0:
-			return nil, fmt.Errorf("old_str not found in %s", name)
-		case n > 1 && !all:
-			return nil, fmt.Errorf("old_str found %d times in %s; add surrounding context to make it unique, or set replace_all", n, name)
+		if err := checkExpected(name, expected, old, exists); err != nil {
+			return nil, err
 		}
-		return []byte(strings.ReplaceAll(content, oldStr, newStr)), nil
+		var updated string
+		var err error
+		updated, n, err = replace(string(old), oldStr, newStr, all, name)
+		if err != nil {
+			return nil, err
+		}
+		if dryRun {
+			diff = unifiedDiff(name, string(old), updated)
+			return nil, errDryRun
+		}
+		return []byte(updated), nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, errDryRun):
+		if diff == "" {
+			diff = "(no change)"
+		}
+		return text(fmt.Sprintf("Dry run: would replace %d occurrence(s) in %s\n%s", n, name, strings.TrimSuffix(diff, "\n")))
+	case err != nil:
 		return fail(err)
 	}
 	return text(fmt.Sprintf("Replaced %d occurrence(s) in %s", n, name))
 }
+
+// replace replaces oldStr in content the way an editor would: exactly when
+// it occurs, else with LF line breaks read as the file's CRLF ones. A BOM
+// stays first. When nothing matches, the error names the nearest line that
+// differs only in whitespace.
+func replace(content, oldStr, newStr string, all bool, name string) (string, int, error) {
+	bom := ""
+	if strings.HasPrefix(content, "\uFEFF") {
+		bom, content = "\uFEFF", content[len("\uFEFF"):]
+	}
+	n := strings.Count(content, oldStr)
+	if n == 0 && strings.Contains(content, "\r\n") && strings.Contains(oldStr, "\n") && !strings.Contains(oldStr, "\r\n") {
+		crlf := strings.ReplaceAll(oldStr, "\n", "\r\n")
+		if c := strings.Count(content, crlf); c > 0 {
+			oldStr, newStr, n = crlf, strings.ReplaceAll(strings.ReplaceAll(newStr, "\r\n", "\n"), "\n", "\r\n"), c
+		}
+	}
+	switch {
+	case n == 0:
+		if line := nearMiss(content, oldStr); line > 0 {
+			return "", 0, fmt.Errorf("old_str not found in %s; line %d differs from it only in whitespace or indentation", name, line)
+		}
+		return "", 0, fmt.Errorf("old_str not found in %s", name)
+	case n > 1 && !all:
+		return "", 0, fmt.Errorf("old_str found %d times in %s; add surrounding context to make it unique, or set replace_all", n, name)
+	}
+	return bom + strings.ReplaceAll(content, oldStr, newStr), n, nil
+}
+
+// nearMiss returns the 1-based line where a run of lines equals oldStr's
+// lines once whitespace is folded, or 0.
+func nearMiss(content, oldStr string) int {
+	want := splitLines(oldStr)
+	for len(want) > 0 && fold(want[len(want)-1]) == "" {
+		want = want[:len(want)-1]
+	}
+	if len(want) == 0 {
+		return 0
+	}
+	lines := splitLines(content)
+	for i := 0; i+len(want) <= len(lines); i++ {
+		ok := true
+		for j, w := range want {
+			if fold(lines[i+j]) != fold(w) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func splitLines(s string) []string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSuffix(l, "\r")
+	}
+	return lines
+}
+
+// fold collapses runs of white space and trims it.
+func fold(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -2,7 +2,10 @@ package tools
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -17,6 +20,7 @@ func writeFileTool() Tool {
 			mcp.WithString("path", mcp.Required(), mcp.Description("File to write; relative paths are under /mnt/user-data/workspace.")),
 			mcp.WithString("content", mcp.Required(), mcp.Description("The file's new content (or what to append).")),
 			mcp.WithBoolean("append", mcp.Description("Add content at the end instead of replacing the file (default false).")),
+			mcp.WithString("expected_sha256", mcp.Description("Refuse the write unless the file exists with this sha256 (from read_file): no lost update.")),
 			destructive("Write file", false),
 		),
 		Handle: writeFile,
@@ -37,7 +41,11 @@ func writeFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return fail(err)
 	}
 	appendTo := req.GetBool("append", false)
-	err = env.Sandbox.FS().Edit(ctx, name, func(old []byte, _ bool) ([]byte, error) {
+	expected := req.GetString("expected_sha256", "")
+	err = env.Sandbox.FS().Edit(ctx, name, func(old []byte, exists bool) ([]byte, error) {
+		if err := checkExpected(name, expected, old, exists); err != nil {
+			return nil, err
+		}
 		if appendTo {
 			return append(old, content...), nil
 		}
@@ -47,4 +55,17 @@ func writeFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return fail(err)
 	}
 	return text(fmt.Sprintf("Wrote %d bytes to %s", len(content), name))
+}
+
+// checkExpected refuses an edit when the caller read another version of
+// the file than the one there now (or the file is gone).
+func checkExpected(name, expected string, old []byte, exists bool) error {
+	if expected == "" {
+		return nil
+	}
+	sum := sha256.Sum256(old)
+	if !exists || !strings.EqualFold(strings.TrimSpace(expected), hex.EncodeToString(sum[:])) {
+		return fmt.Errorf("file changed since read: %s", name)
+	}
+	return nil
 }

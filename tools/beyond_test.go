@@ -1,0 +1,144 @@
+package tools_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestReadFileHash(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	content := "one\ntwo\nthree"
+	f.write("h.txt", content)
+	res := f.call("read_file", map[string]any{"path": "h.txt", "start_line": 2, "end_line": 2})
+	if got := resultText(t, res); got != "two\n" {
+		t.Fatalf("range text = %q (the default text must stay exactly the file)", got)
+	}
+	facts := fmt.Sprintf("%+v", res.StructuredContent)
+	if want := fmt.Sprintf("{SHA256:%s Lines:3 Bytes:%d}", sha(content), len(content)); facts != want {
+		t.Fatalf("structured = %s, want %s", facts, want)
+	}
+	if got := f.ok("read_file", map[string]any{"path": "h.txt", "with_hash": true}); got != content+"\n[sha256: "+sha(content)+"]" {
+		t.Fatalf("with_hash = %q", got)
+	}
+}
+
+func TestExpectedSHA256(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.write("e.txt", "v1\n")
+	h1 := sha("v1\n")
+	f.ok("write_file", map[string]any{"path": "e.txt", "content": "v2\n", "expected_sha256": h1})
+	// A second writer who read v1 too is refused: no lost update.
+	got := f.fail("write_file", map[string]any{"path": "e.txt", "content": "other\n", "expected_sha256": h1})
+	if got != "Error: file changed since read: /mnt/user-data/workspace/e.txt" {
+		t.Fatalf("got %q", got)
+	}
+	got = f.fail("str_replace", map[string]any{"path": "e.txt", "old_str": "v2", "new_str": "v3", "expected_sha256": h1})
+	if got != "Error: file changed since read: /mnt/user-data/workspace/e.txt" {
+		t.Fatalf("got %q", got)
+	}
+	f.ok("str_replace", map[string]any{"path": "e.txt", "old_str": "v2", "new_str": "v3", "expected_sha256": strings.ToUpper(sha("v2\n"))})
+	if f.read("e.txt") != "v3\n" {
+		t.Fatalf("content %q", f.read("e.txt"))
+	}
+	f.fail("write_file", map[string]any{"path": "gone.txt", "content": "x", "expected_sha256": h1})
+}
+
+// Many agents read, then edit with the hash they read: each edit either
+// lands on the version it read or is refused; none is lost silently.
+func TestExpectedSHA256Concurrent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.write("c.txt", "0")
+	h := sha("0")
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	landed := 0
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := f.call("write_file", map[string]any{"path": "c.txt", "content": fmt.Sprint(i + 1), "expected_sha256": h})
+			if !res.IsError {
+				mu.Lock()
+				landed++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if landed != 1 {
+		t.Fatalf("%d writes landed on the same version, want 1", landed)
+	}
+}
+
+func TestStrReplaceFaithful(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tests := []struct {
+		name, content, old, new, want string
+	}{
+		{"crlf kept, lf old_str", "a\r\nb\r\nc\r\n", "a\nb\n", "x\ny\n", "x\r\ny\r\nc\r\n"},
+		{"crlf exact", "a\r\nb\r\n", "a\r\n", "z\r\n", "z\r\nb\r\n"},
+		{"bom kept", "\uFEFFfirst\nsecond", "first", "1st", "\uFEFF1st\nsecond"},
+		{"no final newline kept", "x = 1", "1", "2", "x = 2"},
+		{"tabs", "\tif x {\n\t\treturn\n\t}\n", "\t\treturn\n", "\t\treturn nil\n", "\tif x {\n\t\treturn nil\n\t}\n"},
+	}
+	for i, tt := range tests {
+		p := fmt.Sprintf("f%d.txt", i)
+		f.write(p, tt.content)
+		f.ok("str_replace", map[string]any{"path": p, "old_str": tt.old, "new_str": tt.new})
+		if got := f.read(p); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	os.Chmod(f.host("f0.txt"), 0o751)
+	f.ok("str_replace", map[string]any{"path": "f0.txt", "old_str": "x", "new_str": "w"})
+	if fi, _ := os.Stat(f.host("f0.txt")); fi.Mode().Perm() != 0o751 {
+		t.Errorf("mode %v", fi.Mode().Perm())
+	}
+}
+
+func TestStrReplaceNearMiss(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.write("n.go", "package x\n\nfunc f() {\n\treturn  nil\n}\n")
+	got := f.fail("str_replace", map[string]any{"path": "n.go", "old_str": "func f() {\n    return nil\n}", "new_str": "x"})
+	if got != "Error: old_str not found in /mnt/user-data/workspace/n.go; line 3 differs from it only in whitespace or indentation" {
+		t.Fatalf("got %q", got)
+	}
+	if f.read("n.go") != "package x\n\nfunc f() {\n\treturn  nil\n}\n" {
+		t.Fatal("near miss was applied")
+	}
+	got = f.fail("str_replace", map[string]any{"path": "n.go", "old_str": "nothing like it", "new_str": "x"})
+	if got != "Error: old_str not found in /mnt/user-data/workspace/n.go" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestStrReplaceDryRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	content := "1\n2\n3\n4\n5\n6\n7\n8\n9\n"
+	f.write("d.txt", content)
+	got := f.ok("str_replace", map[string]any{"path": "d.txt", "old_str": "5\n", "new_str": "five\n", "dry_run": true})
+	want := "Dry run: would replace 1 occurrence(s) in /mnt/user-data/workspace/d.txt\n" +
+		"--- /mnt/user-data/workspace/d.txt\n+++ /mnt/user-data/workspace/d.txt\n@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8"
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if f.read("d.txt") != content {
+		t.Fatal("dry run wrote the file")
+	}
+}
