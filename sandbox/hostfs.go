@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -226,27 +227,107 @@ func (h *HostFS) Edit(ctx context.Context, name string, fn EditFunc) error {
 // writeAtomic writes data to a new file beside name and renames it over
 // name: readers see the old content or the new, never a half-written file.
 func writeAtomic(root *os.Root, name string, data []byte, mode fs.FileMode) error {
+	w, err := newAtomicWriter(root, name, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		w.abort()
+		return err
+	}
+	return w.Close()
+}
+
+// atomicWriter writes a temporary file and renames it over its target on Close.
+type atomicWriter struct {
+	root      *os.Root
+	f         *os.File
+	tmp, name string
+	mode      fs.FileMode
+}
+
+func newAtomicWriter(root *os.Root, name string, mode fs.FileMode) (*atomicWriter, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := path.Join(path.Dir(name), ".sandbox-mcp-"+hex.EncodeToString(rnd[:])+".tmp")
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode) // the umask does not apply to chmod
-	}
-	if cerr := f.Close(); err == nil {
+	return &atomicWriter{root: root, f: f, tmp: tmp, name: name, mode: mode}, nil
+}
+
+func (w *atomicWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
+
+func (w *atomicWriter) abort() {
+	w.f.Close()
+	w.root.Remove(w.tmp)
+}
+
+// Close sets the mode (the umask does not apply to chmod) and renames the
+// file into place.
+func (w *atomicWriter) Close() error {
+	err := w.f.Chmod(w.mode)
+	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = root.Rename(tmp, name)
+		err = w.root.Rename(w.tmp, w.name)
 	}
 	if err != nil {
-		root.Remove(tmp)
+		w.root.Remove(w.tmp)
 	}
 	return err
+}
+
+// Create implements FS.Create.
+func (h *HostFS) Create(_ context.Context, name string) (io.WriteCloser, error) {
+	m, rel, synth := h.lookup(name)
+	switch {
+	case synth || rel == ".":
+		return nil, &PathError{Path: name, Err: ErrIsDir}
+	case m == nil:
+		return nil, outside(name)
+	case m.ReadOnly:
+		return nil, &PathError{Path: name, Err: ErrReadOnly}
+	}
+	if dir := path.Dir(rel); dir != "." {
+		if err := m.root.MkdirAll(dir, 0o755); err != nil {
+			return nil, HostError(name, err)
+		}
+	}
+	w, err := newAtomicWriter(m.root, rel, 0o644)
+	if err != nil {
+		return nil, HostError(name, err)
+	}
+	return &pathWriter{w: w, name: name}, nil
+}
+
+// pathWriter reports errors with the virtual path.
+type pathWriter struct {
+	w    *atomicWriter
+	name string
+}
+
+func (p *pathWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	return n, HostError(p.name, err)
+}
+
+func (p *pathWriter) Close() error { return HostError(p.name, p.w.Close()) }
+
+// Remove implements FS.Remove.
+func (h *HostFS) Remove(_ context.Context, name string) error {
+	m, rel, synth := h.lookup(name)
+	switch {
+	case synth || rel == ".":
+		return &PathError{Path: name, Err: ErrIsDir}
+	case m == nil:
+		return outside(name)
+	case m.ReadOnly:
+		return &PathError{Path: name, Err: ErrReadOnly}
+	}
+	return HostError(name, m.root.Remove(rel))
 }
 
 // resolveInRoot resolves the symlinks of rel (a clean relative path) inside

@@ -50,6 +50,12 @@ type FS interface {
 	// when there is no file yet). A new file gets its parent directories;
 	// an existing file keeps its mode. fn's error is returned as it is.
 	Edit(ctx context.Context, name string, fn EditFunc) error
+	// Create writes a new file (or replaces one) from a stream: the bytes go
+	// to a temporary file beside it, renamed into place by Close, so readers
+	// never see half of it. Parent directories are created.
+	Create(ctx context.Context, name string) (io.WriteCloser, error)
+	// Remove removes a file or an empty directory.
+	Remove(ctx context.Context, name string) error
 }
 
 // EditFunc computes a file's new content from its current content.

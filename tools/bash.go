@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -57,13 +58,14 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		half = unlimitedCapture / 2
 	}
 	out := sandbox.NewCapture(half, half)
+	saved := newSpill(ctx, env.Sandbox.FS(), "bash", max(limit, 0))
 
 	done := make(chan struct{})
 	defer close(done)
 	if env.Progress != nil {
 		go reportProgress(env, out, done)
 	}
-	res, err := env.Sandbox.Exec(ctx, sandbox.ExecRequest{Command: command, Timeout: timeout, Output: out})
+	res, err := env.Sandbox.Exec(ctx, sandbox.ExecRequest{Command: command, Timeout: timeout, Output: io.MultiWriter(out, saved)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return failf("cancelled: the command and its processes were killed")
@@ -71,7 +73,10 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return fail(err)
 	}
 
-	body, truncated := bashOutput(out, limit, env.Mask)
+	body, truncated := bashOutput(out, limit, env.Mask, "")
+	if path := saved.Finish(truncated); path != "" {
+		body, _ = bashOutput(out, limit, env.Mask, path)
+	}
 	var b strings.Builder
 	b.WriteString(body)
 	if body != "" && !strings.HasSuffix(body, "\n") {
@@ -90,8 +95,9 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 }
 
 // bashOutput is the captured output, masked, with its middle cut out when
-// it is longer than limit bytes.
-func bashOutput(c *sandbox.Capture, limit int, mask func(string) string) (string, bool) {
+// it is longer than limit bytes; the notice names savedAt, where the whole
+// output was saved, if it was.
+func bashOutput(c *sandbox.Capture, limit int, mask func(string) string, savedAt string) (string, bool) {
 	if mask == nil {
 		mask = func(s string) string { return s }
 	}
@@ -110,10 +116,20 @@ func bashOutput(c *sandbox.Capture, limit int, mask func(string) string) (string
 	}
 	// The notice's own length depends on the count it reports: size the
 	// kept parts for the longest notice, then count what they leave out.
-	notice := func(n int64) string { return fmt.Sprintf("\n[... %d bytes of output truncated ...]\n", max(n, 0)) }
+	where := ""
+	if savedAt != "" {
+		where = "; the whole output is in " + savedAt + " (read it with read_file and line ranges)"
+	}
+	notice := func(n int64) string {
+		return fmt.Sprintf("\n[... %d bytes of output truncated%s ...]\n", max(n, 0), where)
+	}
 	keep := max(limit-len(notice(total)), 0)
-	h, _ = cutHead(h, keep/2)
-	t = cutTail(t, keep-len(h))
+	if keep/2 > 0 {
+		h, _ = cutHead(h, keep/2)
+	} else {
+		h = ""
+	}
+	t = cutTail(t, max(keep-len(h), 0))
 	return h + notice(total-int64(len(h)+len(t))) + t, true
 }
 

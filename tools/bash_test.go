@@ -199,7 +199,7 @@ func seqOutput(n int) string {
 	return b.String()
 }
 
-var truncNotice = regexp.MustCompile(`\n\[\.\.\. (\d+) bytes of output truncated \.\.\.\]\n`)
+var truncNotice = regexp.MustCompile(`\n\[\.\.\. (\d+) bytes of output truncated(?:; the whole output is in (\S+) \(read it with read_file and line ranges\))? \.\.\.\]\n`)
 
 func TestBashMiddleTruncation(t *testing.T) {
 	t.Parallel()

@@ -5,9 +5,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func sha(s string) string {
@@ -140,5 +143,118 @@ func TestStrReplaceDryRun(t *testing.T) {
 	}
 	if f.read("d.txt") != content {
 		t.Fatal("dry run wrote the file")
+	}
+}
+
+func TestGrepContextModesOffset(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.write("a.txt", "l1\nhit one\nl3\nl4\nl5\nl6\nhit two\nl8\n")
+	f.write("b.txt", "hit three\n")
+	got := f.ok("grep", map[string]any{"pattern": "hit", "path": "a.txt", "context": 1})
+	want := "/mnt/user-data/workspace/a.txt-1- l1\n/mnt/user-data/workspace/a.txt:2: hit one\n/mnt/user-data/workspace/a.txt-3- l3\n--\n" +
+		"/mnt/user-data/workspace/a.txt-6- l6\n/mnt/user-data/workspace/a.txt:7: hit two\n/mnt/user-data/workspace/a.txt-8- l8"
+	if got != want {
+		t.Errorf("context:\n%s\nwant\n%s", got, want)
+	}
+	if got := f.ok("grep", map[string]any{"pattern": "hit", "output_mode": "files"}); got != "/mnt/user-data/workspace/a.txt\n/mnt/user-data/workspace/b.txt" {
+		t.Errorf("files: %q", got)
+	}
+	if got := f.ok("grep", map[string]any{"pattern": "hit", "output_mode": "count"}); got != "/mnt/user-data/workspace/a.txt:2\n/mnt/user-data/workspace/b.txt:1" {
+		t.Errorf("count: %q", got)
+	}
+	// Paging: 3 matches, 2 a page.
+	p1 := f.ok("grep", map[string]any{"pattern": "hit", "max_results": 2})
+	p2 := f.ok("grep", map[string]any{"pattern": "hit", "max_results": 2, "offset": 2})
+	if !strings.HasPrefix(p1, "/mnt/user-data/workspace/a.txt:2: hit one\n/mnt/user-data/workspace/a.txt:7: hit two\n[truncated: showing the first 2 matches") ||
+		!strings.Contains(p1, "next page: offset 2") {
+		t.Errorf("page 1: %q", p1)
+	}
+	if p2 != "/mnt/user-data/workspace/b.txt:1: hit three" {
+		t.Errorf("page 2: %q", p2)
+	}
+	if got := f.ok("grep", map[string]any{"pattern": "hit", "offset": 10}); !strings.HasPrefix(got, "No more results") {
+		t.Errorf("past the end: %q", got)
+	}
+	f.fail("grep", map[string]any{"pattern": "hit", "output_mode": "lines"})
+}
+
+func TestGlobSortOffset(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for i, n := range []string{"c.txt", "a.txt", "b.txt"} {
+		f.write(n, n)
+		ts := time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)
+		os.Chtimes(f.host(n), ts, ts)
+	}
+	ws := "/mnt/user-data/workspace/"
+	if got := f.ok("glob", map[string]any{"pattern": "*.txt", "sort": "mtime"}); got != "Found 3 paths under /mnt/user-data/workspace\n"+ws+"b.txt\n"+ws+"a.txt\n"+ws+"c.txt" {
+		t.Errorf("mtime: %q", got)
+	}
+	if got := f.ok("glob", map[string]any{"pattern": "*.txt", "offset": 1, "max_results": 1}); got != "Found 3 paths under /mnt/user-data/workspace\n"+ws+"b.txt\n[showing 1 of 3 paths from offset 1; next page: offset 2]" {
+		t.Errorf("offset: %q", got)
+	}
+	if got := f.ok("glob", map[string]any{"pattern": "*.txt"}); got != "Found 3 paths under /mnt/user-data/workspace\n"+ws+"a.txt\n"+ws+"b.txt\n"+ws+"c.txt" {
+		t.Errorf("default: %q", got)
+	}
+}
+
+var savedAt = regexp.MustCompile(`/mnt/user-data/outputs/\.tool-results/[^ ]+\.txt`)
+
+// A cut bash output is saved whole and can be paged with read_file.
+func TestSpillBashPagedByReadFile(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.env.Limits.BashOutputMaxChars = 2000
+	got := f.ok("bash", map[string]any{"command": "seq 1 5000"})
+	p := savedAt.FindString(got)
+	if p == "" {
+		t.Fatalf("no saved path in %q", got[:300])
+	}
+	page := f.ok("read_file", map[string]any{"path": p, "start_line": 2500, "end_line": 2502})
+	if page != "2500\n2501\n2502\n" {
+		t.Fatalf("page = %q", page)
+	}
+	whole := f.ok("read_file", map[string]any{"path": p, "start_line": 4999})
+	if whole != "4999\n5000\n" {
+		t.Fatalf("end = %q", whole)
+	}
+	// Short outputs leave nothing behind.
+	f.ok("bash", map[string]any{"command": "echo short"})
+	entries, _ := os.ReadDir(filepath.Join(filepath.Dir(f.ws), "outputs", ".tool-results"))
+	if len(entries) != 1 {
+		t.Fatalf("%d saved outputs, want 1", len(entries))
+	}
+}
+
+func TestSpillGrepWhole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var b strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&b, "match %d\n", i)
+	}
+	f.write("m.txt", b.String())
+	got := f.ok("grep", map[string]any{"pattern": "match", "max_results": 10})
+	p := savedAt.FindString(got)
+	if p == "" {
+		t.Fatalf("no saved path: %q", got[len(got)-300:])
+	}
+	saved := f.ok("read_file", map[string]any{"path": p})
+	if n := strings.Count(saved, "\n"); n != 300 || !strings.Contains(saved, "m.txt:300: match 299") {
+		t.Fatalf("saved has %d lines", n)
+	}
+}
+
+func TestSpillBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.env.Limits.BashOutputMaxChars = 100
+	for range 55 {
+		f.ok("bash", map[string]any{"command": "seq 1 100"})
+	}
+	entries, _ := os.ReadDir(filepath.Join(filepath.Dir(f.ws), "outputs", ".tool-results"))
+	if len(entries) != 50 {
+		t.Fatalf("%d saved outputs kept, want 50", len(entries))
 	}
 }

@@ -1,10 +1,12 @@
 package tools
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -24,6 +26,8 @@ func globTool() Tool {
 			mcp.WithString("path", mcp.Description("Directory to search (default /mnt/user-data/workspace).")),
 			mcp.WithBoolean("include_dirs", mcp.Description("Also list matching directories (default false).")),
 			mcp.WithNumber("max_results", mcp.Description("Most paths to list (default 200).")),
+			mcp.WithString("sort", mcp.Enum("path", "mtime"), mcp.Description("path: by path (default); mtime: newest first.")),
+			mcp.WithNumber("offset", mcp.Description("Skip this many paths first, to page through a long result (default 0).")),
 			readOnly("Find files"),
 		),
 		Handle: glob,
@@ -55,6 +59,11 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if maxResults <= 0 {
 		maxResults = globDefaultMax
 	}
+	offset := max(req.GetInt("offset", 0), 0)
+	sortBy := req.GetString("sort", "path")
+	if sortBy != "path" && sortBy != "mtime" {
+		return failf("sort %q: want path or mtime", sortBy)
+	}
 
 	fsys := env.Sandbox.FS()
 	fi, err := fsys.Stat(ctx, base)
@@ -64,35 +73,59 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if !fi.IsDir() {
 		return fail(&sandbox.PathError{Path: base, Err: sandbox.ErrNotDir})
 	}
-	var found []string
+	type hit struct {
+		path  string
+		mtime int64
+	}
+	var found []hit
 	total := 0
 	err = walk(ctx, fsys, base, true, func(vp, rel string, d fs.DirEntry) error {
 		if d.IsDir() && !includeDirs {
 			return nil
 		}
-		if ok, _ := doublestar.Match(pattern, rel); ok {
-			total++
-			if len(found) < maxResults {
-				found = append(found, vp)
+		if ok, _ := doublestar.Match(pattern, rel); !ok {
+			return nil
+		}
+		total++
+		if sortBy == "path" && len(found) >= offset+maxResults {
+			return nil // walked in path order: later ones are not shown
+		}
+		h := hit{path: vp}
+		if sortBy == "mtime" {
+			if fi, err := d.Info(); err == nil {
+				h.mtime = fi.ModTime().UnixNano()
 			}
 		}
+		found = append(found, h)
 		return nil
 	})
 	if err != nil {
 		return fail(err)
 	}
+	if sortBy == "mtime" {
+		slices.SortStableFunc(found, func(a, b hit) int { return cmp.Compare(b.mtime, a.mtime) })
+	}
+	shown := found[min(offset, len(found)):min(offset+maxResults, len(found))]
 	var b strings.Builder
 	fmt.Fprintf(&b, "Found %d paths under %s", total, base)
-	for _, p := range found {
+	for _, h := range shown {
 		b.WriteByte('\n')
-		b.WriteString(p)
+		b.WriteString(h.path)
 	}
-	r := text(b.String())
-	if total > len(found) {
-		fmt.Fprintf(&b, "\n[truncated: showing the first %d of %d paths; narrow the pattern or raise max_results]", len(found), total)
-		r = text(b.String())
+	r := &Result{}
+	switch {
+	case offset == 0 && total > len(shown):
+		fmt.Fprintf(&b, "\n[truncated: showing the first %d of %d paths; narrow the pattern or raise max_results; next page: offset %d]", len(shown), total, len(shown))
 		r.Truncated = true
+	case offset > 0:
+		fmt.Fprintf(&b, "\n[showing %d of %d paths from offset %d", len(shown), total, offset)
+		if offset+len(shown) < total {
+			fmt.Fprintf(&b, "; next page: offset %d", offset+len(shown))
+			r.Truncated = true
+		}
+		b.WriteString("]")
 	}
+	r.CallToolResult = mcp.NewToolResultText(b.String())
 	return r
 }
 
