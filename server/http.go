@@ -53,14 +53,14 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 			tokens = append(tokens, sha256.Sum256([]byte(t)))
 		}
 	}
-	s.threadOf = func(_ context.Context, session string, req mcp.CallToolRequest) ThreadRef {
-		id := strings.TrimSpace(req.Header.Get(ThreadHeader))
+	s.threadOf = func(session string, header http.Header) ThreadRef {
+		id := strings.TrimSpace(header.Get(ThreadHeader))
 		if id == "" {
 			id = session
 		}
 		ref := ThreadRef{ID: id, Key: id}
 		if len(tokens) > 0 {
-			ref.Key = tokenNamespace(bearer(req.Header)) + "." + id
+			ref.Key = tokenNamespace(bearer(header)) + "." + id
 		}
 		return ref
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -31,8 +33,9 @@ type Server struct {
 	cfg      Config
 	mcp      *mcpserver.MCPServer
 	sessions *Sessions
-	// threadOf picks the thread of a session's first call.
-	threadOf func(ctx context.Context, session string, req mcp.CallToolRequest) ThreadRef
+	// threadOf picks the thread of a session's first request that needs one
+	// (a tool call, a resource list or read).
+	threadOf func(session string, header http.Header) ThreadRef
 
 	inflight  atomic.Int64    // tool calls running
 	stopCalls context.Context // cancelled to stop every call at once (shutdown)
@@ -56,12 +59,14 @@ func New(cfg Config) *Server {
 	s.mcp = mcpserver.NewMCPServer("sandbox-mcp", cfg.Version,
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithToolCapabilities(false),
+		mcpserver.WithResourceCapabilities(false, true),
 		mcpserver.WithInstructions("Tools work in a sandbox: files under /mnt/user-data/{workspace,uploads,outputs} "+
 			"(workspace is the working directory), skills read-only under /mnt/skills."),
 	)
 	for _, t := range tools.All() {
 		s.mcp.AddTool(t.Def, s.handler(t))
 	}
+	s.registerResources(hooks)
 	return s
 }
 
@@ -84,11 +89,7 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		start := time.Now()
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
-		session := ""
-		if cs := mcpserver.ClientSessionFromContext(ctx); cs != nil {
-			session = cs.SessionID()
-		}
-		thread := s.threadOf(ctx, session, req)
+		session, thread := s.identify(ctx, req.Header)
 		ev := audit.Event{Session: session, Thread: thread.ID, Provider: s.cfg.Provider.Name(), Tool: name}
 
 		var res *tools.Result
@@ -105,6 +106,9 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 			defer context.AfterFunc(s.stopCalls, cancel)()
 			env := &tools.Env{Sandbox: b.sb, Limits: s.cfg.Limits, Mask: b.mask.Mask, Progress: s.progress(ctx, req)}
 			res = s.run(ctx, t, env, req)
+			if slices.ContainsFunc(res.Changed, func(p string) bool { return sandbox.Within(p, sandbox.OutputsDir) }) {
+				s.outputsChanged(ctx)
+			}
 		}
 		mask := s.sessions.base.Mask // the thread's dirs are under the state dir
 		if b != nil {
@@ -136,6 +140,15 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		}
 		return res.CallToolResult, nil
 	}
+}
+
+// identify names the session of a request and the thread it asks for.
+func (s *Server) identify(ctx context.Context, header http.Header) (string, ThreadRef) {
+	session := ""
+	if cs := mcpserver.ClientSessionFromContext(ctx); cs != nil {
+		session = cs.SessionID()
+	}
+	return session, s.threadOf(session, header)
 }
 
 // run calls the tool, turning a panic into an error result.

@@ -5,8 +5,8 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net/http"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
@@ -17,7 +17,7 @@ const stdioWorkers = 32
 // ends or ctx is cancelled. Calls still running are cancelled then (their
 // commands killed) and recorded before it returns.
 func (s *Server) ServeStdio(ctx context.Context, thread string, in io.Reader, out io.Writer) error {
-	s.threadOf = func(context.Context, string, mcp.CallToolRequest) ThreadRef {
+	s.threadOf = func(string, http.Header) ThreadRef {
 		return ThreadRef{ID: thread, Key: thread}
 	}
 	std := mcpserver.NewStdioServer(s.mcp)

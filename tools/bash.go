@@ -65,6 +65,7 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if env.Progress != nil {
 		go reportProgress(env, out, done)
 	}
+	before := outputsStamp(ctx, env.Sandbox.FS())
 	res, err := env.Sandbox.Exec(ctx, sandbox.ExecRequest{Command: command, Timeout: timeout, Output: io.MultiWriter(out, saved)})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -83,6 +84,9 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		b.WriteByte('\n')
 	}
 	r := &Result{Truncated: truncated, TimedOut: res.TimedOut}
+	if outputsStamp(ctx, env.Sandbox.FS()) != before {
+		r.Changed = []string{sandbox.OutputsDir}
+	}
 	if res.TimedOut {
 		fmt.Fprintf(&b, "[timed out after %ds]", int((timeout+time.Second-1)/time.Second))
 	} else {
@@ -151,4 +155,14 @@ func reportProgress(env *Env, out *sandbox.Capture, done <-chan struct{}) {
 			env.Progress(time.Since(start).Seconds(), validText([]byte(msg)))
 		}
 	}
+}
+
+// outputsStamp is the modification time of the outputs directory, which
+// changes when a command adds or removes an entry there.
+func outputsStamp(ctx context.Context, fsys sandbox.FS) time.Time {
+	fi, err := fsys.Stat(ctx, sandbox.OutputsDir)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }

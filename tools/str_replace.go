@@ -85,7 +85,9 @@ func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result 
 	case err != nil:
 		return fail(err)
 	}
-	return text(fmt.Sprintf("Replaced %d occurrence(s) in %s", n, name))
+	r := text(fmt.Sprintf("Replaced %d occurrence(s) in %s", n, name))
+	r.Changed = []string{name}
+	return r
 }
 
 // replace replaces oldStr in content the way an editor would: exactly when

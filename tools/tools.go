@@ -53,6 +53,9 @@ type Result struct {
 	TimedOut  bool
 	ExitCode  *int
 	Truncated bool
+	// Changed lists virtual paths the call wrote (a directory: something
+	// below it), so the server can tell clients whose resources changed.
+	Changed []string
 }
 
 // Tool is one tool: its MCP definition and its handler.

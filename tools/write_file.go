@@ -54,7 +54,9 @@ func writeFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if err != nil {
 		return fail(err)
 	}
-	return text(fmt.Sprintf("Wrote %d bytes to %s", len(content), name))
+	r := text(fmt.Sprintf("Wrote %d bytes to %s", len(content), name))
+	r.Changed = []string{name}
+	return r
 }
 
 // checkExpected refuses an edit when the caller read another version of
