@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -244,14 +246,23 @@ func TestHTTPGracefulShutdown(t *testing.T) {
 	cs := connect(t, h, "streamable", nil)
 	result := make(chan string, 1)
 	go func() {
-		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 1; echo finished"}})
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch started; sleep 1; echo finished"}})
 		if err != nil {
 			result <- "error: " + err.Error()
 			return
 		}
 		result <- res.Content[0].(*sdk.TextContent).Text
 	}()
-	time.Sleep(300 * time.Millisecond) // the call is running
+	// Wait until the call is running.
+	started := filepath.Join(local.ThreadDir(h.state, cs.ID()), "workspace", "started")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not start")
+		}
+	}
 	h.stop()
 	time.Sleep(100 * time.Millisecond)
 	resp, err := http.Get(h.url + "/healthz")
