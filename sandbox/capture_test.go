@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,30 @@ func TestLocks(t *testing.T) {
 	again()
 	if l.Len() != 0 {
 		t.Fatalf("entries left: %d", l.Len())
+	}
+}
+
+// Two tables over one directory stand for two processes: their locks on
+// one key exclude each other.
+func TestFileLocksAcrossTables(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, err := sandbox.NewFileLocks(dir)
+	must(t, err)
+	b, err := sandbox.NewFileLocks(dir)
+	must(t, err)
+	unlock, err := a.Lock(t.Context(), "file")
+	must(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := b.Lock(ctx, "file"); err == nil {
+		t.Fatal("the other table took a held lock")
+	}
+	unlock()
+	again, err := b.Lock(t.Context(), "file")
+	must(t, err)
+	again()
+	if ents, _ := os.ReadDir(dir); len(ents) > 64 {
+		t.Fatalf("%d lock files", len(ents))
 	}
 }

@@ -56,7 +56,7 @@ func HostError(vpath string, err error) error {
 }
 
 func classify(err error) error {
-	for _, s := range []error{ErrOutsideRoot, ErrReadOnly, ErrNotFound, ErrIsDir, ErrNotDir, ErrNotRegular, ErrPermission, ErrExists} {
+	for _, s := range []error{ErrOutsideRoot, ErrReadOnly, ErrNotFound, ErrIsDir, ErrNotDir, ErrNotRegular, ErrTooLarge, ErrPermission, ErrExists} {
 		if errors.Is(err, s) {
 			return s
 		}

@@ -190,44 +190,133 @@ func (h *HostFS) Edit(ctx context.Context, name string, fn EditFunc) error {
 	}
 	defer unlock()
 
-	exists, mode := true, fs.FileMode(0o644)
-	fi, err := m.root.Stat(real)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		exists = false
-	case err != nil:
+	old, own, exists, err := readForEdit(m.root, real)
+	if err != nil {
 		return HostError(name, err)
-	case fi.IsDir():
-		return &PathError{Path: name, Err: ErrIsDir}
-	case !fi.Mode().IsRegular():
-		return &PathError{Path: name, Err: ErrNotRegular}
-	default:
-		mode = fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
-	}
-	var old []byte
-	if exists {
-		if old, err = m.root.ReadFile(real); err != nil {
-			return HostError(name, err)
-		}
 	}
 	data, err := fn(old, exists)
 	if err != nil {
 		return err
 	}
 	if !exists {
-		if dir := path.Dir(real); dir != "." {
-			if err := m.root.MkdirAll(dir, 0o755); err != nil {
-				return HostError(name, err)
-			}
+		dir := path.Dir(real)
+		if err := mkdirInherit(m.root, dir); err != nil {
+			return HostError(name, err)
+		}
+		if own, err = ownerOf(m.root, dir, 0o644); err != nil {
+			return HostError(name, err)
 		}
 	}
-	return HostError(name, writeAtomic(m.root, real, data, mode))
+	return HostError(name, writeAtomic(m.root, real, data, own))
+}
+
+// EditMaxBytes is the largest file Edit reads: editing is read, change,
+// write whole, and a bigger file would cost that much memory.
+const EditMaxBytes = 64 << 20
+
+// ErrTooLarge: a file over EditMaxBytes.
+var ErrTooLarge = errors.New("file too large to edit (over 64 MiB)")
+
+// readForEdit opens the file once, without blocking (a FIFO swapped in
+// cannot hang the edit), checks on that descriptor that it is a regular
+// file of at most EditMaxBytes, and reads it.
+func readForEdit(root *os.Root, name string) (data []byte, own owner, exists bool, err error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, owner{}, false, nil
+	}
+	if err != nil {
+		return nil, owner{}, false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, owner{}, false, err
+	case fi.IsDir():
+		return nil, owner{}, false, ErrIsDir
+	case !fi.Mode().IsRegular():
+		return nil, owner{}, false, ErrNotRegular
+	case fi.Size() > EditMaxBytes:
+		return nil, owner{}, false, ErrTooLarge
+	}
+	own = ownerFromInfo(fi, fi.Mode().Perm()|fi.Mode()&fs.ModeSticky) // never setuid/setgid
+	data, err = io.ReadAll(io.LimitReader(f, EditMaxBytes+1))
+	if err == nil && len(data) > EditMaxBytes {
+		err = ErrTooLarge
+	}
+	return data, own, true, err
+}
+
+// owner is who a written file belongs to and its mode. Files keep their
+// owner; new files and directories take their parent directory's, so that
+// when the server runs as root, files it writes stay writable by the
+// unprivileged user that runs the sandbox's commands.
+type owner struct {
+	uid, gid int
+	mode     fs.FileMode
+	known    bool
+}
+
+func ownerFromInfo(fi fs.FileInfo, mode fs.FileMode) owner {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return owner{mode: mode}
+	}
+	return owner{uid: int(st.Uid), gid: int(st.Gid), mode: mode, known: true}
+}
+
+// ownerOf is the owner of dir, with the given mode.
+func ownerOf(root *os.Root, dir string, mode fs.FileMode) (owner, error) {
+	fi, err := root.Stat(dir)
+	if err != nil {
+		return owner{}, err
+	}
+	return ownerFromInfo(fi, mode), nil
+}
+
+// chown gives f its owner when the server may (it runs as root) and needs to.
+func (o owner) chown(f *os.File) error {
+	if !o.known || os.Geteuid() != 0 || (o.uid == 0 && o.gid == 0) {
+		return nil
+	}
+	return f.Chown(o.uid, o.gid)
+}
+
+// mkdirInherit creates dir and its missing parents inside root, each owned
+// like its parent.
+func mkdirInherit(root *os.Root, dir string) error {
+	if dir == "." || dir == "" {
+		return nil
+	}
+	fi, err := root.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return ErrNotDir
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	parent := path.Dir(dir)
+	if err := mkdirInherit(root, parent); err != nil {
+		return err
+	}
+	if err := root.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	own, err := ownerOf(root, parent, 0o755)
+	if err != nil || !own.known || os.Geteuid() != 0 || (own.uid == 0 && own.gid == 0) {
+		return err
+	}
+	return root.Lchown(dir, own.uid, own.gid)
 }
 
 // writeAtomic writes data to a new file beside name and renames it over
 // name: readers see the old content or the new, never a half-written file.
-func writeAtomic(root *os.Root, name string, data []byte, mode fs.FileMode) error {
-	w, err := newAtomicWriter(root, name, mode)
+func writeAtomic(root *os.Root, name string, data []byte, own owner) error {
+	w, err := newAtomicWriter(root, name, own)
 	if err != nil {
 		return err
 	}
@@ -243,10 +332,10 @@ type atomicWriter struct {
 	root      *os.Root
 	f         *os.File
 	tmp, name string
-	mode      fs.FileMode
+	own       owner
 }
 
-func newAtomicWriter(root *os.Root, name string, mode fs.FileMode) (*atomicWriter, error) {
+func newAtomicWriter(root *os.Root, name string, own owner) (*atomicWriter, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := path.Join(path.Dir(name), ".sandbox-mcp-"+hex.EncodeToString(rnd[:])+".tmp")
@@ -254,7 +343,7 @@ func newAtomicWriter(root *os.Root, name string, mode fs.FileMode) (*atomicWrite
 	if err != nil {
 		return nil, err
 	}
-	return &atomicWriter{root: root, f: f, tmp: tmp, name: name, mode: mode}, nil
+	return &atomicWriter{root: root, f: f, tmp: tmp, name: name, own: own}, nil
 }
 
 func (w *atomicWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
@@ -264,10 +353,13 @@ func (w *atomicWriter) abort() {
 	w.root.Remove(w.tmp)
 }
 
-// Close sets the mode (the umask does not apply to chmod) and renames the
-// file into place.
+// Close sets the owner and the mode (the umask does not apply to chmod)
+// and renames the file into place.
 func (w *atomicWriter) Close() error {
-	err := w.f.Chmod(w.mode)
+	err := w.own.chown(w.f)
+	if err == nil {
+		err = w.f.Chmod(w.own.mode)
+	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
@@ -291,12 +383,15 @@ func (h *HostFS) Create(_ context.Context, name string) (io.WriteCloser, error) 
 	case m.ReadOnly:
 		return nil, &PathError{Path: name, Err: ErrReadOnly}
 	}
-	if dir := path.Dir(rel); dir != "." {
-		if err := m.root.MkdirAll(dir, 0o755); err != nil {
-			return nil, HostError(name, err)
-		}
+	dir := path.Dir(rel)
+	if err := mkdirInherit(m.root, dir); err != nil {
+		return nil, HostError(name, err)
 	}
-	w, err := newAtomicWriter(m.root, rel, 0o644)
+	own, err := ownerOf(m.root, dir, 0o644)
+	if err != nil {
+		return nil, HostError(name, err)
+	}
+	w, err := newAtomicWriter(m.root, rel, own)
 	if err != nil {
 		return nil, HostError(name, err)
 	}

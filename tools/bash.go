@@ -1,9 +1,11 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 
 const (
 	bashDefaultTimeout = 120 * time.Second
+	// bashTimeoutCeiling bounds a timeout even when bash_timeout_max is 0.
+	bashTimeoutCeiling = 24 * time.Hour
 	// maskMargin is kept beyond each end of the bash output so a host path
 	// cut by the capture is still whole when the output is masked.
 	maskMargin = 4096
@@ -45,8 +49,9 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return failf("command is empty")
 	}
 	timeout := bashDefaultTimeout
-	if t := req.GetFloat("timeout", 0); t > 0 {
-		timeout = time.Duration(t * float64(time.Second))
+	if t := req.GetFloat("timeout", 0); t > 0 && !math.IsInf(t, 0) && !math.IsNaN(t) {
+		// Clamp in seconds before converting: a huge value would overflow.
+		timeout = time.Duration(min(t, bashTimeoutCeiling.Seconds()) * float64(time.Second))
 	}
 	if max := env.Limits.BashTimeoutMax; max > 0 && timeout > max {
 		timeout = max
@@ -114,6 +119,10 @@ func bashOutput(c *sandbox.Capture, limit int, mask func(string) string, savedAt
 		// Masking made it longer than the limit: cut the middle.
 		head, tail = []byte(s[:len(s)/2]), []byte(s[len(s)/2:])
 	}
+	// The raw head ends, and the raw tail starts, in the middle of the
+	// output: a host path cut there would not be masked. Drop a partial
+	// path at each cut before masking.
+	head, tail = trimCutWord(head, false), trimCutWord(tail, true)
 	h, t := mask(validText(head)), mask(validText(tail))
 	if limit <= 0 {
 		limit = unlimitedCapture
@@ -165,4 +174,34 @@ func outputsStamp(ctx context.Context, fsys sandbox.FS) time.Time {
 		return time.Time{}
 	}
 	return fi.ModTime()
+}
+
+// trimCutWord drops a partial path at a cut: the trailing run of path
+// characters at the end of a head, or the leading one at the start of a
+// tail (atStart), when that run holds a slash. A host path cut there would
+// not be masked whole; other text (even base64) is kept.
+func trimCutWord(b []byte, atStart bool) []byte {
+	if atStart {
+		i := 0
+		for i < len(b) && i < maskMargin && pathChar(b[i]) {
+			i++
+		}
+		if bytes.IndexByte(b[:i], '/') >= 0 {
+			return b[i:]
+		}
+		return b
+	}
+	i := len(b)
+	for i > 0 && i > len(b)-maskMargin && pathChar(b[i-1]) {
+		i--
+	}
+	if bytes.IndexByte(b[i:], '/') >= 0 {
+		return b[:i]
+	}
+	return b
+}
+
+func pathChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80 ||
+		strings.IndexByte("/._-~+@", c) >= 0
 }

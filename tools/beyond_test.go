@@ -258,3 +258,52 @@ func TestSpillBounded(t *testing.T) {
 		t.Fatalf("%d saved outputs kept, want 50", len(entries))
 	}
 }
+
+func TestBashHugeTimeoutStillBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.env.Limits.BashTimeoutMax = time.Second
+	for _, timeout := range []any{1e300, 9.3e9, 1000} {
+		if got := f.ok("bash", map[string]any{"command": "sleep 5; echo finished", "timeout": timeout}); got != "[timed out after 1s]" {
+			t.Errorf("timeout %v: %q", timeout, got)
+		}
+	}
+}
+
+// A host path cut by the head/tail capture is dropped, not shown in part.
+func TestBashCutNeverShowsPartOfAHostPath(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.env.Limits.BashOutputMaxChars = 20000 // masked, the head shrinks far below its cut
+	host := f.host("")
+	for i := range 7 {
+		// Shift the cut across the path's characters.
+		cmd := fmt.Sprintf("printf '%%*s' %d ''; for i in $(seq 1500); do printf '%%s ' %q; done", i*7, host)
+		got := f.ok("bash", map[string]any{"command": cmd})
+		for j := 8; j <= len(host); j++ {
+			if strings.Contains(got, host[:j]) {
+				t.Fatalf("shift %d: output holds %q, a piece of a host path", i, host[:j])
+			}
+		}
+	}
+}
+
+func TestHugeFilesAreNotReadWhole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.write("big.txt", "first line\n"+strings.Repeat("filler line\n", 1000))
+	if err := os.Truncate(f.host("big.txt"), 200<<20); err != nil { // sparse
+		t.Fatal(err)
+	}
+	res := f.call("read_file", map[string]any{"path": "big.txt", "end_line": 1})
+	if resultText(t, res) != "first line\n" {
+		t.Fatalf("text %q", resultText(t, res))
+	}
+	if got := fmt.Sprintf("%+v", res.StructuredContent); got != fmt.Sprintf("{SHA256: Lines:-1 Bytes:%d}", 200<<20) {
+		t.Fatalf("facts %s", got)
+	}
+	got := f.fail("write_file", map[string]any{"path": "big.txt", "content": "x", "append": true})
+	if got != "Error: file too large to edit (over 64 MiB): /mnt/user-data/workspace/big.txt" {
+		t.Fatalf("append to a huge file: %q", got)
+	}
+}

@@ -23,6 +23,11 @@ import (
 // imageMaxBytes bounds an image sent back as content.
 const imageMaxBytes = 10 << 20
 
+// hashMaxBytes is the largest file whose sha256 and line count read_file
+// reports (the largest an edit takes, so an expected_sha256 is usable);
+// a larger file is read only as far as the text needs.
+const hashMaxBytes = sandbox.EditMaxBytes
+
 var imageTypes = map[string]string{
 	".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp",
 }
@@ -44,7 +49,8 @@ func readFileTool() Tool {
 	}
 }
 
-// fileFacts is read_file's structured content.
+// fileFacts is read_file's structured content. For a file over
+// hashMaxBytes, SHA256 is "" and Lines is -1.
 type fileFacts struct {
 	SHA256 string `json:"sha256"`
 	Lines  int    `json:"lines"`
@@ -93,10 +99,19 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	}
 
 	limit := env.Limits.ReadFileOutputMaxChars
+	// The whole file is read for its hash and line count only up to
+	// hashMaxBytes; past that, reading stops once the text is complete.
+	whole := fi.Size() <= hashMaxBytes
 	var b strings.Builder
 	line, truncated := 0, false // line: how many lines have ended so far
 	partial := false            // the last line read has no newline yet
-	for {
+	for n := 0; ; n++ {
+		if n%256 == 0 && ctx.Err() != nil {
+			return failf("cancelled")
+		}
+		if !whole && (truncated || (end != 0 && line >= end)) {
+			break
+		}
 		chunk, err := br.ReadSlice('\n')
 		if len(chunk) > 0 {
 			partial = true
@@ -124,17 +139,23 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if partial {
 		line++
 	}
-	if start > 1 && line < start {
+	if whole && start > 1 && line < start {
 		return failf("start_line %d is past the end of %s (%d lines)", start, name, line)
 	}
 	facts := fileFacts{SHA256: hex.EncodeToString(h.Sum(nil)), Lines: line, Bytes: fi.Size()}
+	if !whole {
+		facts.SHA256, facts.Lines = "", -1 // not read whole: see hashMaxBytes
+	}
 	out := validText([]byte(b.String()))
+	if env.Mask != nil {
+		out = env.Mask(out) // before the cut: no host path is cut in half
+	}
 	r := &Result{}
 	if cut, ok := cutHead(out, limit); ok || truncated {
 		out = cut + fmt.Sprintf("\n[... truncated: showing the first %d characters; use start_line and end_line to read the rest of %s]", limit, name)
 		r.Truncated = true
 	}
-	if req.GetBool("with_hash", false) {
+	if req.GetBool("with_hash", false) && facts.SHA256 != "" {
 		if out != "" && !strings.HasSuffix(out, "\n") {
 			out += "\n"
 		}

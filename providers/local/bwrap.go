@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,28 +46,87 @@ func ProbeBwrap(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	args := bwrapArgs(nil, false, []string{"PATH=" + defaultPath}, "/", []string{"/bin/sh", "-c", "exit 0"})
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	opts, command := bwrapArgs(nil, false, "/", []string{"/bin/sh", "-c", "exit 0"})
+	cmd, err := bwrapCommand(bin, opts, command, []string{"PATH=" + defaultPath})
 	if err != nil {
-		return fmt.Errorf("bwrap does not work here: %v: %s", err, strings.TrimSpace(string(out)))
+		return err
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("bwrap does not work here: %v", err)
+	}
+	cmd.ExtraFiles[0].Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		err = <-done
+	}
+	if err != nil {
+		return fmt.Errorf("bwrap does not work here: %v: %s", err, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
 
-// bwrapArgs builds the bubblewrap command line: a fresh tmpfs root with the
-// system directories read-only, a minimal /etc, private /proc, /dev and
-// /tmp, the sandbox's mounts at their virtual paths (read-only ones
-// read-only), every namespace unshared (network too unless network), no
-// capabilities, a new session, and death with the server.
-func bwrapArgs(mounts []sandbox.Mount, network bool, env []string, cwd string, argv []string) []string {
-	a := []string{
-		"--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
-		"--hostname", "sandbox",
-		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run",
+// sandboxUID is who commands run as inside bubblewrap when the server runs
+// as root. bwrap started by root maps root inside any user namespace to
+// root outside, and root passes every check that looks only at the uid
+// (/proc/sys, /proc/sysrq-trigger, root-owned files), capabilities or not.
+// So as root, bwrap makes no user namespace, keeps only CAP_SETUID and
+// CAP_SETGID, and setpriv inside drops to nobody, with no capabilities and
+// no_new_privs (setuid binaries in /usr cannot raise it again), before the
+// command runs. The thread's directories are owned by nobody then.
+const sandboxUID = 65534
+
+// bwrapCommand is the command that runs bwrap with opts and then command.
+// The options go through a pipe (--args 3), so the sandbox's
+// /proc/1/cmdline names no host path; env is bwrap's environment, which the
+// command inherits. The caller closes cmd.ExtraFiles after starting it.
+func bwrapCommand(bwrap string, opts, command []string, env []string) (*exec.Cmd, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
 	}
-	if network {
-		a = append(a, "--share-net")
+	go func() {
+		for _, a := range opts {
+			io.WriteString(pw, a)
+			pw.Write([]byte{0})
+		}
+		pw.Close()
+	}()
+	cmd := exec.Command(bwrap, append([]string{"--args", "3", "--"}, command...)...)
+	cmd.Dir = "/"
+	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{pr}
+	return cmd, nil
+}
+
+// bwrapArgs builds the bubblewrap arguments: a fresh tmpfs root with the
+// system directories read-only, a minimal /etc, private /proc (its sys
+// read-only), /dev and /tmp, the sandbox's mounts at their virtual paths
+// (read-only ones read-only), every namespace unshared (network too unless
+// network), no capabilities, a new session, and death with the server.
+func bwrapArgs(mounts []sandbox.Mount, network bool, cwd string, argv []string) (opts, command []string) {
+	a := []string{"--die-with-parent", "--new-session"}
+	root := os.Geteuid() == 0
+	if root {
+		a = append(a, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
+			"--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
+		if !network {
+			a = append(a, "--unshare-net")
+		}
+	} else {
+		a = append(a, "--unshare-all", "--cap-drop", "ALL")
+		if network {
+			a = append(a, "--share-net")
+		}
 	}
+	a = append(a, "--hostname", "sandbox",
+		"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+		"--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run")
 	for _, d := range systemDirs {
 		fi, err := os.Lstat(d)
 		switch {
@@ -83,6 +145,17 @@ func bwrapArgs(mounts []sandbox.Mount, network bool, env []string, cwd string, a
 			a = append(a, "--ro-bind", p, p)
 		}
 	}
+	// Mount points' parents, world-readable (bwrap would make them 0700).
+	var parents []string
+	for _, m := range mounts {
+		for d := path.Dir(m.Virtual); d != "/" && !slices.Contains(parents, d); d = path.Dir(d) {
+			parents = append(parents, d)
+		}
+	}
+	slices.Sort(parents) // parents first
+	for _, d := range parents {
+		a = append(a, "--perms", "0755", "--dir", d)
+	}
 	for _, m := range mounts {
 		flag := "--bind"
 		if m.ReadOnly {
@@ -90,13 +163,12 @@ func bwrapArgs(mounts []sandbox.Mount, network bool, env []string, cwd string, a
 		}
 		a = append(a, flag, m.Host, m.Virtual)
 	}
-	a = append(a, "--clearenv")
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		a = append(a, "--setenv", k, v)
+	a = append(a, "--chdir", cwd)
+	if root {
+		id := strconv.Itoa(sandboxUID)
+		command = []string{"/usr/bin/setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--inh-caps=-all", "--nnp", "--"}
 	}
-	a = append(a, "--chdir", cwd, "--")
-	return append(a, argv...)
+	return a, append(command, argv...)
 }
 
 // execBwrap runs the command inside bubblewrap, where the virtual paths are
@@ -108,8 +180,12 @@ func (s *Sandbox) execBwrap(ctx context.Context, req sandbox.ExecRequest) (sandb
 			env[i] = "PATH=" + sandboxPath(v)
 		}
 	}
-	args := bwrapArgs(s.mounts, s.p.cfg.Network, env, sandbox.WorkspaceDir, []string{s.p.shell, "-c", req.Command})
-	return runGroup(ctx, req, s.p.bwrap, args, "/", []string{"PATH=" + defaultPath})
+	opts, command := bwrapArgs(s.mounts, s.p.cfg.Network, sandbox.WorkspaceDir, []string{s.p.shell, "-c", req.Command})
+	cmd, err := bwrapCommand(s.p.bwrap, opts, command, env)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	return runGroup(ctx, req, cmd)
 }
 
 // sandboxPath keeps the PATH entries that exist inside the sandbox (the

@@ -225,3 +225,60 @@ func TestBwrapDiesWithParentContext(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Root inside the sandbox would pass every uid-only check of the host
+// kernel: commands must not be able to touch /proc/sys, and when the
+// server runs as root they do not run as root at all.
+func TestBwrapKernelSettingsOutOfReach(t *testing.T) {
+	t.Parallel()
+	f := newBwrap(t, false)
+	before, _ := os.ReadFile("/proc/sys/vm/swappiness")
+	out, res := f.run(t, "echo 61 > /proc/sys/vm/swappiness", time.Minute)
+	if after, _ := os.ReadFile("/proc/sys/vm/swappiness"); string(after) != string(before) {
+		os.WriteFile("/proc/sys/vm/swappiness", before, 0o644)
+		t.Fatalf("the sandbox changed vm.swappiness: %q", out)
+	}
+	if res.ExitCode == 0 {
+		t.Errorf("write to /proc/sys succeeded: %q", out)
+	}
+	if os.Geteuid() == 0 {
+		out, _ := f.run(t, "id -u; grep CapEff /proc/self/status", time.Minute)
+		if !strings.HasPrefix(out, "65534\n") || !strings.Contains(out, "CapEff:\t0000000000000000") {
+			t.Errorf("as root, commands run as %q", out)
+		}
+	}
+	out, _ = f.run(t, "tr '\\0' ' ' < /proc/1/cmdline", time.Minute)
+	if strings.Contains(out, f.state) || strings.Contains(out, "--bind") {
+		t.Errorf("bwrap's command line shows the host layout: %q", out)
+	}
+}
+
+// Files move between bash and the file tools both ways, whoever wrote
+// them; a setuid bit set inside does not survive an edit.
+func TestBwrapFileOwnershipRoundTrip(t *testing.T) {
+	t.Parallel()
+	f := newBwrap(t, false)
+	fsys := f.sb.FS()
+	edit := func(name, content string) {
+		t.Helper()
+		err := fsys.Edit(t.Context(), name, func([]byte, bool) ([]byte, error) { return []byte(content), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(sandbox.WorkspaceDir+"/from-tool/a.txt", "tool\n")
+	out, res := f.run(t, "echo bash >> from-tool/a.txt && mkdir -p from-bash && echo x > from-bash/b.txt && cp /usr/bin/true s && chmod 4755 s && cat from-tool/a.txt", time.Minute)
+	if res.ExitCode != 0 || out != "tool\nbash\n" {
+		t.Fatalf("bash on a tool's file: exit %d %q", res.ExitCode, out)
+	}
+	edit(sandbox.WorkspaceDir+"/from-bash/b.txt", "edited\n")
+	edit(sandbox.WorkspaceDir+"/s", "no longer true\n")
+	fi, err := os.Stat(filepath.Join(ThreadDir(f.state, "t1"), "workspace", "s"))
+	if err != nil || fi.Mode()&os.ModeSetuid != 0 {
+		t.Fatalf("setuid kept after an edit: %v %v", fi.Mode(), err)
+	}
+	out, res = f.run(t, "cat from-bash/b.txt; echo more >> from-bash/b.txt && echo ok", time.Minute)
+	if res.ExitCode != 0 || out != "edited\nok\n" {
+		t.Fatalf("bash on an edited file: exit %d %q", res.ExitCode, out)
+	}
+}

@@ -38,7 +38,10 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 			return sandbox.ExecResult{}, fmt.Errorf("%w: the host directory of %s has characters that need shell quoting, so virtual paths cannot be rewritten into commands; use a plainer path or bubblewrap isolation", sandbox.ErrBashDisabled, m.Virtual)
 		}
 	}
-	return runGroup(ctx, req, s.p.shell, []string{"-c", rewrite(req.Command, s.mounts)}, s.mounts[0].Host, Env(s.p.cfg.EnvInherit, s.mounts[0].Host))
+	cmd := exec.Command(s.p.shell, "-c", rewrite(req.Command, s.mounts))
+	cmd.Dir = s.mounts[0].Host
+	cmd.Env = Env(s.p.cfg.EnvInherit, s.mounts[0].Host)
+	return runGroup(ctx, req, cmd)
 }
 
 // shellSafe reports whether p can stand in a command unquoted.
@@ -51,24 +54,24 @@ func shellSafe(p string) bool {
 	return true
 }
 
-// runGroup runs argv in its own process group and feeds its interleaved
+// runGroup runs cmd in its own process group and feeds its interleaved
 // stdout and stderr to req.Output.
-func runGroup(ctx context.Context, req sandbox.ExecRequest, bin string, args []string, dir string, env []string) (sandbox.ExecResult, error) {
+func runGroup(ctx context.Context, req sandbox.ExecRequest, cmd *exec.Cmd) (sandbox.ExecResult, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	defer pr.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = pw, pw // one pipe: stdout and stderr interleave as written
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		pw.Close()
+	err = cmd.Start()
+	pw.Close()
+	for _, f := range cmd.ExtraFiles {
+		f.Close() // the child has its copies
+	}
+	if err != nil {
 		return sandbox.ExecResult{}, fmt.Errorf("start command: %w", errors.Unwrap(err))
 	}
-	pw.Close()
 	pgid := cmd.Process.Pid
 	killGroup := func() { syscall.Kill(-pgid, syscall.SIGKILL) }
 

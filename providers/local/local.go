@@ -42,7 +42,11 @@ func New(cfg Config) (*Provider, error) {
 		return nil, errors.New("local provider: no state dir")
 	}
 	if cfg.Locks == nil {
-		cfg.Locks = sandbox.NewLocks()
+		locks, err := sandbox.NewFileLocks(filepath.Join(cfg.StateDir, "locks"))
+		if err != nil {
+			return nil, fmt.Errorf("local provider: %w", err)
+		}
+		cfg.Locks = locks
 	}
 	shell := "/bin/sh"
 	for _, s := range []string{"/bin/bash", "/usr/bin/bash"} {
@@ -95,6 +99,12 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		host := filepath.Join(base, filepath.Base(d))
 		if err := os.MkdirAll(host, 0o755); err != nil {
 			return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
+		}
+		if p.cfg.Isolation == IsolationBwrap && os.Geteuid() == 0 {
+			// Commands run as nobody (see sandboxUID); new files inherit it.
+			if err := os.Lchown(host, sandboxUID, sandboxUID); err != nil {
+				return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
+			}
 		}
 		mounts = append(mounts, sandbox.Mount{Virtual: d, Host: host})
 	}
