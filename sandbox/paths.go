@@ -36,6 +36,21 @@ func ValidThreadID(id string) error {
 	return nil
 }
 
+var namespaceRe = regexp.MustCompile(`^@[0-9a-f]{16}$`)
+
+// ValidThreadKey reports whether key may name a thread's directory: a
+// thread id, or "@<16 hex>/<thread id>" for a thread namespaced by a
+// credential. No thread id starts with "@", so the two never meet.
+func ValidThreadKey(key string) error {
+	if ns, id, ok := strings.Cut(key, "/"); ok {
+		if !namespaceRe.MatchString(ns) {
+			return fmt.Errorf("invalid thread namespace")
+		}
+		return ValidThreadID(id)
+	}
+	return ValidThreadID(key)
+}
+
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

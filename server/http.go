@@ -27,6 +27,7 @@ type HTTPConfig struct {
 	AllowedOrigins []string      // Origins allowed besides localhost ones
 	MaxBodyBytes   int64         // request body cap (default 10 MiB)
 	SessionIdleTTL time.Duration // Streamable HTTP sessions idle this long end (default 30 min)
+	MaxSessions    int           // sessions open at once; more get 503 (default 1000)
 	DrainTimeout   time.Duration // on shutdown, how long calls in flight may finish (default 10 s)
 }
 
@@ -47,6 +48,9 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 10 * time.Second
 	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 1000
+	}
 	tokens := make([][32]byte, 0, len(cfg.AuthTokens))
 	for _, t := range cfg.AuthTokens {
 		if t != "" {
@@ -60,7 +64,8 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		}
 		ref := ThreadRef{ID: id, Key: id}
 		if len(tokens) > 0 {
-			ref.Key = tokenNamespace(bearer(header)) + "." + id
+			// Its own directory level: no thread id can name it.
+			ref.Key = tokenNamespace(bearer(header)) + "/" + id
 		}
 		return ref
 	}
@@ -79,7 +84,7 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	)
 
 	var draining atomic.Bool
-	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining}
+	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if draining.Load() {
@@ -134,12 +139,16 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	return nil
 }
 
-// tokenNamespace is the prefix that keeps the threads of one token apart
-// from the same thread ids of another token.
+// tokenNamespace is the directory that keeps the threads of one token
+// apart from the same thread ids of another token (see sandbox.ValidThreadKey).
 func tokenNamespace(token string) string {
 	sum := sha256.Sum256([]byte(token))
-	return "t" + hex.EncodeToString(sum[:8])
+	return "@" + hex.EncodeToString(sum[:8])
 }
+
+// credentialKey marks a request's context with the credential it came
+// with, so the session it creates is bound to it.
+type credentialKey struct{}
 
 // bearer is the token of an "Authorization: Bearer" header.
 func bearer(h http.Header) string {
@@ -156,6 +165,7 @@ type httpGuard struct {
 	cfg      HTTPConfig
 	tokens   [][32]byte
 	draining *atomic.Bool
+	srv      *Server
 }
 
 func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool) http.Handler {
@@ -173,10 +183,32 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool)
 			http.Error(w, "invalid "+ThreadHeader+": want [A-Za-z0-9][A-Za-z0-9._-]{0,127}", http.StatusBadRequest)
 			return
 		}
-		if g.draining.Load() && newSession(r) {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		if newSession(r) {
+			if g.draining.Load() {
+				http.Error(w, "shutting down", http.StatusServiceUnavailable)
+				return
+			}
+			if g.srv.sessionN.Load() >= int64(g.cfg.MaxSessions) {
+				http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		// A session belongs to the credential that made it: another token
+		// naming its id finds nothing.
+		cred := ""
+		if len(g.tokens) > 0 {
+			sum := sha256.Sum256([]byte(bearer(r.Header)))
+			cred = hex.EncodeToString(sum[:])
+		}
+		id := r.Header.Get(mcpserver.HeaderKeySessionID)
+		if id == "" {
+			id = r.URL.Query().Get("sessionId")
+		}
+		if owner, ok := g.srv.owners.Load(id); ok && id != "" && owner.(string) != cred {
+			http.Error(w, "session not found", http.StatusNotFound)
 			return
 		}
+		r = r.WithContext(context.WithValue(r.Context(), credentialKey{}, cred))
 		if r.Body != nil && r.Method == http.MethodPost {
 			if r.ContentLength > g.cfg.MaxBodyBytes {
 				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)

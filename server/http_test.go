@@ -309,3 +309,82 @@ func TestThreadIDRefusedBeforeAnyPath(t *testing.T) {
 	}
 	_ = io.Discard
 }
+
+// A session belongs to the token that made it: another valid token that
+// names its id gets nothing, and cannot end it.
+func TestHTTPSessionsBoundToToken(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"tok-a", "tok-b"}})
+	a := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer tok-a"})
+	call(t, a, "write_file", map[string]any{"path": "secret.txt", "content": "A-secret"})
+	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"secret.txt"}}}`
+	for _, method := range []string{"POST", "DELETE", "GET"} {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // a GET that got in would stream forever
+		req, _ := http.NewRequestWithContext(ctx, method, h.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok-b")
+		req.Header.Set("Mcp-Session-Id", a.ID())
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(b), "A-secret") {
+			t.Errorf("%s with another token: %d %q", method, resp.StatusCode, b)
+		}
+	}
+	// The owner's session still works.
+	if out, isErr := call(t, a, "read_file", map[string]any{"path": "secret.txt"}); isErr || out != "A-secret" {
+		t.Fatalf("owner: %q", out)
+	}
+	// SSE: another token posting to the owner's message endpoint.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	get, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/sse", nil)
+	get.Header.Set("Authorization", "Bearer tok-a")
+	stream, err := http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	buf := make([]byte, 4096)
+	n, _ := stream.Body.Read(buf)
+	_, endpoint, ok := strings.Cut(string(buf[:n]), "data: ")
+	if !ok {
+		t.Fatalf("no endpoint event: %q", buf[:n])
+	}
+	endpoint = strings.TrimSpace(endpoint)
+	if !strings.Contains(endpoint, "sessionId=") {
+		t.Fatalf("endpoint %q", endpoint)
+	}
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{"tok-b", http.StatusNotFound}, {"tok-a", http.StatusAccepted}} {
+		req, _ := http.NewRequest("POST", h.url+endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("SSE message with %s: %d, want %d", tc.token, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+func TestHTTPLongThreadIDWithTokens(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"tok"}})
+	id := strings.Repeat("x", 128)
+	cs := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer tok", "X-Thread-ID": id})
+	if out, isErr := call(t, cs, "write_file", map[string]any{"path": "a.txt", "content": "x"}); isErr {
+		t.Fatalf("128-char thread id with a token: %q", out)
+	}
+}

@@ -128,7 +128,7 @@ func (s *Server) readOutput(ctx context.Context, req mcp.ReadResourceRequest) ([
 		if mt == "" {
 			mt = "text/plain"
 		}
-		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: mt, Text: string(data)}}, nil
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: mt, Text: b.mask.Mask(string(data))}}, nil
 	}
 	if mt == "" {
 		mt = "application/octet-stream"

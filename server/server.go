@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,9 @@ type Server struct {
 	// (a tool call, a resource list or read).
 	threadOf func(session string, header http.Header) ThreadRef
 
+	owners   sync.Map     // session id -> credential it was made with (HTTP)
+	sessionN atomic.Int64 // sessions registered
+
 	inflight  atomic.Int64    // tool calls running
 	stopCalls context.Context // cancelled to stop every call at once (shutdown)
 	stopAll   context.CancelFunc
@@ -55,7 +59,17 @@ func New(cfg Config) *Server {
 	hooks := &mcpserver.Hooks{}
 	// A session's end (stdin closed, DELETE, SSE disconnect, idle TTL)
 	// stops its calls and releases its sandbox; the thread's files stay.
-	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpserver.ClientSession) { s.sessions.End(cs.SessionID()) })
+	hooks.AddOnRegisterSession(func(ctx context.Context, cs mcpserver.ClientSession) {
+		s.sessionN.Add(1)
+		cred, _ := ctx.Value(credentialKey{}).(string)
+		s.owners.Store(cs.SessionID(), cred)
+	})
+	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpserver.ClientSession) {
+		if _, ok := s.owners.LoadAndDelete(cs.SessionID()); ok {
+			s.sessionN.Add(-1)
+		}
+		s.sessions.End(cs.SessionID())
+	})
 	s.mcp = mcpserver.NewMCPServer("sandbox-mcp", cfg.Version,
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithToolCapabilities(false),

@@ -123,7 +123,6 @@ func (r *Sessions) masker(sb sandbox.Sandbox) *masking.Masker {
 	if r.stateDir != "" {
 		pairs = append(pairs,
 			masking.Pair{Host: filepath.Join(r.stateDir, "threads", sb.Thread(), "user-data"), Virtual: sandbox.UserDataDir},
-			masking.Pair{Host: filepath.Join(r.stateDir, "threads", sb.Thread()), Virtual: sandbox.UserDataDir + "/.."},
 			masking.Pair{Host: r.stateDir, Virtual: StateDirMask},
 		)
 	}

@@ -77,14 +77,15 @@ func (p *Provider) Isolation() string { return p.cfg.Isolation }
 // Name is "local".
 func (p *Provider) Name() string { return "local" }
 
-// ThreadDir is the host directory of a thread's user data.
+// ThreadDir is the host directory of a thread's user data (thread is a
+// thread key: see sandbox.ValidThreadKey).
 func ThreadDir(stateDir, thread string) string {
 	return filepath.Join(stateDir, "threads", thread, "user-data")
 }
 
 // Acquire returns the thread's sandbox, creating its directories on first use.
 func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox, error) {
-	if err := sandbox.ValidThreadID(thread); err != nil {
+	if err := sandbox.ValidThreadKey(thread); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
