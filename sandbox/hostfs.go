@@ -80,6 +80,14 @@ func (h *HostFS) lookup(name string) (m *hostMount, rel string, synthetic bool) 
 	return nil, "", false
 }
 
+// Serves reports whether name lies in one of the mounts (not in a made-up
+// ancestor of them): a provider with a file system of its own (a
+// container's) sends every other path there.
+func (h *HostFS) Serves(name string) bool {
+	m, _, _ := h.lookup(name)
+	return m != nil
+}
+
 func outside(name string) error { return &PathError{Path: name, Err: ErrOutsideRoot} }
 
 // Stat follows symlinks that stay inside the mapping.

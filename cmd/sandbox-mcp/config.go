@@ -122,6 +122,8 @@ type AuditConfig struct {
 	Path string `yaml:"path"`
 }
 
+var containerPrefixRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$`)
+
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // expandEnv replaces ${VAR} with the variable's value (empty when unset).
@@ -323,6 +325,18 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("env_inherit: %q is not a variable name", k)
 		}
+	}
+	d := c.Docker
+	for _, v := range []struct {
+		name string
+		val  float64
+	}{{"replicas", float64(d.Replicas)}, {"idle_timeout", float64(d.IdleTimeout)}, {"cpus", d.CPUs}, {"pids_limit", float64(d.PidsLimit)}} {
+		if v.val < 0 {
+			return fmt.Errorf("docker.%s %v: want 0 (the default) or more", v.name, v.val)
+		}
+	}
+	if d.ContainerPrefix != "" && !containerPrefixRe.MatchString(d.ContainerPrefix) {
+		return fmt.Errorf("docker.container_prefix %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]*", d.ContainerPrefix)
 	}
 	tokens := c.HTTP.AuthTokens[:0:0]
 	for _, t := range c.HTTP.AuthTokens {

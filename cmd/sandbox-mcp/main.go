@@ -15,10 +15,12 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/lmittmann/tint"
 
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
@@ -156,16 +158,48 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 	return 0
 }
 
-// serve builds the provider, the audit sink and the server, and serves.
-func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
-	if cfg.Provider != "local" {
-		return fmt.Errorf("provider %s is not in this build yet; use --provider local", cfg.Provider)
+// newProvider builds the configured provider.
+func newProvider(ctx context.Context, cfg *Config, log *slog.Logger) (sandbox.Provider, error) {
+	var mounts []sandbox.Mount
+	for _, m := range cfg.Mounts {
+		mounts = append(mounts, sandbox.Mount{Virtual: m.ContainerPath, Host: m.HostPath, ReadOnly: m.ReadOnly})
+	}
+	switch cfg.Provider {
+	case "docker":
+		d := cfg.Docker
+		p, err := docker.New(ctx, docker.Config{
+			StateDir:        cfg.StateDir,
+			SkillsDir:       cfg.SkillsDir,
+			Mounts:          mounts,
+			EnvInherit:      cfg.EnvInherit,
+			Image:           d.Image,
+			ContainerPrefix: d.ContainerPrefix,
+			Replicas:        d.Replicas,
+			IdleTimeout:     time.Duration(d.IdleTimeout) * time.Second,
+			Network:         d.Network,
+			Memory:          d.Memory,
+			CPUs:            d.CPUs,
+			PidsLimit:       d.PidsLimit,
+			Environment:     d.Environment,
+			Runtime:         d.Runtime,
+			User:            d.User,
+			RemoveOnExit:    d.RemoveOnExit,
+			Logger:          log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("sandboxes are docker containers", "image", p.Image(), "network", p.Network())
+		return p, nil
+	case "local":
+	default:
+		return nil, fmt.Errorf("provider %s is not in this build yet; use --provider local or docker", cfg.Provider)
 	}
 	isolation := local.IsolationNone
 	switch cfg.Local.Isolation {
 	case "bwrap":
 		if err := local.ProbeBwrap(ctx); err != nil {
-			return fmt.Errorf("--isolation bwrap: %w", err)
+			return nil, fmt.Errorf("--isolation bwrap: %w", err)
 		}
 		isolation = local.IsolationBwrap
 	case "auto":
@@ -174,13 +208,6 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		} else {
 			isolation = local.IsolationBwrap
 		}
-	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err)
-	}
-	var mounts []sandbox.Mount
-	for _, m := range cfg.Mounts {
-		mounts = append(mounts, sandbox.Mount{Virtual: m.ContainerPath, Host: m.HostPath, ReadOnly: m.ReadOnly})
 	}
 	p, err := local.New(local.Config{
 		StateDir:      cfg.StateDir,
@@ -192,9 +219,8 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		EnvInherit:    cfg.EnvInherit,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer p.Close()
 	switch {
 	case isolation == local.IsolationBwrap:
 		log.Info("bash runs inside bubblewrap", "network", cfg.Local.Network)
@@ -203,6 +229,19 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 	default:
 		log.Info("bash is off: no isolation and no --allow-host-bash")
 	}
+	return p, nil
+}
+
+// serve builds the provider, the audit sink and the server, and serves.
+func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	p, err := newProvider(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
 
 	var sink audit.Sink
 	switch cfg.Audit.Path {

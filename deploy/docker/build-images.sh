@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Builds the docker provider's images offline, from Debian packages (no
+# registry is needed or used):
+#   sandbox-mcp-base:latest    debootstrap minbase bookworm: bash, coreutils, grep, sed, find,
+#                              procps, ca-certificates; user sandbox (1000:1000); ~120 MB
+#   sandbox-mcp-test:busybox   busybox-static only: sh and the applets; ~2 MB (tests)
+#   sandbox-mcp-test:noshell   one static binary and nothing else, no shell (tests)
+# An image that exists already is kept unless FORCE=1. Needs root, docker,
+# debootstrap and busybox-static (installed here when missing, with apt-get).
+set -euo pipefail
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SUITE=${DEBIAN_SUITE:-bookworm}
+only=${1:-all}
+
+need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null; }; }
+have() { [ "${FORCE:-0}" != 1 ] && docker image inspect "$1" >/dev/null 2>&1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+base() {
+  have sandbox-mcp-base:latest && { echo "sandbox-mcp-base:latest: present"; return; }
+  need debootstrap debootstrap
+  echo "building sandbox-mcp-base:latest (debootstrap $SUITE, about a minute)"
+  debootstrap --variant=minbase --include=ca-certificates,procps "$SUITE" "$tmp/base" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 \
+    || { tail -20 "$tmp/debootstrap.log"; exit 1; }
+  r=$tmp/base
+  echo 'sandbox:x:1000:1000:sandbox:/mnt/user-data/workspace:/bin/bash' >>"$r/etc/passwd"
+  echo 'sandbox:x:1000:' >>"$r/etc/group"
+  mkdir -p "$r/mnt/user-data/workspace" "$r/mnt/user-data/uploads" "$r/mnt/user-data/outputs" "$r/mnt/skills"
+  chown -R 1000:1000 "$r/mnt/user-data"
+  rm -rf "$r/var/cache/apt/archives/"*.deb "$r/var/lib/apt/lists/"* "$r/usr/share/doc" "$r/usr/share/man"
+  tar -C "$r" -c . | docker import \
+    --change 'USER 1000:1000' \
+    --change 'WORKDIR /mnt/user-data/workspace' \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 HOME=/mnt/user-data/workspace' \
+    --change 'CMD ["sleep", "infinity"]' \
+    - sandbox-mcp-base:latest >/dev/null
+  echo "sandbox-mcp-base:latest: built"
+}
+
+busybox_images() {
+  need busybox busybox-static
+  bb=$(command -v busybox)
+  if ! have sandbox-mcp-test:busybox; then
+    r=$tmp/bb
+    mkdir -p "$r/bin" "$r/tmp" "$r/etc" "$r/mnt/user-data" "$r/root"
+    chmod 1777 "$r/tmp"
+    cp "$bb" "$r/bin/busybox"
+    for a in $("$bb" --list); do [ "$a" = busybox ] || ln -sf busybox "$r/bin/$a"; done
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$r/etc/passwd"
+    echo 'root:x:0:' >"$r/etc/group"
+    tar -C "$r" -c . | docker import --change 'ENV PATH=/bin' --change 'CMD ["sleep", "1000000000"]' - sandbox-mcp-test:busybox >/dev/null
+    echo "sandbox-mcp-test:busybox: built"
+  fi
+  if ! have sandbox-mcp-test:noshell; then
+    r=$tmp/ns
+    mkdir -p "$r/tmp" "$r/data"
+    chmod 1777 "$r/tmp"
+    cp "$bb" "$r/busybox" # invoked by its own name: no sh, no applet links
+    echo 'hello from the image' >"$r/data/motd.txt"
+    tar -C "$r" -c . | docker import --change 'CMD ["/busybox", "sleep", "1000000000"]' - sandbox-mcp-test:noshell >/dev/null
+    echo "sandbox-mcp-test:noshell: built"
+  fi
+}
+
+case "$only" in
+  all) base; busybox_images ;;
+  base) base ;;
+  test) busybox_images ;;
+  *) echo "usage: $0 [all|base|test]" >&2; exit 2 ;;
+esac

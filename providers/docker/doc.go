@@ -1,0 +1,17 @@
+// Package docker is the provider that gives every thread its own hardened
+// container, through the Docker Engine API. It is the only importer of the
+// Docker SDK.
+//
+// The thread's directories are bind-mounted at their virtual paths, so the
+// file tools work on them host-side through sandbox.HostFS (no API call);
+// any other absolute path is the container's own file system, reached
+// through the archive API (and exec, where the image has a shell). bash runs
+// through exec, inside a small sh wrapper that starts the command in its own
+// process group and records the group, so that a timeout can kill every
+// process the command started — the Engine API has no exec-kill.
+//
+// Containers are created on a thread's first use, kept warm after its
+// sessions end, stopped and removed after IdleTimeout, capped at Replicas
+// running (least recently used goes first), labelled with their thread and
+// found again by label when the server restarts.
+package docker

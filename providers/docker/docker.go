@@ -1,0 +1,605 @@
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	units "github.com/docker/go-units"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// Labels on every container of ours.
+const (
+	labelManaged = "sandbox-mcp.managed"
+	labelThread  = "sandbox-mcp.thread"
+	labelState   = "sandbox-mcp.state"
+	labelPrefix  = "sandbox-mcp.prefix"
+)
+
+// Config configures the provider; zero values take the defaults of SPEC §8.
+type Config struct {
+	StateDir        string
+	SkillsDir       string
+	Mounts          []sandbox.Mount
+	EnvInherit      []string
+	Locks           *sandbox.Locks
+	Image           string            // default sandbox-mcp-base:latest
+	ContainerPrefix string            // default sandbox-mcp
+	Replicas        int               // most containers running; default 3, <0 no cap
+	IdleTimeout     time.Duration     // unused this long, a container goes; default 600 s, <0 never
+	Network         string            // default none
+	Memory          string            // default 1g
+	CPUs            float64           // default 1
+	PidsLimit       int64             // default 512
+	Environment     map[string]string // added to every command's environment
+	Runtime         string            // e.g. runsc; default the engine's
+	User            string            // default: the image's user
+	RemoveOnExit    bool              // remove this server's containers when it stops
+	Logger          *slog.Logger
+}
+
+// engine is the part of the Docker client the provider uses.
+type engine interface {
+	Ping(ctx context.Context) (types.Ping, error)
+	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
+	ContainerCreate(ctx context.Context, config *container.Config, host *container.HostConfig, net *network.NetworkingConfig, platform *ocispec.Platform, name string) (container.CreateResponse, error)
+	ContainerStart(ctx context.Context, id string, opts container.StartOptions) error
+	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
+	ContainerRestart(ctx context.Context, id string, opts container.StopOptions) error
+	ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
+	ContainerExecCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecAttach(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error)
+	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
+	ContainerStatPath(ctx context.Context, id, path string) (container.PathStat, error)
+	CopyFromContainer(ctx context.Context, id, path string) (io.ReadCloser, container.PathStat, error)
+	CopyToContainer(ctx context.Context, id, path string, content io.Reader, opts container.CopyToContainerOptions) error
+	Close() error
+}
+
+var _ engine = (*client.Client)(nil)
+
+// Provider hands out container-backed sandboxes.
+type Provider struct {
+	cfg      Config
+	cli      engine
+	log      *slog.Logger
+	stateTag string // labels our containers with the state dir they serve
+	user     string // the containers' user
+	uid, gid int    // that user's ids, -1 when unknown
+	memory   int64
+
+	mu      sync.Mutex
+	threads map[string]*Sandbox // acquired sandboxes, by thread key
+	running map[string]*run     // our containers, by name
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// run is what the provider knows of one container.
+type run struct {
+	id, key  string
+	lastUsed time.Time
+	busy     int // execs and file operations in flight
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// New connects to the engine (DOCKER_HOST and friends from the
+// environment, API version negotiated), checks the image, adopts the
+// containers a previous run left, and starts the reaper.
+func New(ctx context.Context, cfg Config) (*Provider, error) {
+	if cfg.StateDir == "" {
+		return nil, errors.New("docker provider: no state dir")
+	}
+	setDefaults(&cfg)
+	mem, err := units.RAMInBytes(cfg.Memory)
+	if err != nil || mem <= 0 {
+		return nil, fmt.Errorf("docker.memory %q: want a size like 512m or 1g", cfg.Memory)
+	}
+	if cfg.Locks == nil {
+		if cfg.Locks, err = sandbox.NewFileLocks(filepath.Join(cfg.StateDir, "locks")); err != nil {
+			return nil, fmt.Errorf("docker provider: %w", err)
+		}
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker provider: %w", err)
+	}
+	p, err := newProvider(ctx, cfg, cli, mem)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func setDefaults(cfg *Config) {
+	if cfg.Image == "" {
+		cfg.Image = "sandbox-mcp-base:latest"
+	}
+	if cfg.ContainerPrefix == "" {
+		cfg.ContainerPrefix = "sandbox-mcp"
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 3
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 600 * time.Second
+	}
+	if cfg.Network == "" {
+		cfg.Network = "none"
+	}
+	if cfg.Memory == "" {
+		cfg.Memory = "1g"
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 1
+	}
+	if cfg.PidsLimit == 0 {
+		cfg.PidsLimit = 512
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provider, error) {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		return nil, fmt.Errorf("docker provider: engine not reachable: %w", err)
+	}
+	img, err := cli.ImageInspect(pctx, cfg.Image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("docker provider: image %s not found: build it with deploy/docker/build-images.sh (no registry is used)", cfg.Image)
+		}
+		return nil, fmt.Errorf("docker provider: image %s: %w", cfg.Image, err)
+	}
+	sum := sha256.Sum256([]byte(cfg.StateDir))
+	p := &Provider{
+		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem,
+		stateTag: hex.EncodeToString(sum[:8]),
+		threads:  map[string]*Sandbox{},
+		running:  map[string]*run{},
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	p.user = cfg.User
+	if p.user == "" && img.Config != nil {
+		p.user = img.Config.User
+	}
+	p.uid, p.gid = numericUser(p.user)
+	if os.Geteuid() != 0 {
+		// Not root: the server cannot hand the thread's files to another
+		// uid, so the container runs as the server's user.
+		p.uid, p.gid = os.Geteuid(), os.Getegid()
+		p.user = fmt.Sprintf("%d:%d", p.uid, p.gid)
+	}
+	if err := p.adopt(pctx); err != nil {
+		return nil, err
+	}
+	go p.reap()
+	return p, nil
+}
+
+// numericUser parses "uid[:gid]"; names give -1.
+func numericUser(u string) (int, int) {
+	if u == "" {
+		return 0, 0 // the image's default: root
+	}
+	us, gs, hasGroup := strings.Cut(u, ":")
+	uid, err := strconv.Atoi(us)
+	if err != nil {
+		return -1, -1
+	}
+	gid := uid
+	if hasGroup {
+		if gid, err = strconv.Atoi(gs); err != nil {
+			return -1, -1
+		}
+	}
+	return uid, gid
+}
+
+// Image is the image containers are made from.
+func (p *Provider) Image() string { return p.cfg.Image }
+
+// Network is the containers' network mode.
+func (p *Provider) Network() string { return p.cfg.Network }
+
+// Name is "docker".
+func (p *Provider) Name() string { return "docker" }
+
+// ContainerName is the container of a thread: <prefix>-<first 8 hex of sha256(thread)>.
+func ContainerName(prefix, thread string) string {
+	sum := sha256.Sum256([]byte(thread))
+	return prefix + "-" + hex.EncodeToString(sum[:4])
+}
+
+func (p *Provider) ourFilters() filters.Args {
+	return filters.NewArgs(
+		filters.Arg("label", labelManaged+"=true"),
+		filters.Arg("label", labelState+"="+p.stateTag),
+		filters.Arg("label", labelPrefix+"="+p.cfg.ContainerPrefix),
+	)
+}
+
+// adopt finds the containers a previous run of this state dir left: running
+// ones are kept warm (their idle time starts now), others are removed.
+func (p *Provider) adopt(ctx context.Context) error {
+	list, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: p.ourFilters()})
+	if err != nil {
+		return fmt.Errorf("docker provider: list containers: %w", err)
+	}
+	for _, c := range list {
+		name := strings.TrimPrefix(firstName(c.Names), "/")
+		key := c.Labels[labelThread]
+		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != ContainerName(p.cfg.ContainerPrefix, key) {
+			p.remove(ctx, c.ID)
+			continue
+		}
+		p.running[name] = &run{id: c.ID, key: key, lastUsed: time.Now()}
+	}
+	if len(list) > 0 {
+		p.log.Info("docker provider: found containers of an earlier run", "kept", len(p.running), "found", len(list))
+	}
+	return nil
+}
+
+func firstName(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+func (p *Provider) remove(ctx context.Context, id string) {
+	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		p.log.Warn("docker provider: remove container", "id", shortID(id), "err", err)
+	}
+}
+
+func shortID(id string) string { return id[:min(12, len(id))] }
+
+// reap removes containers unused for IdleTimeout, every few seconds.
+func (p *Provider) reap() {
+	defer close(p.done)
+	if p.cfg.IdleTimeout < 0 {
+		<-p.stop
+		return
+	}
+	every := min(max(p.cfg.IdleTimeout/4, 100*time.Millisecond), 30*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		var idle []string
+		for name, r := range p.running {
+			if r.busy == 0 && time.Since(r.lastUsed) >= p.cfg.IdleTimeout {
+				idle = append(idle, r.id)
+				delete(p.running, name)
+			}
+		}
+		p.mu.Unlock()
+		for _, id := range idle {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			p.log.Info("docker provider: idle container removed", "id", shortID(id))
+			p.remove(ctx, id)
+			cancel()
+		}
+	}
+}
+
+// enforceReplicas removes the least recently used idle containers beyond
+// Replicas, never keep.
+func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
+	if p.cfg.Replicas < 0 {
+		return
+	}
+	p.mu.Lock()
+	type cand struct {
+		name string
+		r    *run
+	}
+	var idle []cand
+	for name, r := range p.running {
+		if name != keep && r.busy == 0 {
+			idle = append(idle, cand{name, r})
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].r.lastUsed.Before(idle[j].r.lastUsed) })
+	var evict []string
+	for over := len(p.running) - p.cfg.Replicas; over > 0 && len(idle) > 0; over-- {
+		evict = append(evict, idle[0].r.id)
+		delete(p.running, idle[0].name)
+		idle = idle[1:]
+	}
+	p.mu.Unlock()
+	for _, id := range evict {
+		p.log.Info("docker provider: least recently used container removed (replicas)", "id", shortID(id))
+		p.remove(ctx, id)
+	}
+}
+
+// Acquire returns the thread's sandbox, creating its directories; the
+// container itself is made on first use (Exec, or a path of its own).
+func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox, error) {
+	if err := sandbox.ValidThreadKey(thread); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sb := p.threads[thread]; sb != nil {
+		sb.refs++
+		return sb, nil
+	}
+	base := filepath.Join(p.cfg.StateDir, "threads", thread, "user-data")
+	var mounts []sandbox.Mount
+	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
+		host := filepath.Join(base, filepath.Base(d))
+		if err := os.MkdirAll(host, 0o755); err != nil {
+			return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
+		}
+		if os.Geteuid() == 0 && p.uid > 0 {
+			// The container's user owns the thread's files; the file tools'
+			// new files inherit it (sandbox.HostFS).
+			if err := os.Lchown(host, p.uid, p.gid); err != nil {
+				return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
+			}
+		}
+		mounts = append(mounts, sandbox.Mount{Virtual: d, Host: host})
+	}
+	if p.cfg.SkillsDir != "" {
+		mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
+	}
+	mounts = append(mounts, p.cfg.Mounts...)
+	hfs, err := sandbox.OpenHostFS(mounts, p.cfg.Locks)
+	if err != nil {
+		return nil, fmt.Errorf("open thread %s: %w", thread, err)
+	}
+	sb := &Sandbox{p: p, key: thread, name: ContainerName(p.cfg.ContainerPrefix, thread), mounts: mounts, host: hfs, refs: 1}
+	p.threads[thread] = sb
+	return sb, nil
+}
+
+// Release drops one user of the thread's sandbox. The container stays warm.
+func (p *Provider) Release(thread string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sb := p.threads[thread]
+	if sb == nil {
+		return
+	}
+	if sb.refs--; sb.refs <= 0 {
+		sb.host.Close()
+		delete(p.threads, thread)
+	}
+}
+
+// Close stops the reaper and, with RemoveOnExit, removes this server's
+// containers; otherwise they stay warm for the next run to adopt.
+func (p *Provider) Close() error {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+		<-p.done
+	}
+	p.mu.Lock()
+	for k, sb := range p.threads {
+		sb.host.Close()
+		delete(p.threads, k)
+	}
+	var ids []string
+	if p.cfg.RemoveOnExit {
+		for name, r := range p.running {
+			ids = append(ids, r.id)
+			delete(p.running, name)
+		}
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		p.remove(ctx, id)
+	}
+	return p.cli.Close()
+}
+
+// ensure returns the id of the thread's running container, making or
+// starting it, and marks it busy until done is called. Concurrent first
+// uses of a thread — in this process or another on the same state dir —
+// make one container: creation holds the thread's lock (an flock).
+func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbox.Mount) (id string, done func(), err error) {
+	if id, done := p.use(name); id != "" {
+		return id, done, nil
+	}
+	unlock, err := p.cfg.Locks.Lock(ctx, "container\x00"+name)
+	if err != nil {
+		return "", nil, err
+	}
+	defer unlock()
+	if id, done := p.use(name); id != "" {
+		return id, done, nil
+	}
+	id, err = p.startContainer(ctx, name, key, mounts)
+	if err != nil {
+		return "", nil, err
+	}
+	p.mu.Lock()
+	p.running[name] = &run{id: id, key: key, lastUsed: time.Now()}
+	p.mu.Unlock()
+	p.enforceReplicas(ctx, name)
+	id, done = p.use(name)
+	if id == "" {
+		return "", nil, errors.New("docker provider: container went away while starting")
+	}
+	return id, done, nil
+}
+
+// use marks a known running container busy.
+func (p *Provider) use(name string) (string, func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.running[name]
+	if r == nil {
+		return "", nil
+	}
+	r.busy++
+	r.lastUsed = time.Now()
+	var once sync.Once
+	return r.id, func() {
+		once.Do(func() {
+			p.mu.Lock()
+			r.busy--
+			r.lastUsed = time.Now()
+			p.mu.Unlock()
+		})
+	}
+}
+
+// forget drops a container the engine no longer has (killed or removed
+// behind the server's back): the next use makes it again.
+func (p *Provider) forget(name, id string) {
+	p.mu.Lock()
+	if r := p.running[name]; r != nil && r.id == id {
+		delete(p.running, name)
+	}
+	p.mu.Unlock()
+}
+
+// startContainer finds the thread's container by name or makes it, and
+// makes sure it runs.
+func (p *Provider) startContainer(ctx context.Context, name, key string, mounts []sandbox.Mount) (string, error) {
+	for attempt := 0; ; attempt++ {
+		info, err := p.cli.ContainerInspect(ctx, name)
+		switch {
+		case err == nil:
+			if info.Config == nil || info.Config.Labels[labelState] != p.stateTag {
+				return "", fmt.Errorf("container %s belongs to another sandbox-mcp (state dir or prefix): choose another docker.container_prefix", name)
+			}
+			if info.State != nil && info.State.Running {
+				return info.ID, nil
+			}
+			if err := p.cli.ContainerStart(ctx, info.ID, container.StartOptions{}); err == nil {
+				return info.ID, nil
+			}
+			p.remove(ctx, info.ID) // it cannot start: make it anew
+			continue
+		case !cerrdefs.IsNotFound(err):
+			return "", engineError(err)
+		}
+		resp, err := p.cli.ContainerCreate(ctx, p.containerConfig(key), p.hostConfig(mounts), nil, nil, name)
+		if cerrdefs.IsConflict(err) && attempt < 5 {
+			// Another creator got there first (the engine may answer 409
+			// while inspect still says 404): look again.
+			time.Sleep(time.Duration(50*(attempt+1)) * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return "", engineError(err)
+		}
+		if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+			p.remove(ctx, resp.ID)
+			return "", engineError(err)
+		}
+		p.log.Info("docker provider: container started", "name", name, "id", shortID(resp.ID))
+		return resp.ID, nil
+	}
+}
+
+func (p *Provider) containerConfig(key string) *container.Config {
+	return &container.Config{
+		Image:      p.cfg.Image,
+		User:       p.user,
+		WorkingDir: sandbox.WorkspaceDir,
+		Env:        p.env(),
+		Labels: map[string]string{
+			labelManaged: "true",
+			labelThread:  key,
+			labelState:   p.stateTag,
+			labelPrefix:  p.cfg.ContainerPrefix,
+		},
+	}
+}
+
+func (p *Provider) hostConfig(mounts []sandbox.Mount) *container.HostConfig {
+	var ms []mount.Mount
+	for _, m := range mounts {
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: m.Host, Target: m.Virtual, ReadOnly: m.ReadOnly})
+	}
+	init := true
+	pids := p.cfg.PidsLimit
+	return &container.HostConfig{
+		Mounts:      ms,
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges"},
+		NetworkMode: container.NetworkMode(p.cfg.Network),
+		Init:        &init,
+		Runtime:     p.cfg.Runtime,
+		Resources: container.Resources{
+			Memory:    p.memory,
+			NanoCPUs:  int64(p.cfg.CPUs * 1e9),
+			PidsLimit: &pids,
+		},
+	}
+}
+
+// env is every command's environment beyond the image's own: the scrubbed
+// basics, env_inherit from the server, docker.environment.
+func (p *Provider) env() []string {
+	env := map[string]string{"HOME": sandbox.WorkspaceDir, "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
+	for _, k := range p.cfg.EnvInherit {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range p.cfg.Environment {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// engineError says clearly that the engine failed, in one line.
+func engineError(err error) error {
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	if client.IsErrConnectionFailed(err) || strings.Contains(msg, "Cannot connect to the Docker daemon") {
+		return fmt.Errorf("docker engine unavailable: %s", msg)
+	}
+	return fmt.Errorf("docker engine: %s", msg)
+}

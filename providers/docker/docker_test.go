@@ -1,0 +1,333 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox/sandboxtest"
+)
+
+const (
+	baseImage    = "sandbox-mcp-base:latest"
+	noShellImage = "sandbox-mcp-test:noshell"
+)
+
+// requireDocker skips when no engine answers or the images are missing,
+// unless CI asked for docker (SANDBOX_MCP_REQUIRE_DOCKER=1): then it fails.
+func requireDocker(t *testing.T, images ...string) {
+	t.Helper()
+	skip := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("SANDBOX_MCP_REQUIRE_DOCKER") == "1" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf("SKIPPED: "+format, args...)
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		skip("no docker client: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		skip("no docker engine: %v", err)
+	}
+	for _, img := range append([]string{baseImage}, images...) {
+		if _, err := cli.ImageInspect(ctx, img); err != nil {
+			skip("image %s missing: run deploy/docker/build-images.sh", img)
+		}
+	}
+}
+
+func randomPrefix(t *testing.T) string {
+	var b [4]byte
+	rand.Read(b[:])
+	return "smcp-test-" + hex.EncodeToString(b[:])
+}
+
+type fixture struct {
+	p      *Provider
+	cli    *client.Client
+	cfg    Config
+	prefix string
+}
+
+func newFixture(t *testing.T, mutate ...func(*Config)) *fixture {
+	t.Helper()
+	requireDocker(t)
+	skills := t.TempDir()
+	os.WriteFile(filepath.Join(skills, "skill.md"), []byte("skill\n"), 0o644)
+	os.Chmod(skills, 0o755)
+	cfg := Config{StateDir: t.TempDir(), SkillsDir: skills, ContainerPrefix: randomPrefix(t), Image: baseImage, Memory: "256m"}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	os.Chmod(cfg.StateDir, 0o755)
+	p, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, _ := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	f := &fixture{p: p, cli: cli, cfg: cfg, prefix: cfg.ContainerPrefix}
+	t.Cleanup(func() {
+		p.Close()
+		f.removeAll()
+		cli.Close()
+	})
+	return f
+}
+
+func (f *fixture) ours(t *testing.T, all bool) []container.Summary {
+	t.Helper()
+	list, err := f.cli.ContainerList(context.Background(), container.ListOptions{All: all, Filters: filters.NewArgs(filters.Arg("label", labelPrefix+"="+f.prefix))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+func (f *fixture) removeAll() {
+	list, _ := f.cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", labelPrefix+"="+f.prefix))})
+	for _, c := range list {
+		f.cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
+	}
+}
+
+func (f *fixture) acquire(t *testing.T, thread string) sandbox.Sandbox {
+	t.Helper()
+	sb, err := f.p.Acquire(t.Context(), thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.p.Release(thread) })
+	return sb
+}
+
+func execOut(t *testing.T, sb sandbox.Sandbox, cmd string) (string, sandbox.ExecResult) {
+	t.Helper()
+	c := sandbox.NewCapture(1<<20, 1<<20)
+	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: cmd, Timeout: time.Minute, Output: c})
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	h, tl, _ := c.Result()
+	return string(h) + string(tl), res
+}
+
+func TestContract(t *testing.T) {
+	f := newFixture(t)
+	n := 0
+	var mu sync.Mutex
+	sandboxtest.Run(t, sandboxtest.Options{ReadOnlyEnforced: true}, func(t *testing.T) sandbox.Sandbox {
+		mu.Lock()
+		n++
+		thread := "contract-" + string(rune('a'+n))
+		mu.Unlock()
+		return f.acquire(t, thread)
+	})
+}
+
+func TestHardenedLabelledLazyContainer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sb := f.acquire(t, "hard")
+	if got := f.ours(t, true); len(got) != 0 {
+		t.Fatalf("a container exists before first use: %v", got[0].Names)
+	}
+	out, _ := execOut(t, sb, "id -u; cat /proc/self/status | grep -E '^(CapEff|NoNewPrivs)'; ls /sys/class/net")
+	if out != "1000\nNoNewPrivs:\t1\nCapEff:\t0000000000000000\nlo\n" && out != "1000\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nlo\n" {
+		t.Errorf("inside: %q", out)
+	}
+	list := f.ours(t, true)
+	if len(list) != 1 {
+		t.Fatalf("%d containers", len(list))
+	}
+	info, err := f.cli.ContainerInspect(t.Context(), list[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != "/"+ContainerName(f.prefix, "hard") || info.Config.Labels[labelThread] != "hard" || info.Config.Labels[labelManaged] != "true" {
+		t.Errorf("name %s labels %v", info.Name, info.Config.Labels)
+	}
+	hc := info.HostConfig
+	if strings.Join(hc.CapDrop, ",") != "ALL" || !strings.Contains(strings.Join(hc.SecurityOpt, ","), "no-new-privileges") ||
+		hc.NetworkMode != "none" || hc.PidsLimit == nil || *hc.PidsLimit != 512 || hc.Memory != 256<<20 || hc.NanoCPUs != 1e9 {
+		t.Errorf("host config: capdrop %v secopt %v net %v pids %v mem %d cpu %d", hc.CapDrop, hc.SecurityOpt, hc.NetworkMode, hc.PidsLimit, hc.Memory, hc.NanoCPUs)
+	}
+}
+
+func TestConcurrentFirstCallsMakeOneContainer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sb := f.acquire(t, "race")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			execOut(t, sb, "true")
+		}()
+	}
+	wg.Wait()
+	// A second server process on the same state dir finds the same one.
+	p2, err := New(t.Context(), f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	sb2, _ := p2.Acquire(t.Context(), "race")
+	execOut(t, sb2, "true")
+	if got := f.ours(t, true); len(got) != 1 {
+		t.Fatalf("%d containers for one thread", len(got))
+	}
+}
+
+func TestRecreatedAfterRemovalWithFilesIntact(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sb := f.acquire(t, "phoenix")
+	execOut(t, sb, "echo kept > /mnt/user-data/workspace/kept.txt; echo lost > /tmp/lost.txt")
+	first := f.ours(t, true)[0].ID
+	f.cli.ContainerRemove(t.Context(), first, container.RemoveOptions{Force: true})
+	out, res := execOut(t, sb, "cat kept.txt; cat /tmp/lost.txt 2>/dev/null || echo no-tmp")
+	if res.ExitCode != 0 || out != "kept\nno-tmp\n" {
+		t.Fatalf("after removal: exit %d %q", res.ExitCode, out)
+	}
+	if got := f.ours(t, true); len(got) != 1 || got[0].ID == first {
+		t.Fatalf("containers after removal: %d", len(got))
+	}
+	// Killed (stopped) rather than removed: started again.
+	f.cli.ContainerKill(t.Context(), f.ours(t, true)[0].ID, "KILL")
+	if out, _ := execOut(t, sb, "cat kept.txt"); out != "kept\n" {
+		t.Fatalf("after kill: %q", out)
+	}
+}
+
+func TestFoundAgainAfterRestart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sb := f.acquire(t, "again")
+	execOut(t, sb, "true")
+	id := f.ours(t, true)[0].ID
+	f.p.Close()
+	p2, err := New(t.Context(), f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	sb2, _ := p2.Acquire(t.Context(), "again")
+	execOut(t, sb2, "true")
+	if got := f.ours(t, true); len(got) != 1 || got[0].ID != id {
+		t.Fatalf("restart made another container")
+	}
+}
+
+func TestIdleTimeoutAndReplicas(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.IdleTimeout = 2 * time.Second; c.Replicas = 2 })
+	for _, th := range []string{"r1", "r2", "r3"} {
+		execOut(t, f.acquire(t, th), "true")
+		time.Sleep(50 * time.Millisecond)
+	}
+	running := f.ours(t, false)
+	if len(running) != 2 {
+		t.Fatalf("%d running, replicas 2", len(running))
+	}
+	for _, c := range running {
+		if c.Labels[labelThread] == "r1" {
+			t.Errorf("the least recently used (r1) kept running")
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(f.ours(t, true)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d containers still there after the idle timeout", len(f.ours(t, true)))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestContainerPathsAndNoShellImage(t *testing.T) {
+	t.Parallel()
+	requireDocker(t, noShellImage)
+	f := newFixture(t)
+	sb := f.acquire(t, "paths")
+	fsys := sb.FS()
+	err := fsys.Edit(t.Context(), "/tmp/deep/new.txt", func(_ []byte, exists bool) ([]byte, error) {
+		if exists {
+			t.Error("exists")
+		}
+		return []byte("in the container\n"), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := execOut(t, sb, "cat /tmp/deep/new.txt; stat -c %U /tmp/deep/new.txt /tmp/deep"); out != "in the container\nsandbox\nsandbox\n" {
+		t.Fatalf("bash sees %q", out)
+	}
+	r, err := fsys.Open(t.Context(), "/etc/os-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r)
+	r.Close()
+	if !strings.Contains(string(b), "Debian") {
+		t.Fatalf("/etc/os-release: %q", b)
+	}
+	entries, err := fsys.ReadDir(t.Context(), "/mnt/user-data")
+	if err != nil || len(entries) != 3 {
+		t.Fatalf("ReadDir /mnt/user-data: %v %v", entries, err)
+	}
+
+	ns := newFixture(t, func(c *Config) { c.Image = noShellImage })
+	sb2 := ns.acquire(t, "noshell")
+	r, err = sb2.FS().Open(t.Context(), "/data/motd.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(r)
+	r.Close()
+	if string(b) != "hello from the image\n" {
+		t.Fatalf("motd %q", b)
+	}
+	if err := sb2.FS().Edit(t.Context(), "/data/motd.txt", func(old []byte, _ bool) ([]byte, error) { return append(old, "edited\n"...), nil }); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = sb2.FS().Open(t.Context(), "/data/motd.txt")
+	b, _ = io.ReadAll(r)
+	r.Close()
+	if string(b) != "hello from the image\nedited\n" {
+		t.Fatalf("after edit %q", b)
+	}
+	c := sandbox.NewCapture(1000, 1000)
+	if _, err := sb2.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: c}); err == nil || !strings.Contains(err.Error(), "shell") {
+		t.Fatalf("bash without a shell: %v", err)
+	}
+}
+
+func TestEngineDownIsAClearError(t *testing.T) {
+	requireDocker(t)
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no.sock"))
+	start := time.Now()
+	_, err := New(context.Background(), Config{StateDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "engine not reachable") {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > 15*time.Second {
+		t.Fatalf("took %v", time.Since(start))
+	}
+}

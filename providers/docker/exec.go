@@ -1,0 +1,204 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// wrapper starts the command in its own session and process group (setsid,
+// where the image has it), writes the group id where a second exec can
+// find it, waits, then kills the group, so background children do not
+// outlive the call. $1 is the call's token, $2 the command; bash runs it
+// where the image has bash. stderr goes into stdout's stream, so the two
+// keep the order they were written in.
+const wrapper = `exec 2>&1; t=$1; c=$2
+if command -v bash >/dev/null 2>&1; then s=bash; else s=sh; fi
+if command -v setsid >/dev/null 2>&1; then setsid "$s" -c "$c" </dev/null & else "$s" -c "$c" </dev/null & fi
+p=$!
+echo "$p" > "/tmp/.sandbox-mcp-$t.pid" 2>/dev/null
+wait "$p" 2>/dev/null; r=$?
+kill -9 -"$p" 2>/dev/null
+rm -f "/tmp/.sandbox-mcp-$t.pid"
+exit "$r"`
+
+// killer kills the process group a wrapper recorded.
+const killer = `p=$(cat "/tmp/.sandbox-mcp-$1.pid" 2>/dev/null) && kill -9 -"$p" "$p" 2>/dev/null; rm -f "/tmp/.sandbox-mcp-$1.pid"; true`
+
+// killGrace is how long a killed command may take to end before the
+// container is restarted as the last resort.
+const killGrace = 5 * time.Second
+
+// Exec runs the command through exec in the thread's container, with cwd
+// the workspace. A timeout or a cancelled ctx kills the command's process
+// group from inside (there is no exec-kill API); if the command does not
+// end then, the container is restarted.
+func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	for attempt := 0; ; attempt++ {
+		res, err := s.exec(ctx, req)
+		if errors.Is(err, errGone) && attempt == 0 {
+			continue // the container was killed or removed behind our back: make it again
+		}
+		return res, err
+	}
+}
+
+// errGone: the container the provider knew is no longer there.
+var errGone = errors.New("container gone")
+
+func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	id, done, err := s.container(ctx)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	defer done()
+	var tok [8]byte
+	rand.Read(tok[:])
+	token := hex.EncodeToString(tok[:])
+	ex, err := s.p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
+		Cmd:          []string{"sh", "-c", wrapper, "sandbox-mcp", token, req.Command},
+		WorkingDir:   sandbox.WorkspaceDir,
+		Env:          s.p.env(),
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
+			s.p.forget(s.name, id)
+			return sandbox.ExecResult{}, errGone
+		}
+		return sandbox.ExecResult{}, engineError(err)
+	}
+	// The attach is not tied to ctx: ending it would leave the command
+	// running. Ending the command ends the stream.
+	conn, err := s.p.cli.ContainerExecAttach(context.Background(), ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return sandbox.ExecResult{}, engineError(err)
+	}
+	defer conn.Close()
+	out := req.Output
+	if out == nil {
+		out = io.Discard
+	}
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(out, out, conn.Reader)
+		copied <- err
+	}()
+
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var res sandbox.ExecResult
+	var ctxErr error
+	select {
+	case <-copied:
+	case <-timeout:
+		res.TimedOut = true
+		s.kill(id, token, copied)
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		s.kill(id, token, copied)
+	}
+	if ctxErr != nil {
+		return res, ctxErr
+	}
+	ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := s.p.cli.ContainerExecInspect(ictx, ex.ID)
+	if err != nil {
+		return res, engineError(err)
+	}
+	if !res.TimedOut {
+		res.ExitCode = info.ExitCode
+		if info.ExitCode == 126 || info.ExitCode == 127 {
+			if msg := s.noShell(ictx, id); msg != "" {
+				return res, errors.New(msg)
+			}
+		}
+	}
+	return res, nil
+}
+
+// kill ends a running command: its process group from inside, then, if the
+// stream does not end, the whole container (a restart: every process in it
+// goes, the thread's files stay).
+func (s *Sandbox) kill(id, token string, copied <-chan error) {
+	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
+	defer cancel()
+	s.run(ctx, id, []string{"sh", "-c", killer, "sandbox-mcp-kill", token})
+	select {
+	case <-copied:
+		return
+	case <-time.After(killGrace):
+	}
+	s.p.log.Warn("docker provider: command did not end after its process group was killed; restarting the container", "name", s.name)
+	zero := 0
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if err := s.p.cli.ContainerRestart(rctx, id, container.StopOptions{Timeout: &zero}); err != nil {
+		s.p.log.Warn("docker provider: restart failed", "name", s.name, "err", err)
+	}
+	select {
+	case <-copied:
+	case <-time.After(killGrace):
+	}
+}
+
+// run execs argv in the container and returns its stdout, stderr and exit
+// code.
+func (s *Sandbox) run(ctx context.Context, id string, argv []string) (stdout, stderr []byte, code int, err error) {
+	ex, err := s.p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return nil, nil, -1, err
+	}
+	conn, err := s.p.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, nil, -1, err
+	}
+	defer conn.Close()
+	var o, e bytes.Buffer
+	if _, err := stdcopy.StdCopy(&o, &e, io.LimitReader(conn.Reader, 64<<20)); err != nil {
+		return nil, nil, -1, err
+	}
+	info, err := s.p.cli.ContainerExecInspect(ctx, ex.ID)
+	if err != nil {
+		return nil, nil, -1, err
+	}
+	return o.Bytes(), e.Bytes(), info.ExitCode, nil
+}
+
+// noShell explains a command that could not start because the image has
+// no sh; "" when it has one.
+func (s *Sandbox) noShell(ctx context.Context, id string) string {
+	if s.hasShell(ctx, id) {
+		return ""
+	}
+	return fmt.Sprintf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
+}
+
+// hasShell reports whether the container has sh (cached per sandbox).
+func (s *Sandbox) hasShell(ctx context.Context, id string) bool {
+	s.shellOnce.Do(func() {
+		_, _, code, err := s.run(ctx, id, []string{"sh", "-c", "true"})
+		s.shell = err == nil && code == 0
+	})
+	return s.shell
+}
+
+func oneLine(b []byte) string { return strings.TrimSpace(strings.ReplaceAll(string(b), "\n", " ")) }
