@@ -363,26 +363,12 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		sb.refs++
 		return sb, nil
 	}
-	base := filepath.Join(p.cfg.StateDir, "threads", thread, "user-data")
-	var mounts []sandbox.Mount
-	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
-		host := filepath.Join(base, filepath.Base(d))
-		if err := os.MkdirAll(host, 0o755); err != nil {
-			return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
-		}
-		if os.Geteuid() == 0 && p.uid > 0 {
-			// The container's user owns the thread's files; the file tools'
-			// new files inherit it (sandbox.HostFS).
-			if err := os.Lchown(host, p.uid, p.gid); err != nil {
-				return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
-			}
-		}
-		mounts = append(mounts, sandbox.Mount{Virtual: d, Host: host})
+	// The container's user owns the thread's files; the file tools' new
+	// files inherit it (sandbox.HostFS).
+	mounts, err := sandbox.ThreadMounts(p.cfg.StateDir, thread, p.cfg.SkillsDir, p.cfg.Mounts, p.uid, p.gid)
+	if err != nil {
+		return nil, fmt.Errorf("thread %s: %w", thread, err)
 	}
-	if p.cfg.SkillsDir != "" {
-		mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
-	}
-	mounts = append(mounts, p.cfg.Mounts...)
 	hfs, err := sandbox.OpenHostFS(mounts, p.cfg.Locks)
 	if err != nil {
 		return nil, fmt.Errorf("open thread %s: %w", thread, err)

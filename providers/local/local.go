@@ -77,11 +77,8 @@ func (p *Provider) Isolation() string { return p.cfg.Isolation }
 // Name is "local".
 func (p *Provider) Name() string { return "local" }
 
-// ThreadDir is the host directory of a thread's user data (thread is a
-// thread key: see sandbox.ValidThreadKey).
-func ThreadDir(stateDir, thread string) string {
-	return filepath.Join(stateDir, "threads", thread, "user-data")
-}
+// ThreadDir is the host directory of a thread's user data.
+func ThreadDir(stateDir, thread string) string { return sandbox.ThreadDir(stateDir, thread) }
 
 // Acquire returns the thread's sandbox, creating its directories on first use.
 func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox, error) {
@@ -94,25 +91,14 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		sb.refs++
 		return sb, nil
 	}
-	base := ThreadDir(p.cfg.StateDir, thread)
-	var mounts []sandbox.Mount
-	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
-		host := filepath.Join(base, filepath.Base(d))
-		if err := os.MkdirAll(host, 0o755); err != nil {
-			return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
-		}
-		if p.cfg.Isolation == IsolationBwrap && os.Geteuid() == 0 {
-			// Commands run as nobody (see sandboxUID); new files inherit it.
-			if err := os.Lchown(host, sandboxUID, sandboxUID); err != nil {
-				return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
-			}
-		}
-		mounts = append(mounts, sandbox.Mount{Virtual: d, Host: host})
+	owner := -1
+	if p.cfg.Isolation == IsolationBwrap {
+		owner = sandboxUID // commands run as nobody when the server is root
 	}
-	if p.cfg.SkillsDir != "" {
-		mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
+	mounts, err := sandbox.ThreadMounts(p.cfg.StateDir, thread, p.cfg.SkillsDir, p.cfg.Mounts, owner, owner)
+	if err != nil {
+		return nil, fmt.Errorf("thread %s: %w", thread, err)
 	}
-	mounts = append(mounts, p.cfg.Mounts...)
 	hfs, err := sandbox.OpenHostFS(mounts, p.cfg.Locks)
 	if err != nil {
 		return nil, fmt.Errorf("open thread %s: %w", thread, err)

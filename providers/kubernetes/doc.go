@@ -1,0 +1,24 @@
+// Package kubernetes is the provider that gives every thread its own
+// hardened Pod, through the Kubernetes API. It is the only importer of
+// k8s.io/client-go.
+//
+// A thread's Pod is named <pod_prefix>-<first 8 hex of sha256(thread)>, so
+// every server replica finds it by name; it is made on the thread's first
+// command or file operation, and AlreadyExists means another replica (or a
+// concurrent call) made it: that one is used. The thread's files live
+// outside the Pod — in a host directory (storage mode host_path) or a
+// PersistentVolumeClaim per thread (mode pvc) — mounted at /mnt/user-data,
+// so a Pod may come and go and the files stay.
+//
+// Everything goes through pods/exec: bash runs inside the same small sh
+// wrapper as in the docker provider (its own process group, killed from a
+// second exec on timeout), and the file tools read and write through
+// exec's stdout and stdin. containerd can truncate exec stdin silently, so
+// every transfer is checked against a size and sha256 computed on the
+// other side. Per-file edit locks are flocks taken inside the Pod, held by
+// an exec stream for the length of the edit, so they hold across server
+// replicas and go away with a replica that dies.
+//
+// Last use is kept in an annotation on the Pod, so any replica may reap an
+// idle Pod or, beyond Replicas running, the least recently used one.
+package kubernetes
