@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the docker provider's images offline, from Debian packages (no
 # registry is needed or used):
-#   sandbox-mcp-base:latest    debootstrap minbase bookworm: bash, coreutils, grep, sed, find,
-#                              procps, ca-certificates; user sandbox (1000:1000); ~120 MB
+#   sandbox-mcp-base:latest    debootstrap minbase bookworm: bash, coreutils, grep, sed, find, python3,
+#                              procps, ca-certificates; user sandbox (1000:1000); ~170 MB
 #   sandbox-mcp-test:busybox   busybox-static only: sh and the applets; ~2 MB (tests)
 #   sandbox-mcp-test:noshell   one static binary and nothing else, no shell (tests)
 # An image that exists already is kept unless FORCE=1. Needs root, docker,
@@ -21,7 +21,7 @@ base() {
   have sandbox-mcp-base:latest && { echo "sandbox-mcp-base:latest: present"; return; }
   need debootstrap debootstrap
   echo "building sandbox-mcp-base:latest (debootstrap $SUITE, about a minute)"
-  debootstrap --variant=minbase --include=ca-certificates,procps "$SUITE" "$tmp/base" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 \
+  debootstrap --variant=minbase --include=ca-certificates,procps,python3 "$SUITE" "$tmp/base" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 \
     || { tail -20 "$tmp/debootstrap.log"; exit 1; }
   r=$tmp/base
   echo 'sandbox:x:1000:1000:sandbox:/mnt/user-data/workspace:/bin/bash' >>"$r/etc/passwd"

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,7 @@ const (
 
 // requireDocker skips when no engine answers or the images are missing,
 // unless CI asked for docker (SANDBOX_MCP_REQUIRE_DOCKER=1): then it fails.
-func requireDocker(t *testing.T, images ...string) {
+func requireDocker(t testing.TB, images ...string) {
 	t.Helper()
 	skip := func(format string, args ...any) {
 		t.Helper()
@@ -53,7 +54,7 @@ func requireDocker(t *testing.T, images ...string) {
 	}
 }
 
-func randomPrefix(t *testing.T) string {
+func randomPrefix(t testing.TB) string {
 	var b [4]byte
 	rand.Read(b[:])
 	return "smcp-test-" + hex.EncodeToString(b[:])
@@ -66,7 +67,7 @@ type fixture struct {
 	prefix string
 }
 
-func newFixture(t *testing.T, mutate ...func(*Config)) *fixture {
+func newFixture(t testing.TB, mutate ...func(*Config)) *fixture {
 	t.Helper()
 	requireDocker(t)
 	skills := t.TempDir()
@@ -91,7 +92,7 @@ func newFixture(t *testing.T, mutate ...func(*Config)) *fixture {
 	return f
 }
 
-func (f *fixture) ours(t *testing.T, all bool) []container.Summary {
+func (f *fixture) ours(t testing.TB, all bool) []container.Summary {
 	t.Helper()
 	list, err := f.cli.ContainerList(context.Background(), container.ListOptions{All: all, Filters: filters.NewArgs(filters.Arg("label", labelPrefix+"="+f.prefix))})
 	if err != nil {
@@ -107,7 +108,7 @@ func (f *fixture) removeAll() {
 	}
 }
 
-func (f *fixture) acquire(t *testing.T, thread string) sandbox.Sandbox {
+func (f *fixture) acquire(t testing.TB, thread string) sandbox.Sandbox {
 	t.Helper()
 	sb, err := f.p.Acquire(t.Context(), thread)
 	if err != nil {
@@ -117,7 +118,7 @@ func (f *fixture) acquire(t *testing.T, thread string) sandbox.Sandbox {
 	return sb
 }
 
-func execOut(t *testing.T, sb sandbox.Sandbox, cmd string) (string, sandbox.ExecResult) {
+func execOut(t testing.TB, sb sandbox.Sandbox, cmd string) (string, sandbox.ExecResult) {
 	t.Helper()
 	c := sandbox.NewCapture(1<<20, 1<<20)
 	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: cmd, Timeout: time.Minute, Output: c})
@@ -329,5 +330,72 @@ func TestEngineDownIsAClearError(t *testing.T) {
 	}
 	if time.Since(start) > 15*time.Second {
 		t.Fatalf("took %v", time.Since(start))
+	}
+}
+
+func TestTwoThreadsTwoContainers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.acquire(t, "one"), f.acquire(t, "two")
+	execOut(t, a, "echo a > mine.txt")
+	out, _ := execOut(t, b, "cat mine.txt 2>&1 || echo absent")
+	if out != "cat: mine.txt: No such file or directory\nabsent\n" {
+		t.Fatalf("thread two sees %q", out)
+	}
+	if got := f.ours(t, false); len(got) != 2 || got[0].ID == got[1].ID {
+		t.Fatalf("%d containers for two threads", len(got))
+	}
+}
+
+// The engine going away mid-run gives the next call a clear error, not a
+// hang: the provider talks to the real engine through a proxy socket that
+// the test then shuts.
+func TestEngineGoneMidRun(t *testing.T) {
+	requireDocker(t)
+	upstream := strings.TrimPrefix(os.Getenv("DOCKER_HOST"), "unix://")
+	if upstream == "" {
+		upstream = "/var/run/docker.sock"
+	}
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("unix", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, up)
+			mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	f := newFixture(t)
+	sb := f.acquire(t, "gone")
+	execOut(t, sb, "true")
+	ln.Close()
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	os.Remove(sock)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = sb.Exec(ctx, sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "docker engine") || ctx.Err() != nil {
+		t.Fatalf("err = %v (ctx %v)", err, ctx.Err())
 	}
 }
