@@ -90,8 +90,14 @@ type KubernetesConfig struct {
 	NodeSelector  map[string]string `yaml:"node_selector"`
 	IdleTimeout   int               `yaml:"idle_timeout"`
 	Replicas      int               `yaml:"replicas"`
-	NetworkPolicy bool              `yaml:"network_policy"`
+	NetworkPolicy *bool             `yaml:"network_policy"` // default true
 	Environment   map[string]string `yaml:"environment"`
+	// Beyond SPEC §14.
+	ImagePullPolicy string `yaml:"image_pull_policy"`
+	User            int64  `yaml:"user"`
+	WritableRootFS  bool   `yaml:"writable_root_fs"`
+	StartTimeout    int    `yaml:"start_timeout"`
+	RemoveOnExit    bool   `yaml:"remove_on_exit"`
 }
 
 // K8sStorage is where a thread's files live in the cluster.

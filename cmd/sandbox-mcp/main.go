@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/kubernetes"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
@@ -191,9 +192,42 @@ func newProvider(ctx context.Context, cfg *Config, log *slog.Logger) (sandbox.Pr
 		}
 		log.Info("sandboxes are docker containers", "image", p.Image(), "network", p.Network())
 		return p, nil
+	case "kubernetes":
+		k := cfg.Kubernetes
+		netpol := k.NetworkPolicy == nil || *k.NetworkPolicy
+		p, err := kubernetes.New(ctx, kubernetes.Config{
+			Kubeconfig:      k.Kubeconfig,
+			Context:         k.Context,
+			Namespace:       k.Namespace,
+			Image:           k.Image,
+			PodPrefix:       k.PodPrefix,
+			Storage:         kubernetes.Storage{Mode: k.Storage.Mode, StorageClass: k.Storage.StorageClass, Size: k.Storage.Size, HostPath: k.Storage.HostPath},
+			Resources:       kubernetes.Resources{CPU: k.Resources.CPU, Memory: k.Resources.Memory, EphemeralStorage: k.Resources.EphemeralStorage},
+			RuntimeClass:    k.RuntimeClass,
+			NodeSelector:    k.NodeSelector,
+			IdleTimeout:     time.Duration(k.IdleTimeout) * time.Second,
+			Replicas:        k.Replicas,
+			NetworkPolicy:   netpol,
+			Environment:     k.Environment,
+			ImagePullPolicy: k.ImagePullPolicy,
+			User:            k.User,
+			WritableRootFS:  k.WritableRootFS,
+			StartTimeout:    time.Duration(k.StartTimeout) * time.Second,
+			RemoveOnExit:    k.RemoveOnExit,
+			StateDir:        cfg.StateDir,
+			SkillsDir:       cfg.SkillsDir,
+			Mounts:          mounts,
+			EnvInherit:      cfg.EnvInherit,
+			Logger:          log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("sandboxes are kubernetes Pods", "namespace", p.Namespace())
+		return p, nil
 	case "local":
 	default:
-		return nil, fmt.Errorf("provider %s is not in this build yet; use --provider local or docker", cfg.Provider)
+		return nil, fmt.Errorf("provider %q: want local, docker or kubernetes", cfg.Provider)
 	}
 	isolation := local.IsolationNone
 	switch cfg.Local.Isolation {

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the server image sandbox-mcp:latest offline: a static Go binary
+# (CGO_ENABLED=0) in a FROM scratch image. With --save FILE it also writes
+# the image as a tarball for `local-k8s.sh load FILE` (or `ctr images import`).
+#   deploy/kubernetes/build-image.sh [--save /tmp/sandbox-mcp.tar] [TAG]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+save=""
+if [ "${1:-}" = --save ]; then save=$2; shift 2; fi
+tag=${1:-sandbox-mcp:latest}
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ctx/sandbox-mcp" ./cmd/sandbox-mcp)
+cp "$here/Dockerfile" "$ctx/Dockerfile"
+docker build -q -t "$tag" "$ctx" >/dev/null
+echo "$tag: built ($(du -h "$ctx/sandbox-mcp" | cut -f1) binary)"
+if [ -n "$save" ]; then
+  docker save "$tag" -o "$save"
+  echo "$tag: saved to $save"
+fi

@@ -1,0 +1,436 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// Labels and annotations on every object of ours.
+const (
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	managedBy      = "sandbox-mcp"
+	labelPrefix    = "sandbox-mcp/pod-prefix"
+	annThread      = "sandbox-mcp/thread"
+	annLastUsed    = "sandbox-mcp/last-used"
+	containerName  = "sandbox"
+)
+
+// Storage modes.
+const (
+	StoragePVC      = "pvc"
+	StorageHostPath = "host_path"
+)
+
+// Config configures the provider; zero values take the defaults of SPEC §14.
+type Config struct {
+	Kubeconfig   string // default: in-cluster, else $KUBECONFIG, else ~/.kube/config
+	Context      string // kubeconfig context; default its current one
+	Namespace    string // default sandbox-mcp
+	Image        string // default sandbox-mcp-base:latest
+	PodPrefix    string // default sandbox-mcp
+	Storage      Storage
+	Resources    Resources
+	RuntimeClass string            // e.g. gvisor, kata; default the cluster's
+	NodeSelector map[string]string // where sandbox Pods may run
+	IdleTimeout  time.Duration     // unused this long, a Pod is deleted; default 600 s, <0 never
+	Replicas     int               // most Pods running at once; default 3, <0 no cap
+	// NetworkPolicy: a NetworkPolicy denies the sandbox Pods all ingress
+	// and egress (enforced where the network plugin enforces policies).
+	NetworkPolicy bool
+	Environment   map[string]string // added to every command's environment
+
+	// Beyond §14.
+	ImagePullPolicy string        // Always, IfNotPresent (default) or Never
+	User            int64         // the Pods' uid and gid; default 1000; never 0
+	WritableRootFS  bool          // default: read-only root file system, /tmp an emptyDir
+	StartTimeout    time.Duration // Pod create -> Running; default 3 min
+	RemoveOnExit    bool          // delete the Pods this server used when it stops
+
+	StateDir   string
+	SkillsDir  string          // a node directory, mounted read-only at /mnt/skills
+	Mounts     []sandbox.Mount // node directories, mounted at their virtual paths
+	EnvInherit []string
+	Logger     *slog.Logger
+}
+
+// Storage says where threads' files live.
+type Storage struct {
+	Mode         string // pvc (default) or host_path
+	StorageClass string // pvc: the claims' class; default the cluster's default class
+	Size         string // pvc: default 1Gi
+	HostPath     string // host_path: a node directory; threads under <HostPath>/threads
+}
+
+// Resources are every sandbox container's limits.
+type Resources struct {
+	CPU              string // default 1
+	Memory           string // default 1Gi
+	EphemeralStorage string // default 1Gi
+}
+
+// Provider hands out Pod-backed sandboxes.
+type Provider struct {
+	cfg    Config
+	cs     k8s.Interface
+	rest   *rest.Config
+	log    *slog.Logger
+	locks  *sandbox.Locks // in-process: Pod creation, edits
+	limits corev1.ResourceList
+	size   resource.Quantity
+	env    []corev1.EnvVar
+	keep   string // names of the variables commands keep, space separated
+
+	mu      sync.Mutex
+	threads map[string]*Sandbox // acquired sandboxes, by thread key
+	pods    map[string]*podUse  // Pods known running, by name
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// podUse is what this replica knows of one running Pod.
+type podUse struct {
+	uid      types.UID
+	lastUsed time.Time
+	patched  time.Time // when last-used was last written
+	patching bool
+	busy     int // execs and file operations in flight
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+var prefixRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,42}[a-z0-9])?$`)
+
+// New connects to the cluster, checks that the namespace answers, makes
+// the NetworkPolicy when asked, and starts the reaper.
+func New(ctx context.Context, cfg Config) (*Provider, error) {
+	if err := setDefaults(&cfg); err != nil {
+		return nil, err
+	}
+	quietKlog(cfg.Logger)
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes provider: %w", err)
+	}
+	rc.QPS, rc.Burst = 50, 100
+	cs, err := k8s.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes provider: %w", err)
+	}
+	p, err := newProvider(ctx, cfg, cs, rc)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func setDefaults(cfg *Config) error {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "sandbox-mcp"
+	}
+	if cfg.Image == "" {
+		cfg.Image = "sandbox-mcp-base:latest"
+	}
+	if cfg.PodPrefix == "" {
+		cfg.PodPrefix = "sandbox-mcp"
+	}
+	if !prefixRe.MatchString(cfg.PodPrefix) {
+		return fmt.Errorf("kubernetes.pod_prefix %q: want lower-case letters, digits and '-', at most 44 characters", cfg.PodPrefix)
+	}
+	if cfg.Storage.Mode == "" {
+		cfg.Storage.Mode = StoragePVC
+	}
+	switch cfg.Storage.Mode {
+	case StoragePVC:
+		if cfg.Storage.Size == "" {
+			cfg.Storage.Size = "1Gi"
+		}
+	case StorageHostPath:
+		if !filepath.IsAbs(cfg.Storage.HostPath) {
+			return fmt.Errorf("kubernetes.storage.host_path %q: want an absolute node directory", cfg.Storage.HostPath)
+		}
+	default:
+		return fmt.Errorf("kubernetes.storage.mode %q: want pvc or host_path", cfg.Storage.Mode)
+	}
+	if cfg.Resources.CPU == "" {
+		cfg.Resources.CPU = "1"
+	}
+	if cfg.Resources.Memory == "" {
+		cfg.Resources.Memory = "1Gi"
+	}
+	if cfg.Resources.EphemeralStorage == "" {
+		cfg.Resources.EphemeralStorage = "1Gi"
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 600 * time.Second
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 3
+	}
+	if cfg.ImagePullPolicy == "" {
+		cfg.ImagePullPolicy = string(corev1.PullIfNotPresent)
+	}
+	switch corev1.PullPolicy(cfg.ImagePullPolicy) {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return fmt.Errorf("kubernetes.image_pull_policy %q: want Always, IfNotPresent or Never", cfg.ImagePullPolicy)
+	}
+	if cfg.User == 0 {
+		cfg.User = 1000
+	}
+	if cfg.User < 0 {
+		return fmt.Errorf("kubernetes.user %d: want a uid above 0", cfg.User)
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 3 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// restConfig: an explicit kubeconfig, else in-cluster, else the usual
+// loading rules ($KUBECONFIG, then ~/.kube/config).
+func restConfig(cfg Config) (*rest.Config, error) {
+	if cfg.Kubeconfig == "" && cfg.Context == "" {
+		if rc, err := rest.InClusterConfig(); err == nil {
+			return rc, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if cfg.Kubeconfig != "" {
+		rules.ExplicitPath = cfg.Kubeconfig
+	}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cfg.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no cluster configuration (in-cluster, kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config): %w", err)
+	}
+	return rc, nil
+}
+
+func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Config) (*Provider, error) {
+	p := &Provider{
+		cfg: cfg, cs: cs, rest: rc, log: cfg.Logger,
+		locks:   sandbox.NewLocks(),
+		threads: map[string]*Sandbox{},
+		pods:    map[string]*podUse{},
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	p.limits = corev1.ResourceList{}
+	for _, r := range []struct {
+		name corev1.ResourceName
+		key  string
+		val  string
+	}{
+		{corev1.ResourceCPU, "cpu", cfg.Resources.CPU},
+		{corev1.ResourceMemory, "memory", cfg.Resources.Memory},
+		{corev1.ResourceEphemeralStorage, "ephemeral_storage", cfg.Resources.EphemeralStorage},
+	} {
+		q, err := resource.ParseQuantity(r.val)
+		if err != nil || q.Sign() <= 0 {
+			return nil, fmt.Errorf("kubernetes.resources.%s %q: want a quantity like 500m, 1 or 1Gi", r.key, r.val)
+		}
+		p.limits[r.name] = q
+	}
+	if cfg.Storage.Mode == StoragePVC {
+		q, err := resource.ParseQuantity(cfg.Storage.Size)
+		if err != nil || q.Sign() <= 0 {
+			return nil, fmt.Errorf("kubernetes.storage.size %q: want a quantity like 1Gi", cfg.Storage.Size)
+		}
+		p.size = q
+	}
+	p.env, p.keep = commandEnv(cfg)
+
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().Pods(cfg.Namespace).List(pctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return nil, fmt.Errorf("kubernetes provider: namespace %s: %w", cfg.Namespace, apiError(err))
+	}
+	if cfg.NetworkPolicy {
+		if err := p.ensureNetworkPolicy(pctx); err != nil {
+			return nil, fmt.Errorf("kubernetes provider: network policy: %w", apiError(err))
+		}
+	}
+	go p.reap()
+	return p, nil
+}
+
+// commandEnv is the sandbox container's environment — the scrubbed basics,
+// env_inherit from the server, kubernetes.environment — and the names a
+// command keeps (everything else the runtime adds, such as
+// KUBERNETES_SERVICE_HOST, is unset by the exec wrapper).
+func commandEnv(cfg Config) ([]corev1.EnvVar, string) {
+	env := map[string]string{"HOME": sandbox.WorkspaceDir, "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
+	for _, k := range cfg.EnvInherit {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range cfg.Environment {
+		env[k] = v
+	}
+	names := []string{"PATH"}
+	out := make([]corev1.EnvVar, 0, len(env))
+	for k, v := range env {
+		out = append(out, corev1.EnvVar{Name: k, Value: v})
+		names = append(names, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Strings(names)
+	return out, strings.Join(names, " ")
+}
+
+// Name is "kubernetes".
+func (p *Provider) Name() string { return "kubernetes" }
+
+// Namespace is where the sandbox Pods live.
+func (p *Provider) Namespace() string { return p.cfg.Namespace }
+
+// Image is the image sandbox Pods run.
+func (p *Provider) Image() string { return p.cfg.Image }
+
+// PodName is the Pod of a thread: <prefix>-<first 8 hex of sha256(thread)>.
+func PodName(prefix, thread string) string {
+	sum := sha256.Sum256([]byte(thread))
+	return prefix + "-" + hex.EncodeToString(sum[:4])
+}
+
+// threadDir is the node directory of a thread's files (host_path mode).
+func (p *Provider) threadDir(key string) string {
+	return filepath.Join(p.cfg.Storage.HostPath, "threads", filepath.FromSlash(key), "user-data")
+}
+
+// Acquire returns the thread's sandbox; its Pod is made on first use.
+// In host_path mode the thread's directories are made here, owned by the
+// Pods' user, when the node directory is visible to the server (a
+// single-node cluster, or the server's Pod mounting it).
+func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox, error) {
+	if err := sandbox.ValidThreadKey(thread); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sb := p.threads[thread]; sb != nil {
+		sb.refs++
+		return sb, nil
+	}
+	var mounts []sandbox.Mount
+	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
+		m := sandbox.Mount{Virtual: d}
+		if p.cfg.Storage.Mode == StorageHostPath {
+			m.Host = filepath.Join(p.threadDir(thread), filepath.Base(d))
+			if err := p.makeThreadDir(m.Host); err != nil {
+				return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
+			}
+		}
+		mounts = append(mounts, m)
+	}
+	if p.cfg.SkillsDir != "" {
+		mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
+	}
+	mounts = append(mounts, p.cfg.Mounts...)
+	sb := &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts, refs: 1}
+	p.threads[thread] = sb
+	return sb, nil
+}
+
+// makeThreadDir makes a thread directory owned by the Pods' user.
+func (p *Provider) makeThreadDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if os.Geteuid() == 0 {
+		for d := dir; d != p.cfg.Storage.HostPath && len(d) > len(p.cfg.Storage.HostPath); d = filepath.Dir(d) {
+			if filepath.Base(d) == "threads" && filepath.Dir(d) == p.cfg.Storage.HostPath {
+				break
+			}
+			if err := os.Lchown(d, int(p.cfg.User), int(p.cfg.User)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Release drops one user of the thread's sandbox. The Pod stays warm.
+func (p *Provider) Release(thread string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sb := p.threads[thread]
+	if sb == nil {
+		return
+	}
+	if sb.refs--; sb.refs <= 0 {
+		delete(p.threads, thread)
+	}
+}
+
+// Close stops the reaper and, with RemoveOnExit, deletes the Pods this
+// server used; otherwise they stay warm for any replica to use.
+func (p *Provider) Close() error {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+		<-p.done
+	}
+	p.mu.Lock()
+	clear(p.threads)
+	var names []string
+	if p.cfg.RemoveOnExit {
+		for name := range p.pods {
+			names = append(names, name)
+		}
+	}
+	clear(p.pods)
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range names {
+		p.deletePod(ctx, name, "")
+	}
+	return nil
+}
+
+// apiError says in one line that the API failed, and says clearly when the
+// API server cannot be reached.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	for _, s := range []string{"connection refused", "no such host", "i/o timeout", "connection reset", "TLS handshake timeout", "dial tcp"} {
+		if strings.Contains(msg, s) {
+			return fmt.Errorf("kubernetes API server unavailable: %s", msg)
+		}
+	}
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		return fmt.Errorf("kubernetes API: %s", msg)
+	}
+	return fmt.Errorf("kubernetes: %s", msg)
+}

@@ -1,0 +1,606 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// keepAlive is the sandbox container's main process: it waits, reaps the
+// orphans reparented to it, and ends at once on SIGTERM. In pvc mode the
+// claim is mounted at /mnt/user-data and the thread's directories are made
+// here, as the Pod's user (fsGroup makes the claim writable for it).
+const keepAlive = `mkdir -p /mnt/user-data/workspace /mnt/user-data/uploads /mnt/user-data/outputs 2>/dev/null
+trap 'exit 0' TERM INT
+while :; do sleep 3600 & wait $!; done`
+
+// ensure makes sure the sandbox's Pod runs and marks it busy until done is
+// called. Concurrent first uses in this replica wait for one creator;
+// creators in other replicas meet at the API: AlreadyExists means use
+// that Pod.
+func (p *Provider) ensure(ctx context.Context, sb *Sandbox) (done func(), err error) {
+	if done := p.use(sb.name); done != nil {
+		return done, nil
+	}
+	unlock, err := p.locks.Lock(ctx, "pod\x00"+sb.name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if done := p.use(sb.name); done != nil {
+		return done, nil
+	}
+	uid, err := p.startPod(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.pods[sb.name] = &podUse{uid: uid, lastUsed: time.Now()}
+	p.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p.enforceReplicas(ctx, sb.name)
+	}()
+	if done = p.use(sb.name); done == nil {
+		return nil, errors.New("kubernetes provider: Pod went away while starting")
+	}
+	return done, nil
+}
+
+// use marks a known running Pod busy; nil when the Pod is not known.
+func (p *Provider) use(name string) func() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u := p.pods[name]
+	if u == nil {
+		return nil
+	}
+	u.busy++
+	u.lastUsed = time.Now()
+	p.touchLocked(name, u)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			u.busy--
+			u.lastUsed = time.Now()
+			p.touchLocked(name, u)
+			p.mu.Unlock()
+		})
+	}
+}
+
+// heartbeat is how often the last-used annotation of a Pod in use is
+// written at most: often enough that no replica takes a Pod in use for
+// idle, rarely enough to cost little.
+func (p *Provider) heartbeat() time.Duration {
+	if p.cfg.IdleTimeout < 0 {
+		return 10 * time.Second
+	}
+	return min(max(p.cfg.IdleTimeout/4, 200*time.Millisecond), 10*time.Second)
+}
+
+// touchLocked writes the Pod's last-used annotation in the background, at
+// most once per heartbeat. p.mu is held.
+func (p *Provider) touchLocked(name string, u *podUse) {
+	if u.patching || time.Since(u.patched) < p.heartbeat() {
+		return
+	}
+	u.patching = true
+	at := u.lastUsed
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annLastUsed, at.UTC().Format(time.RFC3339Nano))
+		_, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		p.mu.Lock()
+		u.patching = false
+		if err == nil {
+			u.patched = time.Now()
+		}
+		p.mu.Unlock()
+		if err != nil && !apierrors.IsNotFound(err) {
+			p.log.Debug("kubernetes provider: last-used annotation", "pod", name, "err", err)
+		}
+	}()
+}
+
+// forget drops a Pod that went away behind the server's back: the next
+// use makes it again.
+func (p *Provider) forget(name string) {
+	p.mu.Lock()
+	delete(p.pods, name)
+	p.mu.Unlock()
+}
+
+// gone reports whether the sandbox's Pod is no longer there to exec into:
+// deleted, deleting, or not running.
+func (p *Provider) gone(name string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pod, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	return pod.DeletionTimestamp != nil || !running(pod)
+}
+
+func running(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == containerName {
+			return cs.State.Running != nil
+		}
+	}
+	return false
+}
+
+// startPod finds the sandbox's Pod by name or makes it, and waits until it
+// runs.
+func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
+	defer cancel()
+	pods := p.cs.CoreV1().Pods(p.cfg.Namespace)
+	for attempt := 0; ; attempt++ {
+		if attempt > 20 {
+			return "", fmt.Errorf("kubernetes provider: Pod %s: could not start it (deleted as often as it was made)", sb.name)
+		}
+		pod, err := pods.Get(ctx, sb.name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			if pod.Annotations[annThread] != sb.key || pod.Labels[labelManagedBy] != managedBy {
+				return "", fmt.Errorf("kubernetes provider: Pod %s/%s belongs to another thread or program: choose another kubernetes.pod_prefix", p.cfg.Namespace, sb.name)
+			}
+			if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+				if pod.DeletionTimestamp == nil {
+					p.deletePod(ctx, sb.name, pod.UID)
+				}
+				if err := p.waitGone(ctx, sb.name, pod.UID); err != nil {
+					return "", err
+				}
+				continue
+			}
+			uid, err := p.waitRunning(ctx, sb.name, pod.UID)
+			if errors.Is(err, errRestart) {
+				continue
+			}
+			return uid, err
+		case !apierrors.IsNotFound(err):
+			return "", apiError(err)
+		}
+		if p.cfg.Storage.Mode == StoragePVC {
+			if err := p.ensureClaim(ctx, sb); err != nil {
+				return "", err
+			}
+		}
+		created, err := pods.Create(ctx, p.podSpec(sb), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			continue // another replica made it: use that one
+		}
+		if err != nil {
+			return "", apiError(err)
+		}
+		p.log.Info("kubernetes provider: Pod created", "pod", sb.name, "namespace", p.cfg.Namespace)
+		uid, err := p.waitRunning(ctx, sb.name, created.UID)
+		if errors.Is(err, errRestart) {
+			continue
+		}
+		return uid, err
+	}
+}
+
+// errRestart: the Pod being waited for went away; look again.
+var errRestart = errors.New("pod went away")
+
+// stuck are the waiting reasons a Pod does not recover from by itself.
+var stuck = map[string]bool{
+	"ErrImageNeverPull":          true,
+	"InvalidImageName":           true,
+	"CreateContainerConfigError": true,
+	"CreateContainerError":       true,
+	"RunContainerError":          true,
+}
+
+// waitRunning polls the Pod until its sandbox container runs. A Pod stuck
+// for good (no image, a spec the runtime refuses) is deleted, so that a
+// fixed configuration takes effect on the next call, and its reason
+// returned.
+func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID) (types.UID, error) {
+	pods := p.cs.CoreV1().Pods(p.cfg.Namespace)
+	start := time.Now()
+	last := "Pending"
+	for {
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return "", errRestart
+		case err != nil && ctx.Err() == nil:
+			return "", apiError(err)
+		case err == nil:
+			if pod.UID != uid || pod.DeletionTimestamp != nil {
+				return "", errRestart
+			}
+			if running(pod) {
+				return pod.UID, nil
+			}
+			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+				return "", errRestart
+			}
+			last = string(pod.Status.Phase)
+			for _, c := range pod.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+					last = c.Reason + ": " + c.Message
+				}
+			}
+			for _, cs := range pod.Status.ContainerStatuses {
+				if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" {
+					last = w.Reason
+					if w.Message != "" {
+						last += ": " + w.Message
+					}
+					if stuck[w.Reason] {
+						p.deletePod(context.WithoutCancel(ctx), name, uid)
+						return "", fmt.Errorf("kubernetes provider: Pod %s cannot start (image %s): %s", name, p.cfg.Image, oneLine(last))
+					}
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			if ctx2 := context.Cause(ctx); errors.Is(ctx2, context.Canceled) {
+				return "", ctx2
+			}
+			return "", fmt.Errorf("kubernetes provider: Pod %s not running after %s: %s", name, time.Since(start).Round(time.Second), oneLine(last))
+		}
+		wait := 50 * time.Millisecond
+		if time.Since(start) > 2*time.Second {
+			wait = 250 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// waitGone waits until the Pod with uid is no longer in the API.
+func (p *Provider) waitGone(ctx context.Context, name string, uid types.UID) error {
+	for {
+		pod, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && pod.UID != uid) {
+			return nil
+		}
+		if err != nil && ctx.Err() == nil {
+			return apiError(err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubernetes provider: Pod %s still terminating: %w", name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// deletePod deletes a Pod, only the one with uid when uid is given. The
+// thread's files stay (they are not in the Pod).
+func (p *Provider) deletePod(ctx context.Context, name string, uid types.UID) error {
+	grace := int64(1)
+	opts := metav1.DeleteOptions{GracePeriodSeconds: &grace}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err := p.cs.CoreV1().Pods(p.cfg.Namespace).Delete(ctx, name, opts)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		p.log.Warn("kubernetes provider: delete Pod", "pod", name, "err", err)
+		return err
+	}
+	return nil
+}
+
+func (p *Provider) labels() map[string]string {
+	return map[string]string{labelManagedBy: managedBy, labelPrefix: p.cfg.PodPrefix}
+}
+
+// podSpec is the hardened Pod of a thread.
+func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
+	yes, no := true, false
+	uid := p.cfg.User
+	grace := int64(1)
+	requests := corev1.ResourceList{}
+	for name, q := range p.limits {
+		// Requests a fraction of the limits, so that idle sandboxes do not
+		// reserve a node's whole capacity.
+		r := q.DeepCopy()
+		switch name {
+		case corev1.ResourceCPU:
+			r.SetMilli(max(q.MilliValue()/10, 10))
+		default:
+			r.Set(max(q.Value()/8, 16<<20))
+		}
+		requests[name] = r
+	}
+	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	mounts := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
+	switch p.cfg.Storage.Mode {
+	case StorageHostPath:
+		dir := corev1.HostPathDirectory
+		volumes = append(volumes, corev1.Volume{Name: "user-data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p.threadDir(sb.key), Type: &dir}}})
+	default:
+		volumes = append(volumes, corev1.Volume{Name: "user-data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(sb.name)}}})
+	}
+	mounts = append(mounts, corev1.VolumeMount{Name: "user-data", MountPath: sandbox.UserDataDir})
+	for i, m := range sb.mounts {
+		if sandbox.Within(m.Virtual, sandbox.UserDataDir) || m.Host == "" {
+			continue
+		}
+		dir := corev1.HostPathDirectory
+		name := fmt.Sprintf("mount-%d", i)
+		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.Host, Type: &dir}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: m.Virtual, ReadOnly: m.ReadOnly})
+	}
+	var runtimeClass *string
+	if p.cfg.RuntimeClass != "" {
+		rc := p.cfg.RuntimeClass
+		runtimeClass = &rc
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      sb.name,
+			Namespace: p.cfg.Namespace,
+			Labels:    p.labels(),
+			Annotations: map[string]string{
+				annThread:   sb.key,
+				annLastUsed: time.Now().UTC().Format(time.RFC3339Nano),
+			},
+		},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			TerminationGracePeriodSeconds: &grace,
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			RuntimeClassName:              runtimeClass,
+			NodeSelector:                  p.cfg.NodeSelector,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   &yes,
+				RunAsUser:      &uid,
+				RunAsGroup:     &uid,
+				FSGroup:        &uid,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Volumes: volumes,
+			Containers: []corev1.Container{{
+				Name:            containerName,
+				Image:           p.cfg.Image,
+				ImagePullPolicy: corev1.PullPolicy(p.cfg.ImagePullPolicy),
+				Command:         []string{"sh", "-c", keepAlive},
+				WorkingDir:      sandbox.WorkspaceDir,
+				Env:             p.env,
+				VolumeMounts:    mounts,
+				Resources:       corev1.ResourceRequirements{Limits: p.limits, Requests: requests},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: &no,
+					Privileged:               &no,
+					ReadOnlyRootFilesystem:   ptr(!p.cfg.WritableRootFS),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// claimName is the thread's PersistentVolumeClaim: <pod name>-data.
+func claimName(pod string) string { return pod + "-data" }
+
+// ensureClaim makes the thread's claim unless it exists. It has no owner:
+// it outlives every Pod of the thread.
+func (p *Provider) ensureClaim(ctx context.Context, sb *Sandbox) error {
+	claims := p.cs.CoreV1().PersistentVolumeClaims(p.cfg.Namespace)
+	name := claimName(sb.name)
+	c, err := claims.Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		if c.Annotations[annThread] != sb.key {
+			return fmt.Errorf("kubernetes provider: claim %s/%s belongs to another thread or program: choose another kubernetes.pod_prefix", p.cfg.Namespace, name)
+		}
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return apiError(err)
+	}
+	var class *string
+	if p.cfg.Storage.StorageClass != "" {
+		sc := p.cfg.Storage.StorageClass
+		class = &sc
+	}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.cfg.Namespace, Labels: p.labels(), Annotations: map[string]string{annThread: sb.key}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: p.size}},
+		},
+	}
+	if _, err := claims.Create(ctx, claim, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return apiError(err)
+	}
+	return nil
+}
+
+// ensureNetworkPolicy makes the policy that denies the sandbox Pods every
+// ingress and egress.
+func (p *Provider) ensureNetworkPolicy(ctx context.Context) error {
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: p.cfg.PodPrefix + "-deny-all", Namespace: p.cfg.Namespace, Labels: p.labels()},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: p.labels()},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+	_, err := p.cs.NetworkingV1().NetworkPolicies(p.cfg.Namespace).Create(ctx, np, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// ourPod is a Pod of ours as the reaper sees it.
+type ourPod struct {
+	name     string
+	uid      types.UID
+	rv       string
+	lastUsed time.Time
+	busy     bool // in use by this replica
+}
+
+// listOurs lists the live (not deleting) sandbox Pods of this prefix, with
+// their last use: the later of the annotation and this replica's own view.
+func (p *Provider) listOurs(ctx context.Context) ([]ourPod, error) {
+	sel := labelManagedBy + "=" + managedBy + "," + labelPrefix + "=" + p.cfg.PodPrefix
+	list, err := p.cs.CoreV1().Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []ourPod
+	for _, pod := range list.Items {
+		if pod.DeletionTimestamp != nil || !strings.HasPrefix(pod.Name, p.cfg.PodPrefix+"-") {
+			continue
+		}
+		o := ourPod{name: pod.Name, uid: pod.UID, rv: pod.ResourceVersion, lastUsed: pod.CreationTimestamp.Time}
+		if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[annLastUsed]); err == nil {
+			o.lastUsed = t
+		}
+		if u := p.pods[pod.Name]; u != nil {
+			o.busy = u.busy > 0
+			if u.lastUsed.After(o.lastUsed) {
+				o.lastUsed = u.lastUsed
+			}
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// deleteIfUnchanged deletes a Pod only if nobody wrote it (a last-used
+// annotation from another replica) since it was listed.
+func (p *Provider) deleteIfUnchanged(ctx context.Context, o ourPod, why string) {
+	grace := int64(1)
+	err := p.cs.CoreV1().Pods(p.cfg.Namespace).Delete(ctx, o.name, metav1.DeleteOptions{
+		GracePeriodSeconds: &grace,
+		Preconditions:      &metav1.Preconditions{UID: &o.uid, ResourceVersion: &o.rv},
+	})
+	switch {
+	case err == nil:
+		p.log.Info("kubernetes provider: Pod deleted ("+why+")", "pod", o.name)
+		p.forget(o.name)
+	case apierrors.IsNotFound(err):
+		p.forget(o.name)
+	case apierrors.IsConflict(err):
+		// used meanwhile
+	default:
+		p.log.Warn("kubernetes provider: delete Pod", "pod", o.name, "err", err)
+	}
+}
+
+// reap deletes Pods unused for IdleTimeout — any replica's, by their
+// last-used annotation — and keeps the last-used annotation of Pods busy
+// here fresh, every few seconds.
+func (p *Provider) reap() {
+	defer close(p.done)
+	every := min(max(p.cfg.IdleTimeout/4, 100*time.Millisecond), 30*time.Second)
+	if p.cfg.IdleTimeout < 0 {
+		every = 10 * time.Second
+	}
+	every = min(every, p.heartbeat())
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lastList := time.Time{}
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		for name, u := range p.pods {
+			if u.busy > 0 {
+				u.lastUsed = time.Now()
+				p.touchLocked(name, u)
+			}
+		}
+		p.mu.Unlock()
+		if p.cfg.IdleTimeout < 0 || time.Since(lastList) < min(max(p.cfg.IdleTimeout/4, 100*time.Millisecond), 30*time.Second) {
+			continue
+		}
+		lastList = time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		pods, err := p.listOurs(ctx)
+		if err != nil {
+			p.log.Debug("kubernetes provider: list Pods", "err", err)
+		}
+		for _, o := range pods {
+			if !o.busy && time.Since(o.lastUsed) >= p.cfg.IdleTimeout {
+				p.deleteIfUnchanged(ctx, o, "idle")
+			}
+		}
+		cancel()
+	}
+}
+
+// enforceReplicas deletes the least recently used Pods beyond Replicas,
+// never keep and never one in use: in use here, or used by any replica
+// within two heartbeats (a replica keeps the annotation of a Pod it uses
+// that fresh).
+func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
+	if p.cfg.Replicas < 0 {
+		return
+	}
+	pods, err := p.listOurs(ctx)
+	if err != nil {
+		p.log.Debug("kubernetes provider: list Pods", "err", err)
+		return
+	}
+	over := len(pods) - p.cfg.Replicas
+	if over <= 0 {
+		return
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].lastUsed.Before(pods[j].lastUsed) })
+	fresh := 2*p.heartbeat() + time.Second
+	for _, o := range pods {
+		if over <= 0 {
+			break
+		}
+		if o.name == keep || o.busy || time.Since(o.lastUsed) < fresh {
+			continue
+		}
+		p.deleteIfUnchanged(ctx, o, "least recently used, beyond replicas")
+		over--
+	}
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(strings.ReplaceAll(s, "\n", " "))
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
