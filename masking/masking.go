@@ -16,6 +16,10 @@ type Pair struct {
 // concurrent use.
 type Masker struct {
 	pairs []Pair // longest host first
+	// second marks the bytes that follow the leading "/" of some host: a
+	// slash followed by anything else starts no host, and most slashes in
+	// a tool's output (those of virtual paths) are passed over at once.
+	second [256]bool
 }
 
 // New builds a Masker. Each host path is also masked in its
@@ -32,6 +36,7 @@ func New(pairs ...Pair) *Masker {
 		}
 		seen[host] = true
 		m.pairs = append(m.pairs, Pair{Host: host, Virtual: virtual})
+		m.second[host[1]] = true // host is absolute and not "/": it has a second byte
 	}
 	for _, p := range pairs {
 		if !filepath.IsAbs(p.Host) {
@@ -63,9 +68,16 @@ func (m *Masker) Mask(s string) string {
 			break
 		}
 		i += j
+		if i+1 == len(s) || !m.second[s[i+1]] || !startBoundary(s, i) {
+			i++
+			continue
+		}
 		matched := false
 		for _, p := range m.pairs {
-			if strings.HasPrefix(s[i:], p.Host) && boundary(s, i+len(p.Host)) && startBoundary(s, i) {
+			if strings.HasPrefix(s[i:], p.Host) && boundary(s, i+len(p.Host)) {
+				if start == 0 {
+					b.Grow(len(s)) // virtual forms are mostly shorter
+				}
 				b.WriteString(s[start:i])
 				b.WriteString(p.Virtual)
 				i += len(p.Host)

@@ -79,11 +79,12 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	}
 	var found []hit
 	total := 0
+	match := globMatcher(pattern)
 	err = walk(ctx, fsys, base, true, func(vp, rel string, d fs.DirEntry) error {
 		if d.IsDir() && !includeDirs {
 			return nil
 		}
-		if ok, _ := doublestar.Match(pattern, rel); !ok {
+		if !match(rel) {
 			return nil
 		}
 		total++
@@ -138,4 +139,25 @@ func matchName(pattern, rel string) bool {
 	}
 	ok, _ := doublestar.Match(pattern, path.Base(rel))
 	return ok
+}
+
+// globMatcher returns a function reporting whether a relative path matches
+// a valid pattern, as doublestar.Match does. It runs for every entry of the
+// tree, so the commonest patterns take a short cut: "**/NAME" with no other
+// slash only looks at the base name (a leading "**/" matches any run of
+// directories, none included), and "**/*SUFFIX" is a suffix test.
+func globMatcher(pattern string) func(rel string) bool {
+	if name, ok := strings.CutPrefix(pattern, "**/"); ok && !strings.Contains(name, "/") && !strings.Contains(name, "**") {
+		if suffix, ok := strings.CutPrefix(name, "*"); ok && !strings.ContainsAny(suffix, `*?[]{}\`) {
+			return func(rel string) bool { return strings.HasSuffix(path.Base(rel), suffix) }
+		}
+		return func(rel string) bool {
+			ok, _ := doublestar.Match(name, path.Base(rel))
+			return ok
+		}
+	}
+	return func(rel string) bool {
+		ok, _ := doublestar.Match(pattern, rel)
+		return ok
+	}
 }

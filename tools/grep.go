@@ -8,7 +8,14 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"regexp/syntax"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -65,13 +72,10 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if !req.GetBool("case_sensitive", false) {
 		expr = "(?i)" + expr
 	}
-	re, err := regexp.Compile(expr)
+	m, err := newGrepMatcher(expr)
 	if err != nil {
 		return failf("invalid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}
-	// A whole file that does not match in multi-line mode has no matching
-	// line: one pass over it skips most files.
-	fileRe := regexp.MustCompile("(?m)" + expr)
 	filter := req.GetString("glob", "")
 	maxResults := req.GetInt("max_results", grepDefaultMax)
 	if maxResults <= 0 {
@@ -92,8 +96,8 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	var out strings.Builder
 	saved := newSpill(ctx, fsys, "grep", 1<<20)
 	results, shown := 0, 0 // results seen so far; results in out
-	search := func(vp string) error {
-		lines, matches := grepFile(ctx, fsys, vp, re, fileRe, env.Limits.GrepMaxFileBytes)
+	// found takes the results of one file, in walk order.
+	found := func(vp string, lines [][]byte, matches []int) error {
 		if len(matches) == 0 {
 			return nil
 		}
@@ -114,15 +118,26 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		return nil
 	}
+	g := grepper{fsys: fsys, m: m, mode: mode, maxBytes: env.Limits.GrepMaxFileBytes}
 	if fi.IsDir() {
+		files := newGrepPool(ctx, g, found)
 		err = walk(ctx, fsys, base, true, func(vp, rel string, d fs.DirEntry) error {
 			if d.IsDir() || (filter != "" && !matchName(filter, rel)) {
 				return nil
 			}
-			return search(vp)
+			return files.add(vp)
 		})
+		if err == nil {
+			err = files.flush()
+		}
+		files.close()
+		if err == nil {
+			err = ctx.Err() // the workers skip what is left when cancelled
+		}
 	} else if filter == "" || matchName(filter, path.Base(base)) {
-		err = search(base)
+		var buf []byte
+		lines, matches := g.file(ctx, base, &buf)
+		err = found(base, lines, matches)
 	}
 	if err != nil && err != errStop {
 		saved.Finish(false)
@@ -192,33 +207,459 @@ func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first,
 	return b.String()
 }
 
-// grepFile returns the lines of one file and the 0-based indexes of the
-// matching ones. Files it cannot read, binary files and files over
-// maxBytes give nothing.
-func grepFile(ctx context.Context, fsys sandbox.FS, vp string, re, fileRe *regexp.Regexp, maxBytes int64) ([][]byte, []int) {
-	f, err := fsys.Open(ctx, vp)
+// grepper searches one file at a time.
+type grepper struct {
+	fsys     sandbox.FS
+	m        *grepMatcher
+	mode     string // content, files or count
+	maxBytes int64
+}
+
+// file returns the lines of one file (content mode only) and the 0-based
+// indexes of the matching ones (files mode: the first only). Files it cannot
+// read, binary files and files over maxBytes give nothing. buf is a read
+// buffer reused from file to file; file takes it (sets it to nil) when the
+// lines it returns point into it.
+func (g grepper) file(ctx context.Context, vp string, buf *[]byte) ([][]byte, []int) {
+	f, err := g.fsys.Open(ctx, vp)
 	if err != nil {
 		return nil, nil
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || (maxBytes > 0 && fi.Size() > maxBytes) {
+	if err != nil || !fi.Mode().IsRegular() || (g.maxBytes > 0 && fi.Size() > g.maxBytes) {
 		return nil, nil
 	}
-	data, err := io.ReadAll(f)
-	if err != nil || bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0 || !fileRe.Match(data) {
+	data, ok := readText(f, fi.Size(), buf)
+	if !ok {
 		return nil, nil
 	}
+	matches := g.m.lines(data, g.mode == "files")
+	if len(matches) == 0 || g.mode != "content" {
+		return nil, matches
+	}
+	*buf = nil // the lines point into data
+	return grepLines(data), matches
+}
+
+// sniffFirst is the size from which a file is sniffed for binary content
+// before the rest of it is read.
+const sniffFirst = 64 << 10
+
+// readText reads a file of the given size into *buf (grown when too small)
+// and returns its content, or false for a binary file (a NUL in its first
+// sniffLen bytes) or a read error. The size is the one Stat gave: a file
+// that grows meanwhile is read as it was (one read less per file); a file
+// that says 0 (procfs) is read to its end.
+func readText(r io.Reader, size int64, buf *[]byte) ([]byte, bool) {
+	var data []byte
+	if size <= 0 {
+		d, err := io.ReadAll(r)
+		if err != nil {
+			return nil, false
+		}
+		data = d
+	} else {
+		if int64(cap(*buf)) < size {
+			*buf = make([]byte, 0, max(size, 64<<10))
+		}
+		b := (*buf)[:size]
+		n := 0
+		if size > sniffFirst {
+			k, err := io.ReadFull(r, b[:sniffLen])
+			n = k
+			if err != nil { // the file shrank, or a read error
+				if err != io.ErrUnexpectedEOF && err != io.EOF {
+					return nil, false
+				}
+				b = b[:n]
+			}
+			if bytes.IndexByte(b[:n], 0) >= 0 {
+				return nil, false
+			}
+		}
+		if n < len(b) {
+			k, err := io.ReadFull(r, b[n:])
+			n += k
+			if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+				return nil, false
+			}
+		}
+		data = b[:n]
+	}
+	if bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0 {
+		return nil, false
+	}
+	return data, true
+}
+
+// grepLines splits a file into its lines, without their "\n".
+func grepLines(data []byte) [][]byte {
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	if len(lines[len(lines)-1]) == 0 {
 		lines = lines[:len(lines)-1]
 	}
-	var matches []int
 	for i, l := range lines {
 		lines[i] = bytes.TrimSuffix(l, []byte("\n"))
-		if re.Match(lines[i]) {
-			matches = append(matches, i)
+	}
+	return lines
+}
+
+// grepPool searches files on GOMAXPROCS goroutines and hands their results
+// to found in the order the files were added. At most grepWindow files are
+// in flight, so memory stays bounded; found's first error stops the rest.
+type grepPool struct {
+	ctx   context.Context
+	g     grepper
+	found func(vp string, lines [][]byte, matches []int) error
+	jobs  chan *grepJob
+	queue []*grepJob // added, not yet handed to found; oldest first
+	err   error      // found's first error
+	stop  atomic.Bool
+	wg    sync.WaitGroup
+}
+
+type grepJob struct {
+	vp      string
+	lines   [][]byte
+	matches []int
+	done    chan struct{}
+}
+
+// grepWindow is how many files per worker may be in flight.
+const grepWindow = 16
+
+func newGrepPool(ctx context.Context, g grepper, found func(vp string, lines [][]byte, matches []int) error) *grepPool {
+	n := runtime.GOMAXPROCS(0)
+	p := &grepPool{ctx: ctx, g: g, found: found, jobs: make(chan *grepJob, grepWindow*n)}
+	for range n {
+		p.wg.Go(p.worker)
+	}
+	return p
+}
+
+func (p *grepPool) worker() {
+	var buf []byte
+	for j := range p.jobs {
+		if !p.stop.Load() && p.ctx.Err() == nil {
+			j.lines, j.matches = p.g.file(p.ctx, j.vp, &buf)
+		}
+		close(j.done)
+	}
+}
+
+// add queues a file, first handing the oldest one's results to found when
+// the window is full.
+func (p *grepPool) add(vp string) error {
+	if p.err == nil && len(p.queue) == cap(p.jobs) {
+		p.next()
+	}
+	if p.err != nil {
+		return p.err
+	}
+	j := &grepJob{vp: vp, done: make(chan struct{})}
+	p.queue = append(p.queue, j)
+	p.jobs <- j // never blocks: the channel holds at most len(p.queue) jobs
+	return nil
+}
+
+func (p *grepPool) next() {
+	j := p.queue[0]
+	p.queue[0] = nil
+	p.queue = p.queue[1:]
+	<-j.done
+	p.err = p.found(j.vp, j.lines, j.matches)
+}
+
+// flush hands every queued file's results to found.
+func (p *grepPool) flush() error {
+	for p.err == nil && len(p.queue) > 0 {
+		p.next()
+	}
+	return p.err
+}
+
+// close stops the workers; files still queued are dropped.
+func (p *grepPool) close() {
+	p.stop.Store(true)
+	close(p.jobs)
+	p.wg.Wait()
+}
+
+// grepMatcher finds the matching lines of a file. A line matches when line
+// matches it; the line without its "\n" is the whole text, so ^, $, \A and
+// \z are the line's start and end. Rather than run line on every line of a
+// file, it looks for candidates in the whole file: occurrences of a literal
+// every match contains (with bytes.Index, or a scan for a rare byte of the
+// literal in both cases), or else matches of the multi-line form of the
+// pattern. Only the lines holding a candidate are run, and not even those
+// when the pattern is the literal itself.
+type grepMatcher struct {
+	line *regexp.Regexp
+	// file is line in multi-line mode. A line's match is also a match of
+	// file in the rest of the file from the line's start, and the leftmost
+	// one; but for \A and \z, which file only matches at the start and the
+	// end of the text (everyLine).
+	file      *regexp.Regexp
+	lit       []byte // every match contains lit; nil when no literal is known
+	fold      bool   // lit is ASCII in lower case, matched case-insensitively
+	exact     bool   // an occurrence of lit is a match: line need not run
+	rare      int    // lit[rare] is what a scan looks for first
+	index     bool   // look for lit with bytes.Index instead
+	everyLine bool   // no literal, and \A or \z: run line on every line
+}
+
+func newGrepMatcher(expr string) (*grepMatcher, error) {
+	line, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	m := &grepMatcher{line: line, file: regexp.MustCompile("(?m)" + expr)}
+	syn, err := syntax.Parse("(?m)"+expr, syntax.Perl) // as regexp.Compile parses it
+	if err != nil {
+		return nil, err
+	}
+	m.lit, m.fold, m.exact = requiredLiteral(syn)
+	if len(m.lit) == 0 {
+		m.lit = nil
+		m.everyLine = hasTextAnchor(syn)
+		return m, nil
+	}
+	best := -1
+	for i, c := range m.lit {
+		w := byteWeight(c)
+		if m.fold && c >= 'a' && c <= 'z' {
+			w += byteWeight(c - 'a' + 'A')
+		}
+		if best < 0 || w < best {
+			best, m.rare = w, i
 		}
 	}
-	return lines, matches
+	// bytes.Index scans for the first byte, and when that finds too many
+	// false candidates it switches to comparing the whole literal at every
+	// position with SIMD: better than a scan for a rare byte that is not
+	// much rarer (measured with BenchmarkFinder).
+	m.index = !m.fold && byteWeight(m.lit[0]) <= best+5
+	return m, nil
+}
+
+// requiredLiteral returns a literal that every match of re contains (lower
+// case when fold), and whether an occurrence of it is a match of re. A
+// literal under case folding is only used where its letters have ASCII
+// case variants only (not k and s: they fold to the Kelvin sign and the
+// long s).
+func requiredLiteral(re *syntax.Regexp) (lit []byte, fold, exact bool) {
+	switch re.Op {
+	case syntax.OpLiteral:
+		fold = re.Flags&syntax.FoldCase != 0
+		lit, whole := literalBytes(re.Rune, fold)
+		return lit, fold, whole
+	case syntax.OpCapture:
+		return requiredLiteral(re.Sub[0])
+	case syntax.OpPlus:
+		lit, fold, _ = requiredLiteral(re.Sub[0])
+		return lit, fold, false
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			lit, fold, _ = requiredLiteral(re.Sub[0])
+			return lit, fold, false
+		}
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			if l, f, _ := requiredLiteral(sub); len(l) > len(lit) {
+				lit, fold = l, f
+			}
+		}
+		return lit, fold, false
+	}
+	return nil, false, false
+}
+
+// literalBytes returns the longest run of runes of a literal that a byte
+// search finds exactly, and whether that is the whole literal. Left out:
+// U+FFFD (it also matches invalid UTF-8), "\n" (no line holds one) and,
+// under case folding, whatever is not ASCII or folds to something that is
+// not.
+func literalBytes(runes []rune, fold bool) ([]byte, bool) {
+	var best, cur []byte
+	whole := true
+	for _, r := range runes {
+		ok := r != utf8.RuneError && r != '\n'
+		if fold {
+			for f := unicode.SimpleFold(r); ok && f != r; f = unicode.SimpleFold(f) {
+				ok = f < utf8.RuneSelf
+			}
+			ok = ok && r < utf8.RuneSelf
+		}
+		if !ok {
+			whole = false
+			cur = nil
+			continue
+		}
+		if fold && r >= 'A' && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		cur = utf8.AppendRune(cur, r)
+		if len(cur) > len(best) {
+			best = cur
+		}
+	}
+	return best, whole && len(best) > 0
+}
+
+// hasTextAnchor reports whether re holds \A or \z.
+func hasTextAnchor(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpBeginText || re.Op == syntax.OpEndText {
+		return true
+	}
+	return slices.ContainsFunc(re.Sub, hasTextAnchor)
+}
+
+// byteFreq lists bytes from the most to the least common in source code
+// (counted over the text files of the Go tree); bytes not listed are rarer
+// still. A literal is looked for by its rarest byte.
+const byteFreq = " et\t0rn\naiso,xclfdu1.p/()A2mg:h\"=b43S6_TEyR8v{}ICO5\\DP97MkLwXVBFN[]-UG*HW;+Y|Q!z&<K'>q%jZ$J`#^?@~"
+
+func byteWeight(c byte) int {
+	if i := strings.IndexByte(byteFreq, c); i >= 0 {
+		return len(byteFreq) - i
+	}
+	return 0
+}
+
+// lines returns the 0-based indexes of the matching lines of data; with
+// firstOnly, the first one only.
+func (m *grepMatcher) lines(data []byte, firstOnly bool) []int {
+	var matches []int
+	if m.everyLine {
+		for i, l := range grepLines(data) {
+			if m.line.Match(l) {
+				matches = append(matches, i)
+				if firstOnly {
+					break
+				}
+			}
+		}
+		return matches
+	}
+	find := m.finder(data)
+	line, counted := 0, 0 // line is the number of "\n" in data[:counted]
+	for pos := 0; pos <= len(data); {
+		c := find(pos)
+		if c < 0 {
+			break
+		}
+		start := pos + bytes.LastIndexByte(data[pos:c], '\n') + 1
+		if start == len(data) {
+			break // after the last line
+		}
+		end := len(data)
+		if i := bytes.IndexByte(data[c:], '\n'); i >= 0 {
+			end = c + i
+		}
+		if m.exact || m.line.Match(data[start:end]) {
+			line += bytes.Count(data[counted:start], []byte{'\n'})
+			counted = start
+			matches = append(matches, line)
+			if firstOnly {
+				break
+			}
+		}
+		pos = end + 1
+	}
+	return matches
+}
+
+// finder returns a function giving the first candidate at or after pos in
+// data, or -1.
+func (m *grepMatcher) finder(data []byte) func(pos int) int {
+	if m.lit == nil {
+		return func(pos int) int {
+			loc := m.file.FindIndex(data[pos:])
+			if loc == nil {
+				return -1
+			}
+			return pos + loc[0]
+		}
+	}
+	if m.index {
+		return func(pos int) int {
+			i := bytes.Index(data[pos:], m.lit)
+			if i < 0 {
+				return -1
+			}
+			return pos + i
+		}
+	}
+	f := &litFinder{s: data, lit: m.lit, fold: m.fold, k: m.rare, lo: m.lit[m.rare], next: [2]int{-1, -1}}
+	f.up = f.lo
+	if f.fold && f.lo >= 'a' && f.lo <= 'z' {
+		f.up = f.lo - 'a' + 'A'
+	}
+	return f.index
+}
+
+// litFinder finds a literal by its rare byte: it scans for the byte (under
+// case folding, for both its cases) with bytes.IndexByte and compares the
+// literal around each. bytes.Index looks for the first byte instead, which
+// in text is often a common one ("e" of "errors.New"). It remembers where
+// it found each case next, so no byte is scanned twice for the same case.
+type litFinder struct {
+	s      []byte
+	lit    []byte // in lower case when fold
+	fold   bool   // lit is ASCII, matched ignoring case
+	k      int    // lit[k] is the rare byte
+	lo, up byte   // its cases (the same byte when it has none)
+	next   [2]int
+}
+
+func (f *litFinder) index(from int) int {
+	s, k := f.s, f.k
+	last := len(s) - len(f.lit) + k // where the rare byte of the last possible occurrence is
+	lo, up := f.next[0], f.next[1]
+	defer func() { f.next[0], f.next[1] = lo, up }()
+	for i := from + k; i <= last; {
+		// lo (up) is the first f.lo (f.up) at or after some earlier i: when
+		// it is not behind this i, it is still the first from here.
+		if lo < i {
+			lo = nextByte(s, i, f.lo)
+		}
+		c := lo
+		if f.up != f.lo {
+			if up < i {
+				up = nextByte(s, i, f.up)
+			}
+			c = min(c, up)
+		}
+		if c > last {
+			return -1
+		}
+		start := c - k
+		if w := s[start : start+len(f.lit)]; f.fold && equalFoldASCII(w, f.lit) || !f.fold && bytes.Equal(w, f.lit) {
+			return start
+		}
+		i = c + 1
+	}
+	return -1
+}
+
+// nextByte returns the index of the first b in s at or after i, or len(s).
+func nextByte(s []byte, i int, b byte) int {
+	if p := bytes.IndexByte(s[i:], b); p >= 0 {
+		return i + p
+	}
+	return len(s)
+}
+
+// equalFoldASCII compares s with lit (lower case) ignoring ASCII case.
+func equalFoldASCII(s, lit []byte) bool {
+	for i, c := range s {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lit[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"path"
+	"runtime"
+	"sync"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -12,48 +13,213 @@ import (
 // errStop ends a walk early without an error.
 var errStop = errors.New("stop walk")
 
+// walkAhead bounds how many directories the readers of a walk may have read
+// before the walk visits them: the memory a walk holds stays bounded however
+// large the tree, and a walk stopped early has not read much more than it
+// used.
+const walkAhead = 256
+
 // walk visits the tree under root (a directory) depth first, entries in
 // name order, calling fn with each entry's virtual path and its path
 // relative to root. Symlinks are not followed into; .git directories are
 // skipped when skipGit. fn returning fs.SkipDir skips a directory, errStop
 // ends the walk. Unreadable directories are passed over.
+//
+// fn runs on the caller's goroutine, one entry at a time, in order; the
+// directories themselves are read ahead of it on GOMAXPROCS goroutines,
+// since reading them (one open and a few getdents per directory) is most of
+// the cost of a walk.
 func walk(ctx context.Context, fsys sandbox.FS, root string, skipGit bool, fn func(vpath, rel string, d fs.DirEntry) error) error {
-	var visit func(dir, rel string) error
-	visit = func(dir, rel string) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		entries, err := fsys.ReadDir(ctx, dir)
-		if err != nil {
-			return nil
-		}
-		for _, e := range entries {
-			if skipGit && e.IsDir() && e.Name() == ".git" {
-				continue
-			}
-			vp := path.Join(dir, e.Name())
-			r := e.Name()
-			if rel != "" {
-				r = rel + "/" + e.Name()
-			}
-			err := fn(vp, r, e)
-			if errors.Is(err, fs.SkipDir) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if e.IsDir() {
-				if err := visit(vp, r); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+	w := &walker{ctx: ctx, fsys: fsys, skipGit: skipGit}
+	w.wake = sync.NewCond(&w.mu)
+	var readers sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		readers.Go(w.reader)
 	}
-	err := visit(root, "")
+	defer func() {
+		w.mu.Lock()
+		w.stopped = true
+		w.wake.Broadcast()
+		w.mu.Unlock()
+		readers.Wait()
+	}()
+	err := w.visit(newDirNode(root, ""), fn)
 	if errors.Is(err, errStop) {
 		return nil
 	}
 	return err
+}
+
+// dirNode is one directory of a walk.
+type dirNode struct {
+	vp, rel  string
+	entries  []fs.DirEntry // sorted by name, without .git when skipped
+	children []*dirNode    // by entry: the subdirectories, nil for the rest
+	claimed  bool          // being read or read; guarded by walker.mu
+	done     chan struct{} // closed when entries and children are set
+}
+
+func newDirNode(vp, rel string) *dirNode {
+	return &dirNode{vp: vp, rel: rel, done: make(chan struct{})}
+}
+
+// walker reads the directories of one walk: readers take them from todo
+// (a stack, so that they read in about the order the walk visits), and the
+// walk reads a directory itself when no reader has taken it yet. Neither
+// ever waits for the other except for a directory being read, so a walk
+// cannot deadlock.
+type walker struct {
+	ctx     context.Context
+	fsys    sandbox.FS
+	skipGit bool
+
+	mu      sync.Mutex
+	wake    *sync.Cond
+	todo    []*dirNode // the next to read is the last
+	ahead   int        // claimed, not yet visited or discarded
+	stopped bool
+}
+
+// claim marks n as read by the caller; false when someone else has it.
+func (w *walker) claim(n *dirNode) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n.claimed {
+		return false
+	}
+	n.claimed = true
+	w.ahead++
+	return true
+}
+
+// release says a claimed directory has been visited or discarded.
+func (w *walker) release() {
+	w.mu.Lock()
+	w.ahead--
+	w.wake.Signal()
+	w.mu.Unlock()
+}
+
+func (w *walker) reader() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		for !w.stopped && (len(w.todo) == 0 || w.ahead >= walkAhead) {
+			w.wake.Wait()
+		}
+		if w.stopped {
+			return
+		}
+		n := w.todo[len(w.todo)-1]
+		w.todo[len(w.todo)-1] = nil
+		w.todo = w.todo[:len(w.todo)-1]
+		if n.claimed {
+			continue
+		}
+		n.claimed = true
+		w.ahead++
+		w.mu.Unlock()
+		w.read(n)
+		w.mu.Lock()
+	}
+}
+
+// read lists n and queues its subdirectories for the readers.
+func (w *walker) read(n *dirNode) {
+	defer close(n.done)
+	entries, err := w.fsys.ReadDir(w.ctx, n.vp)
+	if err != nil {
+		return
+	}
+	if w.skipGit {
+		entries = deleteGit(entries)
+	}
+	n.entries = entries
+	n.children = make([]*dirNode, len(entries))
+	subdirs := 0
+	for i, e := range entries {
+		if e.IsDir() {
+			n.children[i] = newDirNode(childPath(n.vp, e.Name()), childPath(n.rel, e.Name()))
+			subdirs++
+		}
+	}
+	if subdirs == 0 {
+		return
+	}
+	w.mu.Lock()
+	for i := len(n.children) - 1; i >= 0; i-- { // the first subdirectory on top
+		if c := n.children[i]; c != nil {
+			w.todo = append(w.todo, c)
+		}
+	}
+	w.wake.Broadcast()
+	w.mu.Unlock()
+}
+
+func deleteGit(entries []fs.DirEntry) []fs.DirEntry {
+	for i, e := range entries {
+		if e.Name() == ".git" && e.IsDir() {
+			return append(entries[:i:i], entries[i+1:]...)
+		}
+	}
+	return entries
+}
+
+// childPath joins a clean path (virtual, or relative and "" for the root)
+// and an entry name, which has no slash.
+func childPath(dir, name string) string {
+	switch dir {
+	case "":
+		return name
+	case "/":
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+func (w *walker) visit(n *dirNode, fn func(vpath, rel string, d fs.DirEntry) error) error {
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
+	if w.claim(n) {
+		w.read(n)
+	} else {
+		<-n.done
+	}
+	w.release()
+	entries, children := n.entries, n.children
+	n.entries, n.children = nil, nil // visited: let them go
+	for i, e := range entries {
+		err := fn(childPath(n.vp, e.Name()), childPath(n.rel, e.Name()), e)
+		if errors.Is(err, fs.SkipDir) {
+			if children[i] != nil {
+				w.discard(children[i])
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if children[i] != nil {
+			if err := w.visit(children[i], fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// discard gives up a subtree that will not be visited.
+func (w *walker) discard(n *dirNode) {
+	if w.claim(n) { // nobody read it: nothing below it is queued
+		w.release()
+		return
+	}
+	<-n.done
+	w.release()
+	for _, c := range n.children {
+		if c != nil {
+			w.discard(c)
+		}
+	}
 }

@@ -1,0 +1,271 @@
+package tools
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// refLines is what grepMatcher.lines must return: the lines that the
+// pattern matches, each tested alone.
+func refLines(expr string, data []byte) []int {
+	re := regexp.MustCompile(expr)
+	var out []int
+	for i, l := range grepLines(data) {
+		if re.Match(l) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+var matcherTexts = []string{
+	"",
+	"\n",
+	"\n\n\n",
+	"no newline at the end",
+	"Hello world\nfoo bar\nHELLO again\n",
+	"hello crlf\r\nbye\r\n\r\n",
+	"errors.New(x)\nerrors.new\nERRORS.NEW\nfmt.Errorf\nerrors.Newer",
+	"func Foo(\nfunc foo(\nfunc  Bar(\n\tfunc Baz_1(x)\nfunc X(",
+	"mutex\nMutex\nMUTEX\nmutexes\na mutex.\nsync.Mutex{}\némutex\n_mutex",
+	"mask\nMASK\nma\u017fk\nMA\u212aS\nkelvin \u212a\nlong \u017f\nks KS",
+	"invalid \xff\xfe utf-8\n\xef\xbf\xbd replacement\nmore \xc3\n",
+	"a\nb\na\nab\nba\n",
+	"x\x00y\nzz\n",
+	"line one\nline two\nline three",
+	strings.Repeat("abc ", 3000) + "\nneedle at the end",
+}
+
+var matcherPatterns = []string{
+	"errors.New", `errors\.New`, "(?i)errors.new", `(?i)errors\.New`,
+	`func [A-Z][A-Za-z0-9_]*\(`, `(?i)\bmutex\b`, `\bmutex\b`, "(?i)mutex",
+	"(?i)mask", "(?i)MASK", "(?i)kelvin", "(?i)ks", "(?i)long s", "\u212a", "\u017f",
+	"^a$", "^b", "a$", `\Aa`, `b\z`, `\Aline`, `(?m)^line`, "(?s)a.b", `a\nb`, `a\sb`,
+	"", "x*", "^", "$", `\b`, `(foo)+`, "(needle)", "(?i)(needle){2,}", "ne+dle",
+	"\ufffd", `[^a]*`, "zz|ab", "(?i)hello", "hello", "bye\r", `\r$`,
+	"(?i)line t", "line t(wo|hree)", "(?U)a+", "\\x00",
+}
+
+func TestGrepMatcherLines(t *testing.T) {
+	t.Parallel()
+	for _, p := range matcherPatterns {
+		m, err := newGrepMatcher(p)
+		if err != nil {
+			t.Fatalf("newGrepMatcher(%q): %v", p, err)
+		}
+		for _, text := range matcherTexts {
+			data := []byte(text)
+			want := refLines(p, data)
+			if got := m.lines(data, false); !slices.Equal(got, want) {
+				t.Errorf("pattern %q, text %.60q: lines %v, want %v", p, text, got, want)
+			}
+			if m.lit != nil && !m.fold { // the other way to find the literal
+				other := *m
+				other.index = !m.index
+				if got := other.lines(data, false); !slices.Equal(got, want) {
+					t.Errorf("pattern %q (index %v), text %.60q: lines %v, want %v", p, other.index, text, got, want)
+				}
+			}
+			first := m.lines(data, true)
+			if len(want) > 0 && !slices.Equal(first, want[:1]) || len(want) == 0 && len(first) != 0 {
+				t.Errorf("pattern %q, text %.60q: first %v, want the first of %v", p, text, first, want)
+			}
+		}
+	}
+}
+
+// TestGrepMatcherLiteral pins which patterns take the literal paths.
+func TestGrepMatcherLiteral(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		expr  string
+		lit   string
+		fold  bool
+		exact bool
+	}{
+		{"errors.New", "errors", false, false}, // "." is any character
+		{regexp.QuoteMeta("errors.New"), "errors.New", false, true},
+		{"(?i)" + regexp.QuoteMeta("errors.New"), "error", true, false}, // s folds to the long s
+		{"(?i)mutex", "mutex", true, true},
+		{`func [A-Z][A-Za-z0-9_]*\(`, "func ", false, false},
+		{`(?i)\bmutex\b`, "mutex", true, false},
+		{"(?i)mask", "ma", true, false}, // k folds to the Kelvin sign
+		{"(?i)xsx", "x", true, false},   // s folds to the long s
+		{"(needle)", "needle", false, true},
+		{"ne+dle", "dle", false, false},
+		{"a|b", "", false, false},
+		{"\ufffdab", "ab", false, false}, // U+FFFD also matches invalid UTF-8
+		{`abc\ndefg`, "defg", false, false},
+		{"é", "é", false, true},
+		{"(?i)é", "", false, false},
+	} {
+		m, err := newGrepMatcher(tc.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.lit) != tc.lit || (m.lit != nil && (m.fold != tc.fold || m.exact != tc.exact)) {
+			t.Errorf("%q: literal %q fold %v exact %v, want %q %v %v", tc.expr, m.lit, m.fold, m.exact, tc.lit, tc.fold, tc.exact)
+		}
+	}
+}
+
+func FuzzGrepMatcher(f *testing.F) {
+	for _, p := range matcherPatterns {
+		for _, text := range matcherTexts[:6] {
+			f.Add(p, []byte(text))
+		}
+	}
+	f.Fuzz(func(t *testing.T, p string, data []byte) {
+		if len(p) > 64 || len(data) > 4096 || strings.Contains(p, "{") {
+			return // keep each run fast: counted repetitions make huge programs
+		}
+		m, err := newGrepMatcher(p)
+		if err != nil {
+			return
+		}
+		want := refLines(p, data)
+		if got := m.lines(data, false); !slices.Equal(got, want) {
+			t.Errorf("pattern %q, text %q: lines %v, want %v", p, data, got, want)
+		}
+	})
+}
+
+func TestLitFinder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		text, lit string
+		fold      bool
+	}{
+		{"xxMuTeXxx mutex", "mutex", true},
+		{"aaaa", "aa", false},
+		{"ab", "abc", false},
+		{"", "a", true},
+		{"errors.NEW errors.New", "errors.new", true},
+		{"errors.NEW errors.New", "errors.New", false},
+		{strings.Repeat("m", 100) + "M" + strings.Repeat("x", 100) + "mux", "mux", true},
+	} {
+		for k := range tc.lit {
+			f := &litFinder{s: []byte(tc.text), lit: []byte(tc.lit), fold: tc.fold, k: k, lo: tc.lit[k], next: [2]int{-1, -1}}
+			f.up = f.lo
+			if tc.fold && f.lo >= 'a' && f.lo <= 'z' {
+				f.up = f.lo - 'a' + 'A'
+			}
+			for from := 0; from <= len(tc.text); from++ {
+				want := -1
+				hay := tc.text[from:]
+				if tc.fold {
+					hay = strings.ToLower(hay)
+				}
+				if i := strings.Index(hay, tc.lit); i >= 0 {
+					want = from + i
+				}
+				if got := f.index(from); got != want {
+					t.Errorf("%q in %q (k %d) from %d: %d, want %d", tc.lit, tc.text, k, from, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestReadText covers the binary sniff and the two-step read of large files.
+func TestReadText(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	big := bytes.Repeat([]byte("0123456789abcdef\n"), sniffFirst/8)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		text bool
+	}{
+		{"small", []byte("hello\n"), true},
+		{"empty", nil, true},
+		{"NUL early", []byte("a\x00b"), false},
+		{"large", big, true},
+		{"large, NUL in the sniff", append([]byte("x\x00"), big...), false},
+		{"large, NUL past the sniff", append(slices.Clone(big), 0), true},
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
+		if err := os.WriteFile(p, tc.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, bufCap := range []int{0, 16, len(tc.data) + 100} {
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 0, bufCap)
+			got, ok := readText(f, int64(len(tc.data)), &buf)
+			f.Close()
+			if ok != tc.text || ok && !bytes.Equal(got, tc.data) {
+				t.Errorf("%s (buffer %d): ok %v, %d bytes; want ok %v, %d bytes", tc.name, bufCap, ok, len(got), tc.text, len(tc.data))
+			}
+		}
+	}
+	// A file that shrank after its Stat is read as it is now.
+	f, err := os.Open(filepath.Join(dir, "small"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var buf []byte
+	if got, ok := readText(f, sniffFirst*2, &buf); !ok || string(got) != "hello\n" {
+		t.Errorf("shrunk file: %q, %v", got, ok)
+	}
+}
+
+// BenchmarkFinder compares the rare-byte scan with bytes.Index on the Go
+// tree's text, concatenated.
+func BenchmarkFinder(b *testing.B) {
+	var corpus []byte
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Skipf("go env GOROOT: %v", err)
+	}
+	root := filepath.Join(strings.TrimSpace(string(out)), "src", "net")
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && strings.HasSuffix(p, ".go") {
+			data, _ := os.ReadFile(p)
+			corpus = append(corpus, data...)
+		}
+		return nil
+	})
+	if len(corpus) == 0 {
+		b.Skip("no Go source tree")
+	}
+	for _, lit := range []string{`errors\.New`, "func ", "return", "Mutex", "(?i)mutex", "(?i)return"} {
+		m, err := newGrepMatcher(lit)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(lit+"/matcher", func(b *testing.B) {
+			b.SetBytes(int64(len(corpus)))
+			for b.Loop() {
+				find := m.finder(corpus)
+				for i := find(0); i >= 0; i = find(i + 1) {
+				}
+			}
+		})
+		if m.fold {
+			continue
+		}
+		b.Run(lit+"/bytes.Index", func(b *testing.B) {
+			b.SetBytes(int64(len(corpus)))
+			l := m.lit
+			for b.Loop() {
+				for i := 0; ; i++ {
+					j := bytes.Index(corpus[i:], l)
+					if j < 0 {
+						break
+					}
+					i += j
+				}
+			}
+		})
+	}
+}
