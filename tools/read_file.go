@@ -89,7 +89,9 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return fail(&sandbox.PathError{Path: name, Err: sandbox.ErrIsDir})
 	}
 	h := sha256.New()
-	br := bufio.NewReaderSize(io.TeeReader(f, h), 64<<10)
+	// A small file gets a small buffer (bufio's minimum is 16 bytes; the
+	// sniff needs sniffLen).
+	br := bufio.NewReaderSize(io.TeeReader(f, h), int(min(max(fi.Size()+1, sniffLen), 64<<10)))
 	sniff, _ := br.Peek(sniffLen)
 	if mime, ok := imageTypes[strings.ToLower(path.Ext(name))]; ok && strings.HasPrefix(http.DetectContentType(sniff), "image/") {
 		return readImage(br, h, name, mime, fi.Size())
