@@ -125,7 +125,7 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 			}
 		}
 		mask := s.sessions.base.Mask // the thread's dirs are under the state dir
-		if b != nil {
+		if err == nil {
 			mask = b.mask.Mask
 		}
 		for i, c := range res.Content {
