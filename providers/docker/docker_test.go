@@ -383,6 +383,17 @@ func TestEngineGoneMidRun(t *testing.T) {
 	}()
 	t.Setenv("DOCKER_HOST", "unix://"+sock)
 	f := newFixture(t)
+	// The fixture's own cleanup talks through the shut proxy: remove the
+	// container through the engine itself.
+	t.Cleanup(func() {
+		cli, err := client.NewClientWithOpts(client.WithHost("unix://"+upstream), client.WithAPIVersionNegotiation())
+		if err != nil {
+			return
+		}
+		defer cli.Close()
+		f.cli = cli
+		f.removeAll()
+	})
 	sb := f.acquire(t, "gone")
 	execOut(t, sb, "true")
 	ln.Close()
