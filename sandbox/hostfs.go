@@ -31,6 +31,9 @@ type HostFS struct {
 type hostMount struct {
 	Mount
 	root *os.Root
+	// beneath is the same directory, for openBeneath (Linux: one openat2 a
+	// path instead of one openat a component); nil where that cannot work.
+	beneath *os.File
 }
 
 var _ FS = (*HostFS)(nil)
@@ -47,7 +50,7 @@ func OpenHostFS(mounts []Mount, locks *Locks) (*HostFS, error) {
 			h.Close()
 			return nil, HostError(m.Virtual, err)
 		}
-		h.mounts = append(h.mounts, &hostMount{Mount: m, root: r})
+		h.mounts = append(h.mounts, &hostMount{Mount: m, root: r, beneath: beneathDir(r)})
 	}
 	sort.Slice(h.mounts, func(i, j int) bool { return len(h.mounts[i].Virtual) > len(h.mounts[j].Virtual) })
 	return h, nil
@@ -57,6 +60,9 @@ func OpenHostFS(mounts []Mount, locks *Locks) (*HostFS, error) {
 func (h *HostFS) Close() error {
 	for _, m := range h.mounts {
 		m.root.Close()
+		if m.beneath != nil {
+			m.beneath.Close()
+		}
 	}
 	return nil
 }
@@ -115,6 +121,9 @@ func (h *HostFS) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) 
 	case m == nil:
 		return nil, outside(name)
 	}
+	if m.beneath != nil {
+		return readDirBeneath(m, name, rel)
+	}
 	f, err := m.root.Open(rel)
 	if err != nil {
 		return nil, HostError(name, err)
@@ -156,6 +165,10 @@ func (h *HostFS) Open(_ context.Context, name string) (fs.File, error) {
 		return nil, &PathError{Path: name, Err: ErrIsDir}
 	case m == nil:
 		return nil, outside(name)
+	}
+	if m.beneath != nil {
+		f, err := openBeneath(m.beneath, rel, 0)
+		return f, HostError(name, err)
 	}
 	f, err := m.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
