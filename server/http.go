@@ -118,14 +118,17 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	}
 	s.cfg.Logger.Info("shutting down: no new sessions, waiting for calls in flight", "calls", s.inflight.Load())
 	draining.Store(true)
+	// A call is done when its response is written, not when its handler
+	// returns: wait for the requests that carry calls (POSTs) too.
+	busy := func() bool { return s.inflight.Load() > 0 || guard.posts.Load() > 0 }
 	deadline := time.Now().Add(cfg.DrainTimeout)
-	for s.inflight.Load() > 0 && time.Now().Before(deadline) {
+	for busy() && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := s.inflight.Load(); n > 0 {
-		s.cfg.Logger.Warn("cancelling calls still running", "calls", n)
+	if busy() {
+		s.cfg.Logger.Warn("cancelling calls still running", "calls", s.inflight.Load())
 		s.stopAll()
-		for end := time.Now().Add(5 * time.Second); s.inflight.Load() > 0 && time.Now().Before(end); {
+		for end := time.Now().Add(5 * time.Second); busy() && time.Now().Before(end); {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
@@ -166,6 +169,7 @@ type httpGuard struct {
 	tokens   [][32]byte
 	draining *atomic.Bool
 	srv      *Server
+	posts    atomic.Int64 // POST requests being served (they carry the calls)
 }
 
 func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool) http.Handler {
@@ -209,6 +213,10 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool)
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), credentialKey{}, cred))
+		if r.Method == http.MethodPost {
+			g.posts.Add(1)
+			defer g.posts.Add(-1)
+		}
 		if r.Body != nil && r.Method == http.MethodPost {
 			if r.ContentLength > g.cfg.MaxBodyBytes {
 				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
