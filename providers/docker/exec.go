@@ -18,25 +18,6 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
-// wrapper starts the command in its own session and process group (setsid,
-// where the image has it), writes the group id where a second exec can
-// find it, waits, then kills the group, so background children do not
-// outlive the call. $1 is the call's token, $2 the command; bash runs it
-// where the image has bash. stderr goes into stdout's stream, so the two
-// keep the order they were written in.
-const wrapper = `exec 2>&1; t=$1; c=$2
-if command -v bash >/dev/null 2>&1; then s=bash; else s=sh; fi
-if command -v setsid >/dev/null 2>&1; then setsid "$s" -c "$c" </dev/null & else "$s" -c "$c" </dev/null & fi
-p=$!
-echo "$p" > "/tmp/.sandbox-mcp-$t.pid" 2>/dev/null
-wait "$p" 2>/dev/null; r=$?
-kill -9 -"$p" 2>/dev/null
-rm -f "/tmp/.sandbox-mcp-$t.pid"
-exit "$r"`
-
-// killer kills the process group a wrapper recorded.
-const killer = `p=$(cat "/tmp/.sandbox-mcp-$1.pid" 2>/dev/null) && kill -9 -"$p" "$p" 2>/dev/null; rm -f "/tmp/.sandbox-mcp-$1.pid"; true`
-
 // killGrace is how long a killed command may take to end before the
 // container is restarted as the last resort.
 const killGrace = 5 * time.Second
@@ -68,7 +49,7 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	rand.Read(tok[:])
 	token := hex.EncodeToString(tok[:])
 	ex, err := s.p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
-		Cmd:          []string{"sh", "-c", wrapper, "sandbox-mcp", token, req.Command},
+		Cmd:          sandbox.GroupCommand(token, "", req.Command),
 		WorkingDir:   sandbox.WorkspaceDir,
 		Env:          s.p.env(),
 		AttachStdout: true,
@@ -141,7 +122,7 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 func (s *Sandbox) kill(id, token string, copied <-chan error) {
 	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
 	defer cancel()
-	s.run(ctx, id, []string{"sh", "-c", killer, "sandbox-mcp-kill", token})
+	s.run(ctx, id, sandbox.GroupKillCommand(token))
 	select {
 	case <-copied:
 		return

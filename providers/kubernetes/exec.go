@@ -20,30 +20,6 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
-// wrapper is the docker provider's wrapper, for a Pod: it unsets every
-// variable but the allowed ones ($2: the runtime adds KUBERNETES_* and
-// HOSTNAME, and pods/exec cannot set an environment), changes to the
-// workspace, starts the command in its own session and process group
-// (setsid, where the image has it), writes the group id where a second
-// exec can find it, waits, then kills the group, so background children do
-// not outlive the call. $1 is the call's token, $3 the command; bash runs
-// it where the image has bash. stderr goes into stdout's stream, so the
-// two keep the order they were written in.
-const wrapper = `exec 2>&1; t=$1; k=" $2 "; c=$3
-for v in $(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p'); do case "$k" in *" $v "*) ;; *) unset "$v" 2>/dev/null;; esac; done
-cd /mnt/user-data/workspace 2>/dev/null
-if command -v bash >/dev/null 2>&1; then s=bash; else s=sh; fi
-if command -v setsid >/dev/null 2>&1; then setsid "$s" -c "$c" </dev/null & else "$s" -c "$c" </dev/null & fi
-p=$!
-echo "$p" > "/tmp/.sandbox-mcp-$t.pid" 2>/dev/null
-wait "$p" 2>/dev/null; r=$?
-kill -9 -"$p" 2>/dev/null
-rm -f "/tmp/.sandbox-mcp-$t.pid"
-exit "$r"`
-
-// killer kills the process group a wrapper recorded.
-const killer = `p=$(cat "/tmp/.sandbox-mcp-$1.pid" 2>/dev/null) && kill -9 -"$p" "$p" 2>/dev/null; rm -f "/tmp/.sandbox-mcp-$1.pid"; true`
-
 // killGrace is how long a killed command may take to end before the Pod
 // is deleted as the last resort (every process in it goes; the files stay).
 const killGrace = 5 * time.Second
@@ -142,7 +118,7 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	defer cancelStream()
 	ended := make(chan error, 1)
 	go func() {
-		ended <- s.p.stream(sctx, s.name, []string{"sh", "-c", wrapper, "sandbox-mcp", token, s.p.keep, req.Command}, nil, out, nil)
+		ended <- s.p.stream(sctx, s.name, sandbox.GroupCommand(token, s.p.keep, req.Command), nil, out, nil)
 	}()
 
 	var timeout <-chan time.Time
@@ -178,7 +154,7 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 func (s *Sandbox) kill(token string, ended <-chan error, cancelStream func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
 	defer cancel()
-	s.run(ctx, []string{"sh", "-c", killer, "sandbox-mcp-kill", token}, nil)
+	s.run(ctx, sandbox.GroupKillCommand(token), nil)
 	select {
 	case <-ended:
 		return
