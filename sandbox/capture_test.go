@@ -116,3 +116,20 @@ func TestFileLocksAcrossTables(t *testing.T) {
 		t.Fatalf("%d lock files", len(ents))
 	}
 }
+
+func TestUnixMode(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[uint32]os.FileMode{
+		0o100644: 0o644,
+		0o040755: os.ModeDir | 0o755,
+		0o120777: os.ModeSymlink | 0o777,
+		0o104755: os.ModeSetuid | 0o755,
+		0o041777: os.ModeDir | os.ModeSticky | 0o777,
+		0o010600: os.ModeNamedPipe | 0o600,
+		0o020666: os.ModeDevice | os.ModeCharDevice | 0o666,
+	} {
+		if got := sandbox.UnixMode(raw); got != want {
+			t.Errorf("UnixMode(%o) = %v, want %v", raw, got, want)
+		}
+	}
+}
