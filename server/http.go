@@ -31,6 +31,10 @@ type HTTPConfig struct {
 	DrainTimeout   time.Duration // on shutdown, how long calls in flight may finish (default 10 s)
 }
 
+// drainGrace is how long a shutdown waits, after the last call in flight
+// answered, before it closes the sessions' streams.
+const drainGrace = 500 * time.Millisecond
+
 // ThreadHeader names the thread of an HTTP session.
 const ThreadHeader = "X-Thread-ID"
 
@@ -121,6 +125,7 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	// A call is done when its response is written, not when its handler
 	// returns: wait for the requests that carry calls (POSTs) too.
 	busy := func() bool { return s.inflight.Load() > 0 || guard.posts.Load() > 0 }
+	hadCalls := busy()
 	deadline := time.Now().Add(cfg.DrainTimeout)
 	for busy() && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -131,6 +136,11 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		for end := time.Now().Add(5 * time.Second); busy() && time.Now().Before(end); {
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	if hadCalls {
+		// The last results are written; give their clients a moment to
+		// take them in before their sessions' streams close under them.
+		time.Sleep(drainGrace)
 	}
 	sse.CloseSessions()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

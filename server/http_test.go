@@ -243,7 +243,14 @@ func TestHTTPConcurrentSessions(t *testing.T) {
 func TestHTTPGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	h := startHTTP(t, server.HTTPConfig{DrainTimeout: 20 * time.Second})
-	cs := connect(t, h, "streamable", nil)
+	// A client that reconnects its standalone stream, as go-sdk does by
+	// default: the drop of that stream at the end is not the call's failure.
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(),
+		&sdk.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: client(nil)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
 	result := make(chan string, 1)
 	go func() {
 		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch started; sleep 1; echo finished"}})
