@@ -27,6 +27,9 @@ type Config struct {
 	Limits   tools.Limits
 	StateDir string
 	Version  string
+	// MaxStdioLine caps one JSON-RPC message on stdin (default 128 MiB: a
+	// write_file of the largest file an edit takes, 64 MiB, escaped).
+	MaxStdioLine int
 }
 
 // Server is the MCP server.
@@ -48,6 +51,9 @@ type Server struct {
 
 // New builds the server and registers every tool.
 func New(cfg Config) *Server {
+	if cfg.MaxStdioLine <= 0 {
+		cfg.MaxStdioLine = 128 << 20
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,47 +1,300 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
-	"log"
-	"log/slog"
 	"net/http"
+	"sync"
+	"sync/atomic"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
-// stdioWorkers is how many tool calls of the stdio session run at once.
+// stdioWorkers is how many requests of the stdio session run at once;
+// while all are busy, input waits.
 const stdioWorkers = 32
 
 // ServeStdio serves one MCP session on in/out, bound to thread, until in
 // ends or ctx is cancelled. Calls still running are cancelled then (their
 // commands killed) and recorded before it returns.
+//
+// This is our own loop rather than mcp-go's StdioServer, for latency: the
+// goroutine that reads a request hands reading on to a new goroutine and
+// serves the request itself, so a call never waits for another goroutine
+// to be scheduled (a wake-up of another thread costs 50–100 µs on a small
+// VM, more than the tool), and the message is parsed once here and once
+// by MCPServer.HandleMessage instead of five times.
 func (s *Server) ServeStdio(ctx context.Context, thread string, in io.Reader, out io.Writer) error {
 	s.threadOf = func(string, http.Header) ThreadRef {
 		return ThreadRef{ID: thread, Key: thread}
 	}
-	std := mcpserver.NewStdioServer(s.mcp)
-	std.SetErrorLogger(log.New(slogWriter{s.cfg.Logger}, "", 0))
-	mcpserver.WithWorkerPoolSize(stdioWorkers)(std)
-	mcpserver.WithQueueSize(4 * stdioWorkers)(std)
-	err := std.Listen(ctx, in, out)
-	if ctx.Err() != nil {
+	sess := &stdioSession{notifications: make(chan mcp.JSONRPCNotification, 100)}
+	if err := s.mcp.RegisterSession(ctx, sess); err != nil {
+		return fmt.Errorf("register session: %w", err)
+	}
+	defer s.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.SessionID())
+	outer := ctx
+	ctx, cancel := context.WithCancel(s.mcp.WithContext(ctx, sess))
+	defer cancel()
+
+	l := &stdioLoop{
+		srv:  s,
+		ctx:  ctx,
+		in:   bufio.NewReaderSize(in, 64<<10),
+		out:  out,
+		done: make(chan error, 1),
+	}
+	var notes sync.WaitGroup
+	notes.Go(func() {
+		for {
+			select {
+			case n := <-sess.notifications:
+				l.write(n)
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	for range stdioWorkers {
+		go l.worker()
+	}
+	var err error
+	select {
+	case err = <-l.done:
+	case <-ctx.Done():
+	}
+	// As mcp-go's loop did: input ended, so calls in flight are cancelled
+	// (their commands killed) and awaited; their answers have nowhere to go.
+	// A worker still blocked reading (ctx cancelled, stdin open) is left to
+	// the process's exit.
+	cancel()
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.calls.Wait()
+	notes.Wait()
+	if errors.Is(err, io.EOF) || outer.Err() != nil {
 		err = nil
 	}
 	return err
 }
 
-// slogWriter feeds mcp-go's log.Logger lines into slog.
-type slogWriter struct{ l *slog.Logger }
+// stdioLoop is one stdio session: stdioWorkers goroutines take turns at
+// reading, and each request is served by the worker that read it.
+type stdioLoop struct {
+	srv  *Server
+	ctx  context.Context
+	in   *bufio.Reader
+	out  io.Writer
+	done chan error
 
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Warn("mcp: " + string(trimNL(p)))
-	return len(p), nil
+	mu     sync.Mutex
+	closed bool           // ServeStdio is returning: no new calls; under mu
+	calls  sync.WaitGroup // requests read and not yet answered
+
+	readMu sync.Mutex // held by the worker that reads
+	ended  bool       // input has ended; under readMu
+
+	writeMu sync.Mutex
+	wbuf    []byte
 }
 
-func trimNL(p []byte) []byte {
-	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
-		p = p[:len(p)-1]
+// worker takes turns with the other workers at reading: it reads until it
+// has a request, hands reading on, and serves the request. Notifications
+// and responses are handled in line, in order, while it reads.
+func (l *stdioLoop) worker() {
+	for {
+		line, err := l.next()
+		if line == nil {
+			return
+		}
+		l.serve(line)
+		l.calls.Done()
+		if err != nil {
+			return
+		}
 	}
-	return p
+}
+
+// next reads up to the next request and returns it, counted in l.calls; nil
+// when input has ended (l.done told) or the session is over.
+func (l *stdioLoop) next() ([]byte, error) {
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	for !l.ended && l.ctx.Err() == nil {
+		line, tooLong, err := l.readLine()
+		if tooLong {
+			l.write(mcp.NewJSONRPCError(mcp.NewRequestId(nil), mcp.PARSE_ERROR,
+				fmt.Sprintf("message over %d bytes", l.srv.cfg.MaxStdioLine), nil))
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			var head struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			parsed := json.Unmarshal(line, &head) == nil
+			switch {
+			case parsed && head.Method == "" && head.ID != nil:
+				// A response from the client: this server sends no
+				// requests, so there is nothing waiting for it.
+			case parsed && head.ID != nil:
+				if !l.begin() {
+					return nil, nil
+				}
+				if err != nil {
+					l.ended = true
+					l.done <- err
+				}
+				return line, err
+			default:
+				// Notifications, and unparsable lines (answered with a
+				// parse error).
+				l.serve(line)
+			}
+		}
+		if err != nil {
+			l.ended = true
+			l.done <- err
+		}
+	}
+	return nil, nil
+}
+
+// begin counts a call in l.calls unless ServeStdio is returning.
+func (l *stdioLoop) begin() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.calls.Add(1)
+	return true
+}
+
+// readLine returns the next line, newline included. A line longer than
+// Config.MaxStdioLine (like a POST over http.max_body_bytes) is read to its
+// end but not kept: tooLong reports it.
+func (l *stdioLoop) readLine() (line []byte, tooLong bool, err error) {
+	for {
+		frag, err := l.in.ReadSlice('\n')
+		if !tooLong && len(line)+len(frag) > l.srv.cfg.MaxStdioLine {
+			tooLong, line = true, nil
+		}
+		if !tooLong {
+			line = append(line, frag...)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, tooLong, err
+		}
+	}
+}
+
+// serve runs one message through mcp-go and writes the answer, if any. A
+// panic in a handler becomes an internal error for that request.
+func (l *stdioLoop) serve(line []byte) {
+	var resp mcp.JSONRPCMessage
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				l.srv.cfg.Logger.Error("panic in a stdio request", "panic", fmt.Sprint(r))
+				var head struct {
+					ID any `json:"id"`
+				}
+				_ = json.Unmarshal(line, &head)
+				if head.ID != nil {
+					resp = mcp.NewJSONRPCError(mcp.NewRequestId(head.ID), mcp.INTERNAL_ERROR, "internal error", nil)
+				}
+			}
+		}()
+		resp = l.srv.mcp.HandleMessage(l.ctx, line)
+	}()
+	if resp != nil {
+		l.write(resp)
+	}
+}
+
+// write sends one message as one line, in one write.
+func (l *stdioLoop) write(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		l.srv.cfg.Logger.Error("stdio: encode an answer", "err", err)
+		return
+	}
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.wbuf = append(append(l.wbuf[:0], b...), '\n')
+	if _, err := l.out.Write(l.wbuf); err != nil {
+		l.srv.cfg.Logger.Warn("stdio: write an answer", "err", err)
+	}
+	if cap(l.wbuf) > 1<<20 {
+		l.wbuf = nil // do not keep a large answer's buffer
+	}
+}
+
+// stdioSession is the one client session of a stdio server.
+type stdioSession struct {
+	notifications chan mcp.JSONRPCNotification
+	initialized   atomic.Bool
+	level         atomic.Value // mcp.LoggingLevel
+
+	mu   sync.Mutex
+	info mcp.Implementation
+	caps mcp.ClientCapabilities
+}
+
+var (
+	_ mcpserver.SessionWithLogging    = (*stdioSession)(nil)
+	_ mcpserver.SessionWithClientInfo = (*stdioSession)(nil)
+)
+
+func (s *stdioSession) SessionID() string { return "stdio" }
+
+func (s *stdioSession) NotificationChannel() chan<- mcp.JSONRPCNotification {
+	return s.notifications
+}
+
+func (s *stdioSession) Initialize() {
+	s.level.Store(mcp.LoggingLevelError)
+	s.initialized.Store(true)
+}
+
+func (s *stdioSession) Initialized() bool { return s.initialized.Load() }
+
+func (s *stdioSession) SetLogLevel(level mcp.LoggingLevel) { s.level.Store(level) }
+
+func (s *stdioSession) GetLogLevel() mcp.LoggingLevel {
+	if l, ok := s.level.Load().(mcp.LoggingLevel); ok {
+		return l
+	}
+	return mcp.LoggingLevelError
+}
+
+func (s *stdioSession) GetClientInfo() mcp.Implementation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
+}
+
+func (s *stdioSession) SetClientInfo(info mcp.Implementation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.info = info
+}
+
+func (s *stdioSession) GetClientCapabilities() mcp.ClientCapabilities {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.caps
+}
+
+func (s *stdioSession) SetClientCapabilities(caps mcp.ClientCapabilities) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.caps = caps
 }

@@ -311,7 +311,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		}, ln)
 	}
 	log.Info("serving MCP over stdio", "thread", cfg.Thread, "provider", p.Name(), "state_dir", cfg.StateDir)
-	return srv.ServeStdio(ctx, cfg.Thread, stdin, stdout)
+	return srv.ServeStdio(ctx, cfg.Thread, pollable(stdin), stdout)
 }
 
 // auditCommand is "sandbox-mcp audit verify FILE".
