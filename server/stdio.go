@@ -221,7 +221,7 @@ func (l *stdioLoop) serve(line []byte) {
 
 // write sends one message as one line, in one write.
 func (l *stdioLoop) write(msg any) {
-	b, err := json.Marshal(msg)
+	b, err := encodeMessage(msg)
 	if err != nil {
 		l.srv.cfg.Logger.Error("stdio: encode an answer", "err", err)
 		return
