@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -27,6 +28,7 @@ var (
 	sessions  = flag.String("sessions", "10,50,100,200", "HTTP session counts to measure; the figure is taken at 100")
 	calls     = flag.Int("calls", 100, "calls per HTTP session")
 	scaling   = flag.Bool("scaling", true, "also measure how cost grows with tree size and sessions")
+	only      = flag.String("only", "latency,search,http", "which parts to measure: latency (stdio round trips), search (grep, glob), http")
 	peerMode  = flag.String("peer", "", "internal: serve the peer (stdio or http)")
 )
 
@@ -93,48 +95,73 @@ func run(ctx context.Context) error {
 	if err := prepareWorkspace(ctx, ours.cs); err != nil {
 		return err
 	}
-	progress("stdio latency, %d samples per tool", *samples)
-	lat, _, err := measureLatency(ctx, ours.cs, peer.cs, latencyCases(*samples), 5)
-	if err != nil {
-		return err
-	}
-	for i, l := range lat {
-		o, p := sortedCopy(l.ours), sortedCopy(l.peerNoop)
-		r50 := row{figure: "stdio p50 " + l.name, ours: float64(percentile(o, 50)), peer: float64(percentile(p, 50)), unit: "time"}
-		r99 := row{figure: "stdio p99 " + l.name, ours: float64(percentile(o, 99)), peer: float64(percentile(p, 99)), unit: "time"}
-		if i == 0 {
-			r50.target, r50.met = "≤ 300 µs", metBelow(r50.ours, float64(300*time.Microsecond))
+	if want("latency") {
+		progress("stdio latency, %d samples per tool", *samples)
+		lat, _, err := measureLatency(ctx, ours.cs, peer.cs, latencyCases(*samples), 5)
+		if err != nil {
+			return err
 		}
-		rows = append(rows, r50, r99)
-	}
+		for i, l := range lat {
+			o, p := sortedCopy(l.ours), sortedCopy(l.peerNoop)
+			r50 := row{figure: "stdio p50 " + l.name, ours: float64(percentile(o, 50)), peer: float64(percentile(p, 50)), unit: "time"}
+			r99 := row{figure: "stdio p99 " + l.name, ours: float64(percentile(o, 99)), peer: float64(percentile(p, 99)), unit: "time"}
+			if i == 0 {
+				r50.target, r50.met = "≤ 300 µs", metBelow(r50.ours, float64(300*time.Microsecond))
+			}
+			rows = append(rows, r50, r99)
+		}
 
-	// The same read_file without a client library: the server's share.
-	rawOurs, err := startRaw(*serverBin, serverArgs("stdio")...)
-	if err != nil {
-		return err
+		// The same read_file without a client library: the server's share.
+		rawOurs, err := startRaw(*serverBin, serverArgs("stdio")...)
+		if err != nil {
+			return err
+		}
+		defer rawOurs.Close()
+		rawPeer, err := startRaw(self, "-peer", "stdio")
+		if err != nil {
+			return err
+		}
+		defer rawPeer.Close()
+		ro, rp, err := measureRaw(rawOurs, rawPeer, `{"name":"read_file","arguments":{"path":"small.txt"}}`, *samples)
+		if err != nil {
+			return err
+		}
+		ro, rp = sortedCopy(ro), sortedCopy(rp)
+		rows = append(rows,
+			row{figure: "stdio p50 read_file (1 KiB), minimal client (JSON lines, no SDK)", ours: float64(percentile(ro, 50)), peer: float64(percentile(rp, 50)), unit: "time"},
+			row{figure: "stdio p99 read_file (1 KiB), minimal client (JSON lines, no SDK)", ours: float64(percentile(ro, 99)), peer: float64(percentile(rp, 99)), unit: "time"})
+
+		mgOurs, err := startMcpgo(ctx, *serverBin, serverArgs("stdio")...)
+		if err != nil {
+			return err
+		}
+		defer mgOurs.Close()
+		mgPeer, err := startMcpgo(ctx, self, "-peer", "stdio")
+		if err != nil {
+			return err
+		}
+		defer mgPeer.Close()
+		mo, mp, err := measureMcpgo(ctx, mgOurs, mgPeer, *samples)
+		if err != nil {
+			return err
+		}
+		mo, mp = sortedCopy(mo), sortedCopy(mp)
+		rows = append(rows,
+			row{figure: "stdio p50 read_file (1 KiB), mcp-go v1.2.1 client", ours: float64(percentile(mo, 50)), peer: float64(percentile(mp, 50)), unit: "time",
+				target: "≤ 300 µs", met: metBelow(float64(percentile(mo, 50)), float64(300*time.Microsecond))},
+			row{figure: "stdio p99 read_file (1 KiB), mcp-go v1.2.1 client", ours: float64(percentile(mo, 99)), peer: float64(percentile(mp, 99)), unit: "time"})
 	}
-	defer rawOurs.Close()
-	rawPeer, err := startRaw(self, "-peer", "stdio")
-	if err != nil {
-		return err
-	}
-	defer rawPeer.Close()
-	ro, rp, err := measureRaw(rawOurs, rawPeer, `{"name":"read_file","arguments":{"path":"small.txt"}}`, *samples)
-	if err != nil {
-		return err
-	}
-	ro, rp = sortedCopy(ro), sortedCopy(rp)
-	rows = append(rows,
-		row{figure: "stdio p50 read_file (1 KiB), minimal client (JSON lines, no SDK)", ours: float64(percentile(ro, 50)), peer: float64(percentile(rp, 50)), unit: "time"},
-		row{figure: "stdio p99 read_file (1 KiB), minimal client (JSON lines, no SDK)", ours: float64(percentile(ro, 99)), peer: float64(percentile(rp, 99)), unit: "time"})
 
 	in, err := newInproc(ctx, filepath.Join(tmp, "inproc"), src)
 	if err != nil {
 		return err
 	}
 	defer in.close()
+	// The target row is the server's round trip as the peer's is timed: the
+	// request written, the whole answer read off the pipe, no client library
+	// parsing it (rg and fd are not parsed either).
 	searchRow := func(fig, peerName string, st searchTimes, limit float64) {
-		r := row{figure: fig, ours: float64(st.server), peer: float64(st.peer), unit: "time",
+		r := row{figure: fig + ", through the server", ours: float64(st.raw), peer: float64(st.peer), unit: "time",
 			target: fmt.Sprintf("≤ %.1f× %s", limit, peerName)}
 		r.met = metBelow(r.ours/r.peer, limit)
 		if st.mismatch != "" {
@@ -142,8 +169,24 @@ func run(ctx context.Context) error {
 		} else {
 			r.note = "same results"
 		}
-		rows = append(rows, r)
-		rows = append(rows, row{figure: fig + ", in process", ours: float64(st.inproc), peer: float64(st.peer), unit: "time"})
+		rows = append(rows, r,
+			row{figure: fig + ", through the go-sdk client (answer decoded)", ours: float64(st.server), peer: float64(st.peer), unit: "time"},
+			row{figure: fig + ", in process", ours: float64(st.inproc), peer: float64(st.peer), unit: "time"})
+	}
+	rawSearch, err := startRaw(*serverBin, serverArgs("search")...)
+	if err != nil {
+		return err
+	}
+	defer rawSearch.Close()
+	rawCall := func(tool string, args map[string]any) func() (string, error) {
+		params, err := json.Marshal(map[string]any{"name": tool, "arguments": args})
+		return func() (string, error) {
+			if err != nil {
+				return "", err
+			}
+			line, err := rawSearch.request("tools/call", string(params))
+			return string(line), err
+		}
 	}
 	grepSearch := func(c grepCase, sub string, n int) (searchTimes, error) {
 		vdir, hdir := goroot, src
@@ -158,6 +201,7 @@ func run(ctx context.Context) error {
 		}
 		return measureSearch(ctx,
 			func() (string, error) { return call(ctx, ours.cs, "grep", grepArgs(c, vdir)) },
+			rawCall("grep", grepArgs(c, vdir)),
 			func() (string, error) { return in.call(ctx, "grep", grepArgs(c, vdir)) },
 			func() (string, error) { return runTool(ctx, hdir, "rg", rgArgs(c)...) },
 			parse, n)
@@ -175,65 +219,70 @@ func run(ctx context.Context) error {
 		}
 		return measureSearch(ctx,
 			func() (string, error) { return call(ctx, ours.cs, "glob", globArgs(vdir)) },
+			rawCall("glob", globArgs(vdir)),
 			func() (string, error) { return in.call(ctx, "glob", globArgs(vdir)) },
 			func() (string, error) { return runTool(ctx, hdir, fdName(), fdArgs()...) },
 			parse, n)
 	}
-	nfiles := countFiles(src)
-	for _, c := range grepCases {
-		progress("grep %s", c.name)
-		st, err := grepSearch(c, "", *rounds)
+	if want("search") {
+		nfiles := countFiles(src)
+		for _, c := range grepCases {
+			progress("grep %s", c.name)
+			st, err := grepSearch(c, "", *rounds)
+			if err != nil {
+				return err
+			}
+			searchRow(fmt.Sprintf("grep %s, GOROOT/src (%d files), count", c.name, nfiles), "rg", st, 1.3)
+		}
+		progress("glob")
+		st, err := globSearch("", *rounds)
 		if err != nil {
 			return err
 		}
-		searchRow(fmt.Sprintf("grep %s, GOROOT/src (%d files), count", c.name, nfiles), "rg", st, 1.3)
+		searchRow(fmt.Sprintf("glob `**/*.go`, GOROOT/src (%d files)", nfiles), "fd", st, 1.5)
 	}
-	progress("glob")
-	st, err := globSearch("", *rounds)
-	if err != nil {
-		return err
-	}
-	searchRow(fmt.Sprintf("glob `**/*.go`, GOROOT/src (%d files)", nfiles), "fd", st, 1.5)
 
 	// HTTP: sessions and RSS.
 	var loads, peerLoads []loadResult
-	counts, err := sessionCounts()
-	if err != nil {
-		return err
-	}
-	for i, n := range counts {
-		progress("HTTP, %d sessions × %d calls", n, *calls)
-		o, err := measureLoad(ctx, func() (*httpProc, error) {
-			return startHTTP(*serverBin, append([]string{"--http", "127.0.0.1:0"}, serverArgs(fmt.Sprintf("http%d", i))...)...)
-		}, "read_file", n, *calls)
+	if want("http") {
+		counts, err := sessionCounts()
 		if err != nil {
 			return err
 		}
-		p, err := measureLoad(ctx, func() (*httpProc, error) { return startHTTP(self, "-peer", "http") }, "noop", n, *calls)
-		if err != nil {
-			return err
+		for i, n := range counts {
+			progress("HTTP, %d sessions × %d calls", n, *calls)
+			o, err := measureLoad(ctx, func() (*httpProc, error) {
+				return startHTTP(*serverBin, append([]string{"--http", "127.0.0.1:0"}, serverArgs(fmt.Sprintf("http%d", i))...)...)
+			}, "read_file", n, *calls)
+			if err != nil {
+				return err
+			}
+			p, err := measureLoad(ctx, func() (*httpProc, error) { return startHTTP(self, "-peer", "http") }, "noop", n, *calls)
+			if err != nil {
+				return err
+			}
+			loads, peerLoads = append(loads, o), append(peerLoads, p)
 		}
-		loads, peerLoads = append(loads, o), append(peerLoads, p)
-	}
-	for i, o := range loads {
-		if o.sessions != 100 {
-			continue
+		for i, o := range loads {
+			if o.sessions != 100 {
+				continue
+			}
+			p := peerLoads[i]
+			fig := fmt.Sprintf("HTTP %d sessions × %d read_file", o.sessions, o.calls)
+			rows = append(rows,
+				row{figure: fig + ": throughput", ours: o.throughput(), peer: p.throughput(), unit: "rate", higherBetter: true},
+				row{figure: fig + ": p50", ours: float64(percentile(o.lat, 50)), peer: float64(percentile(p.lat, 50)), unit: "time"},
+				row{figure: fig + ": p99", ours: float64(percentile(o.lat, 99)), peer: float64(percentile(p.lat, 99)), unit: "time",
+					target: "≤ 20 ms", met: metBelow(float64(percentile(o.lat, 99)), float64(20*time.Millisecond))},
+				row{figure: fig + ": server CPU per call", ours: float64(o.cpuPerCall()), peer: float64(p.cpuPerCall()), unit: "time"},
+				row{figure: fig + ": client CPU per call (the harness, same machine)", ours: float64(o.clientCPU / time.Duration(len(o.lat))),
+					peer: float64(p.clientCPU / time.Duration(len(p.lat))), unit: "time"},
+				row{figure: "RSS idle, HTTP, no session", ours: float64(o.rssIdle), peer: float64(p.rssIdle), unit: "bytes",
+					target: "≤ 30 MB", met: metBelow(float64(o.rssIdle), 30<<20)},
+				row{figure: fmt.Sprintf("RSS with %d HTTP sessions, after the calls", o.sessions), ours: float64(o.rssLoaded), peer: float64(p.rssLoaded), unit: "bytes"},
+				row{figure: fmt.Sprintf("peak RSS during the %d-session run", o.sessions), ours: float64(o.rssPeak), peer: float64(p.rssPeak), unit: "bytes"},
+			)
 		}
-		p := peerLoads[i]
-		fig := fmt.Sprintf("HTTP %d sessions × %d read_file", o.sessions, o.calls)
-		rows = append(rows,
-			row{figure: fig + ": throughput", ours: o.throughput(), peer: p.throughput(), unit: "rate", higherBetter: true},
-			row{figure: fig + ": p50", ours: float64(percentile(o.lat, 50)), peer: float64(percentile(p.lat, 50)), unit: "time"},
-			row{figure: fig + ": p99", ours: float64(percentile(o.lat, 99)), peer: float64(percentile(p.lat, 99)), unit: "time",
-				target: "≤ 20 ms", met: metBelow(float64(percentile(o.lat, 99)), float64(20*time.Millisecond))},
-			row{figure: fig + ": server CPU per call", ours: float64(o.cpuPerCall()), peer: float64(p.cpuPerCall()), unit: "time"},
-			row{figure: fig + ": client CPU per call (the harness, same machine)", ours: float64(o.clientCPU / time.Duration(len(o.lat))),
-				peer: float64(p.clientCPU / time.Duration(len(p.lat))), unit: "time"},
-			row{figure: "RSS idle, HTTP, no session", ours: float64(o.rssIdle), peer: float64(p.rssIdle), unit: "bytes",
-				target: "≤ 30 MB", met: metBelow(float64(o.rssIdle), 30<<20)},
-			row{figure: fmt.Sprintf("RSS with %d HTTP sessions, after the calls", o.sessions), ours: float64(o.rssLoaded), peer: float64(p.rssLoaded), unit: "bytes"},
-			row{figure: fmt.Sprintf("peak RSS during the %d-session run", o.sessions), ours: float64(o.rssPeak), peer: float64(p.rssPeak), unit: "bytes"},
-		)
 	}
 	rows = append(rows,
 		row{figure: "RSS idle, stdio, after initialize", ours: float64(oursIdle), peer: float64(peerIdle), unit: "bytes",
@@ -242,7 +291,7 @@ func run(ctx context.Context) error {
 	)
 	fmt.Println()
 	fmt.Println("Peers: latency and HTTP — a go-sdk v1.8.0 server whose one tool, noop, answers \"ok\" (the same transport, no work);")
-	fmt.Printf("grep — rg -c -j %d; glob — %s -j %d. Searches: median of %d alternating runs, through the server (stdio round trip);\n", *threads, fdName(), *threads, *rounds)
+	fmt.Printf("grep — rg -c -j %d; glob — %s -j %d. Searches: median of %d alternating runs; \"through the server\": a stdio round trip, the answer read whole, not parsed, as rg's and fd's output are;\n", *threads, fdName(), *threads, *rounds)
 	fmt.Println("the \", in process\" rows call the tool's handler directly in the harness process.")
 	fmt.Println()
 	printTable(os.Stdout, rows)
@@ -251,11 +300,14 @@ func run(ctx context.Context) error {
 		return nil
 	}
 	fmt.Println()
-	fmt.Println("### Cost by tree size (through the server; median of alternating runs)")
+	fmt.Println("### Cost by tree size (through the server, minimal client; median of alternating runs)")
 	fmt.Println()
 	fmt.Println("| tree | files | grep literal: ours | rg | ratio | glob: ours | fd | ratio |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, sub := range []string{"crypto", "cmd", ""} {
+		if !want("search") {
+			break
+		}
 		progress("scaling: %q", sub)
 		g, err := grepSearch(grepCases[0], sub, *rounds)
 		if err != nil {
@@ -267,8 +319,8 @@ func run(ctx context.Context) error {
 		}
 		name := "GOROOT/src/" + sub
 		fmt.Printf("| %s | %d | %s | %s | %.2f× | %s | %s | %.2f× |\n", strings.TrimSuffix(name, "/"), countFiles(filepath.Join(src, sub)),
-			fmtDur(g.server), fmtDur(g.peer), float64(g.server)/float64(g.peer),
-			fmtDur(gl.server), fmtDur(gl.peer), float64(gl.server)/float64(gl.peer))
+			fmtDur(g.raw), fmtDur(g.peer), float64(g.raw)/float64(g.peer),
+			fmtDur(gl.raw), fmtDur(gl.peer), float64(gl.raw)/float64(gl.peer))
 	}
 	fmt.Println()
 	fmt.Printf("### Cost by HTTP sessions (each makes %d calls at once; ours read_file, peer noop)\n\n", *calls)
@@ -281,6 +333,16 @@ func run(ctx context.Context) error {
 			fmtDur(o.cpuPerCall()), fmtDur(p.cpuPerCall()), float64(o.rssLoaded)/(1<<20), float64(p.rssLoaded)/(1<<20))
 	}
 	return nil
+}
+
+// want reports whether -only names part.
+func want(part string) bool {
+	for f := range strings.SplitSeq(*only, ",") {
+		if strings.TrimSpace(f) == part {
+			return true
+		}
+	}
+	return false
 }
 
 func sessionCounts() ([]int, error) {

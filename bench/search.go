@@ -191,18 +191,23 @@ func (ip *inproc) call(ctx context.Context, name string, args map[string]any) (s
 
 // searchTimes are the medians of one search done three ways.
 type searchTimes struct {
-	server, inproc, peer time.Duration
-	mismatch             string
+	server, raw, inproc, peer time.Duration
+	mismatch                  string
 }
 
-// measureSearch times one search through the server, in process and by
-// the peer tool, alternating, and checks that the results are the same.
-func measureSearch(ctx context.Context, ours func() (string, error), in func() (string, error),
+// measureSearch times one search through the server (the go-sdk client and
+// the minimal client), in process and by the peer tool, alternating, and
+// checks that the results are the same.
+func measureSearch(ctx context.Context, ours, raw, in func() (string, error),
 	peer func() (string, error), parse func(out string, peer bool) map[string]int, rounds int) (searchTimes, error) {
-	var srv, inp, pr []time.Duration
+	var srv, rw, inp, pr []time.Duration
 	var st searchTimes
 	for r := range rounds + 1 { // round 0 warms the page cache and is not counted
 		d1, o1, err := timed(ours)
+		if err != nil {
+			return st, err
+		}
+		d0, _, err := timed(raw)
 		if err != nil {
 			return st, err
 		}
@@ -218,9 +223,9 @@ func measureSearch(ctx context.Context, ours func() (string, error), in func() (
 			st.mismatch = diff(parse(o1, false), parse(o3, true))
 			continue
 		}
-		srv, inp, pr = append(srv, d1), append(inp, d2), append(pr, d3)
+		srv, rw, inp, pr = append(srv, d1), append(rw, d0), append(inp, d2), append(pr, d3)
 	}
-	st.server, st.inproc, st.peer = median(srv), median(inp), median(pr)
+	st.server, st.raw, st.inproc, st.peer = median(srv), median(rw), median(inp), median(pr)
 	return st, nil
 }
 
