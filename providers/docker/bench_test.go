@@ -3,7 +3,9 @@ package docker
 import (
 	"fmt"
 	"os/exec"
+	"slices"
 	"testing"
+	"time"
 )
 
 // Side by side, in one run (go test -run '^$' -bench . ./providers/docker/):
@@ -64,4 +66,34 @@ func BenchmarkWarmAcquire(b *testing.B) {
 		done()
 		f.p.Release("pool")
 	}
+}
+
+// BenchmarkWarmExecVsCLI alternates the two on one container, call by call,
+// so that a slow spell of the engine hits both alike, and reports medians:
+//
+//	go test -run '^$' -bench WarmExecVsCLI -benchtime 100x ./providers/docker/
+func BenchmarkWarmExecVsCLI(b *testing.B) {
+	f := newFixture(b)
+	sb := f.acquire(b, "side-by-side")
+	execOut(b, sb, "true")
+	id := f.ours(b, false)[0].ID
+	var ours, cli []time.Duration
+	for b.Loop() {
+		t := time.Now()
+		execOut(b, sb, "true")
+		ours = append(ours, time.Since(t))
+		t = time.Now()
+		if err := exec.Command("docker", "exec", id, "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		cli = append(cli, time.Since(t))
+	}
+	median := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	o, c := median(ours), median(cli)
+	b.ReportMetric(float64(o)/1e6, "ours-ms")
+	b.ReportMetric(float64(c)/1e6, "cli-ms")
+	b.ReportMetric(float64(o)/float64(c), "ratio")
 }

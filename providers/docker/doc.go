@@ -6,9 +6,10 @@
 // file tools work on them host-side through sandbox.HostFS (no API call);
 // any other absolute path is the container's own file system, reached
 // through the archive API (and exec, where the image has a shell). bash runs
-// through exec, inside a small sh wrapper that starts the command in its own
-// process group and records the group, so that a timeout can kill every
-// process the command started — the Engine API has no exec-kill.
+// through exec, inside sandbox.InbandCommand's wrapper, which reports the
+// exec's process group and the command's exit code on stderr, so that a
+// timeout can kill every process the command started (the Engine API has no
+// exec-kill) and no inspect call is needed.
 //
 // Containers are created on a thread's first use, kept warm after its
 // sessions end, stopped and removed after IdleTimeout, capped at Replicas

@@ -24,6 +24,7 @@ import (
 const (
 	baseImage    = "sandbox-mcp-base:latest"
 	noShellImage = "sandbox-mcp-test:noshell"
+	busyboxImage = "sandbox-mcp-test:busybox"
 )
 
 // requireDocker skips when no engine answers or the images are missing,
@@ -408,5 +409,28 @@ func TestEngineGoneMidRun(t *testing.T) {
 	_, err = sb.Exec(ctx, sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "docker engine") || ctx.Err() != nil {
 		t.Fatalf("err = %v (ctx %v)", err, ctx.Err())
+	}
+}
+
+// An image with sh but no bash (busybox): the wrapper runs with sh, and
+// exit codes, background children and timeouts behave as with bash.
+func TestShOnlyImage(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Image = busyboxImage })
+	sb := f.acquire(t, "sh-only")
+	for range 2 { // the second call starts with sh directly
+		out, res := execOut(t, sb, `echo "$0:$1:$#:${__smcp_c-unset}"; nosuchcommand; exit 3`)
+		if res.ExitCode != 3 || !strings.HasPrefix(out, "bash::0:unset\n") || !strings.Contains(out, "nosuchcommand") {
+			t.Fatalf("exit %d, output %q", res.ExitCode, out)
+		}
+	}
+	out, _ := execOut(t, sb, `sleep 30 & echo $!`)
+	pid := strings.TrimSpace(out)
+	if out, _ := execOut(t, sb, `kill -0 `+pid+` 2>/dev/null && echo alive || echo gone`); out != "gone\n" {
+		t.Fatalf("background child %s after its call: %q", pid, out)
+	}
+	start := time.Now()
+	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 30", Timeout: time.Second, Output: io.Discard})
+	if err != nil || !res.TimedOut || time.Since(start) > 15*time.Second {
+		t.Fatalf("timeout: %+v %v after %v", res, err, time.Since(start))
 	}
 }

@@ -3,12 +3,11 @@ package docker
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -45,11 +44,28 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, err
 	}
 	defer done()
-	var tok [8]byte
-	rand.Read(tok[:])
-	token := hex.EncodeToString(tok[:])
+	shell := "bash"
+	if s.noBash.Load() {
+		shell = "sh"
+	}
+	for {
+		res, started, err := s.execWith(ctx, id, shell, req)
+		if !started && shell == "bash" {
+			// The image has no bash: the wrapper runs with sh from now on.
+			s.noBash.Store(true)
+			shell = "sh"
+			continue
+		}
+		return res, err
+	}
+}
+
+// execWith runs req through the in-band wrapper with shell. started is
+// false when the shell itself could not be started (126 or 127 from the
+// engine, and no word from the wrapper).
+func (s *Sandbox) execWith(ctx context.Context, id, shell string, req sandbox.ExecRequest) (res sandbox.ExecResult, started bool, err error) {
 	ex, err := s.p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
-		Cmd:          sandbox.GroupCommand(token, "", req.Command),
+		Cmd:          sandbox.InbandCommand(shell, "", req.Command),
 		WorkingDir:   sandbox.WorkspaceDir,
 		Env:          s.p.env(),
 		AttachStdout: true,
@@ -58,24 +74,26 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if err != nil {
 		if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
 			s.p.forget(s.name, id)
-			return sandbox.ExecResult{}, errGone
+			return res, true, errGone
 		}
-		return sandbox.ExecResult{}, engineError(err)
+		return res, true, engineError(err)
 	}
 	// The attach is not tied to ctx: ending it would leave the command
 	// running. Ending the command ends the stream.
 	conn, err := s.p.cli.ContainerExecAttach(context.Background(), ex.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return sandbox.ExecResult{}, engineError(err)
+		return res, true, engineError(err)
 	}
 	defer conn.Close()
 	out := req.Output
 	if out == nil {
 		out = io.Discard
 	}
+	var status sandbox.InbandStatus // the wrapper's lines, on stderr
+	gated := &gate{status: &status, out: out}
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(out, out, conn.Reader)
+		_, err := stdcopy.StdCopy(gated, &status, conn.Reader)
 		copied <- err
 	}()
 
@@ -85,44 +103,102 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		defer t.Stop()
 		timeout = t.C
 	}
-	var res sandbox.ExecResult
 	var ctxErr error
 	select {
 	case <-copied:
 	case <-timeout:
 		res.TimedOut = true
-		s.kill(id, token, copied)
+		s.kill(id, status.PID(), copied)
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
-		s.kill(id, token, copied)
+		s.kill(id, status.PID(), copied)
 	}
 	if ctxErr != nil {
-		return res, ctxErr
+		gated.flush()
+		return res, true, ctxErr
+	}
+	if code, ok := status.ExitCode(); ok {
+		// The wrapper said how the command ended: no inspect call.
+		gated.flush()
+		if !res.TimedOut {
+			res.ExitCode = code
+		}
+		return res, true, nil
 	}
 	ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	info, err := s.p.cli.ContainerExecInspect(ictx, ex.ID)
 	if err != nil {
-		return res, engineError(err)
+		gated.flush()
+		return res, true, engineError(err)
 	}
-	if !res.TimedOut {
-		res.ExitCode = info.ExitCode
-		if info.ExitCode == 126 || info.ExitCode == 127 {
-			if msg := s.noShell(ictx, id); msg != "" {
-				return res, errors.New(msg)
-			}
+	if res.TimedOut {
+		gated.flush()
+		return res, true, nil
+	}
+	res.ExitCode = info.ExitCode
+	if info.ExitCode == 126 || info.ExitCode == 127 {
+		if shell == "bash" && !status.Started() {
+			return res, false, nil // the engine's "bash: not found" is dropped
+		}
+		gated.flush()
+		if msg := s.noShell(ictx, id); msg != "" {
+			return res, true, errors.New(msg)
 		}
 	}
-	return res, nil
+	gated.flush()
+	return res, true, nil
 }
 
-// kill ends a running command: its process group from inside, then, if the
-// stream does not end, the whole container (a restart: every process in it
-// goes, the thread's files stay).
-func (s *Sandbox) kill(id, token string, copied <-chan error) {
-	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
-	defer cancel()
-	s.run(ctx, id, sandbox.GroupKillCommand(token))
+// gate holds what the exec writes before the wrapper has started: when the
+// shell cannot start, that is the engine's error, not the command's output.
+type gate struct {
+	status *sandbox.InbandStatus
+	out    io.Writer
+	mu     sync.Mutex
+	held   []byte
+	open   bool
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.open {
+		if !g.status.Started() && len(g.held)+len(p) <= 4096 {
+			g.held = append(g.held, p...)
+			return len(p), nil
+		}
+		g.flushLocked()
+	}
+	return g.out.Write(p)
+}
+
+// flush lets through what was held (the copy has ended, or the wrapper has
+// started).
+func (g *gate) flush() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.flushLocked()
+}
+
+func (g *gate) flushLocked() {
+	g.open = true
+	if len(g.held) > 0 {
+		g.out.Write(g.held)
+		g.held = nil
+	}
+}
+
+// kill ends a running command: its process group from inside (pid, as the
+// wrapper reported it; 0 when it did not), then, if the stream does not
+// end, the whole container (a restart: every process in it goes, the
+// thread's files stay).
+func (s *Sandbox) kill(id string, pid int, copied <-chan error) {
+	if pid > 1 {
+		ctx, cancel := context.WithTimeout(context.Background(), killGrace)
+		defer cancel()
+		s.run(ctx, id, sandbox.InbandKillCommand(pid))
+	}
 	select {
 	case <-copied:
 		return

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -31,6 +32,7 @@ type Sandbox struct {
 
 	shellOnce sync.Once
 	shell     bool
+	noBash    atomic.Bool // bash runs with sh: the image has no bash
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

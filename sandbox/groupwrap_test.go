@@ -1,0 +1,34 @@
+package sandbox
+
+import "testing"
+
+func TestInbandStatus(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		writes  []string
+		started bool
+		pid     int
+		code    int
+		hasCode bool
+	}{
+		{"whole", []string{"sandbox-mcp-pid 42 1\nsandbox-mcp-exit 3\n"}, true, 42, 3, true},
+		{"split", []string{"sandbox-", "mcp-pid 4", "2 1\nsandbox-mcp-ex", "it 0", "\n"}, true, 42, 0, true},
+		{"not the leader", []string{"sandbox-mcp-pid 42 0\n"}, true, 0, 0, false},
+		{"never pid 1", []string{"sandbox-mcp-pid 1 1\n"}, true, 0, 0, false},
+		{"killed", []string{"sandbox-mcp-pid 42 1\n"}, true, 42, 0, false},
+		{"engine error", []string{"OCI runtime exec failed\n"}, false, 0, 0, false},
+		{"no newline", []string{"sandbox-mcp-exit 3"}, false, 0, 0, false},
+		{"junk", []string{"sandbox-mcp-exit x\nsandbox-mcp-pid -5 1\n"}, true, 0, 0, false},
+	} {
+		var s InbandStatus
+		for _, w := range c.writes {
+			if n, err := s.Write([]byte(w)); n != len(w) || err != nil {
+				t.Fatalf("%s: Write = %d, %v", c.name, n, err)
+			}
+		}
+		code, ok := s.ExitCode()
+		if s.Started() != c.started || s.PID() != c.pid || code != c.code || ok != c.hasCode {
+			t.Errorf("%s: started %v pid %d code %d/%v; want %v %d %d/%v", c.name, s.Started(), s.PID(), code, ok, c.started, c.pid, c.code, c.hasCode)
+		}
+	}
+}
