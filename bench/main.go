@@ -70,8 +70,8 @@ func run(ctx context.Context) error {
 	}
 	defer os.RemoveAll(tmp)
 	serverArgs := func(state string) []string {
-		return []string{"--state-dir", filepath.Join(tmp, state), "--audit-log", "off", "--isolation", "none",
-			"--allow-host-bash", "--mount", src + ":" + goroot + ":ro"}
+		// As shipped: the audit log on, bash isolated with bubblewrap.
+		return []string{"--state-dir", filepath.Join(tmp, state), "--mount", src + ":" + goroot + ":ro"}
 	}
 
 	header(src)
