@@ -25,11 +25,13 @@ const stdioWorkers = 32
 // commands killed) and recorded before it returns.
 //
 // This is our own loop rather than mcp-go's StdioServer, for latency: the
-// goroutine that reads a request hands reading on to a new goroutine and
+// worker that reads a request hands reading on to the next worker and
 // serves the request itself, so a call never waits for another goroutine
-// to be scheduled (a wake-up of another thread costs 50–100 µs on a small
-// VM, more than the tool), and the message is parsed once here and once
-// by MCPServer.HandleMessage instead of five times.
+// to be scheduled (mcp-go's loop hands each line to a reading goroutine
+// and each call to a worker: two wake-ups, 50–100 µs each on a small VM,
+// more than the tool), the message is parsed once here and once by
+// MCPServer.HandleMessage instead of five times, and a plain-text answer
+// is encoded directly (encodeMessage).
 func (s *Server) ServeStdio(ctx context.Context, thread string, in io.Reader, out io.Writer) error {
 	s.threadOf = func(string, http.Header) ThreadRef {
 		return ThreadRef{ID: thread, Key: thread}
@@ -61,9 +63,8 @@ func (s *Server) ServeStdio(ctx context.Context, thread string, in io.Reader, ou
 			}
 		}
 	})
-	for range stdioWorkers {
-		go l.worker()
-	}
+	l.workers = 1
+	go l.worker()
 	var err error
 	select {
 	case err = <-l.done:
@@ -85,8 +86,8 @@ func (s *Server) ServeStdio(ctx context.Context, thread string, in io.Reader, ou
 	return err
 }
 
-// stdioLoop is one stdio session: stdioWorkers goroutines take turns at
-// reading, and each request is served by the worker that read it.
+// stdioLoop is one stdio session: up to stdioWorkers goroutines take turns
+// at reading, and each request is served by the worker that read it.
 type stdioLoop struct {
 	srv  *Server
 	ctx  context.Context
@@ -98,8 +99,10 @@ type stdioLoop struct {
 	closed bool           // ServeStdio is returning: no new calls; under mu
 	calls  sync.WaitGroup // requests read and not yet answered
 
-	readMu sync.Mutex // held by the worker that reads
-	ended  bool       // input has ended; under readMu
+	readMu  sync.Mutex   // held by the worker that reads
+	ended   bool         // input has ended; under readMu
+	workers int          // started, at most stdioWorkers; under readMu
+	waiting atomic.Int32 // workers waiting for readMu
 
 	writeMu sync.Mutex
 	wbuf    []byte
@@ -125,7 +128,9 @@ func (l *stdioLoop) worker() {
 // next reads up to the next request and returns it, counted in l.calls; nil
 // when input has ended (l.done told) or the session is over.
 func (l *stdioLoop) next() ([]byte, error) {
+	l.waiting.Add(1)
 	l.readMu.Lock()
+	l.waiting.Add(-1)
 	defer l.readMu.Unlock()
 	for !l.ended && l.ctx.Err() == nil {
 		line, tooLong, err := l.readLine()
@@ -146,6 +151,13 @@ func (l *stdioLoop) next() ([]byte, error) {
 			case parsed && head.ID != nil:
 				if !l.begin() {
 					return nil, nil
+				}
+				if l.waiting.Load() == 0 && l.workers < stdioWorkers {
+					// Nobody to take over reading while this call runs:
+					// one more worker (the pool grows to the concurrency
+					// the client uses).
+					l.workers++
+					go l.worker()
 				}
 				if err != nil {
 					l.ended = true
