@@ -24,3 +24,31 @@ trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/sandbox-mcp" ./cmd/sandbox-mcp
 go build -o "$bin/bench" ./bench
 BENCH_COMMAND="bench/run.sh${*:+ $*}" "$bin/bench" -server "$bin/sandbox-mcp" "$@"
+
+# The docker provider against the docker CLI, with go test -bench (the
+# provider's benchmarks need its test fixtures): warm bash `true` through
+# the provider and `docker exec CONTAINER true` alternated on one container
+# (medians), a cold first call (create, start, first exec) and a warm
+# acquire. Skipped without an engine or the base image.
+only="latency,search,http,docker" prev=""
+for a in "$@"; do
+	case "$prev" in -only | --only) only=$a ;; esac
+	case "$a" in -only=* | --only=*) only=${a#*=} ;; esac
+	prev=$a
+done
+case ",$only," in *,docker,*) ;; *) exit 0 ;; esac
+if docker image inspect sandbox-mcp-base:latest >/dev/null 2>&1; then
+	echo "bench: docker provider" >&2
+	echo
+	echo "### docker provider (\`go test -run '^\$' -bench 'WarmExecVsCLI|ColdFirstCall|WarmAcquire' -benchtime 50x ./providers/docker/\`)"
+	echo
+	echo "| figure | ours | peer | ratio | target | met |"
+	echo "|---|---|---|---|---|---|"
+	go test -run '^$' -bench 'WarmExecVsCLI|ColdFirstCall|WarmAcquire' -benchtime 50x ./providers/docker/ | awk '
+		/^BenchmarkWarmExecVsCLI/ { for (i = 1; i < NF; i++) v[$(i+1)] = $i
+			printf "| docker: warm bash `true`, alternated with the CLI on one container (medians) | %.1f ms | `docker exec CONTAINER true`: %.1f ms | %.2f× | below the CLI | %s |\n", v["ours-ms"], v["cli-ms"], v["ratio"], (v["ratio"] < 1 ? "yes" : "no") }
+		/^BenchmarkColdFirstCall/ { printf "| docker: cold first call (create, start, first exec) | %.0f ms | — | — | — | — |\n", $3 / 1e6 }
+		/^BenchmarkWarmAcquire/ { printf "| docker: warm acquire (the thread'"'"'s container known and running) | %.1f µs | — | — | — | — |\n", $3 / 1e3 }'
+else
+	echo "bench: no docker engine or no sandbox-mcp-base:latest image (deploy/docker/build-images.sh): docker rows skipped" >&2
+fi

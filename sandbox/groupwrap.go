@@ -120,7 +120,10 @@ func (s *InbandStatus) Write(p []byte) (int, error) {
 		}
 		line := string(append(s.buf, p[:i]...))
 		s.buf, p = s.buf[:0], p[i+1:]
-		if v, ok := strings.CutPrefix(line, "sandbox-mcp-pid "); ok {
+		if v, ok := strings.CutPrefix(line, "sandbox-mcp-pid "); ok && !s.started {
+			// Only the first: the wrapper writes it before the command
+			// runs, so a command that reaches fd 9 through /proc cannot
+			// point a timeout's kill elsewhere.
 			s.started = true
 			if v, ok := strings.CutSuffix(v, " 1"); ok {
 				if pid, err := strconv.Atoi(v); err == nil && pid > 1 {

@@ -18,6 +18,7 @@ func TestInbandStatus(t *testing.T) {
 		{"killed", []string{"sandbox-mcp-pid 42 1\n"}, true, 42, 0, false},
 		{"engine error", []string{"OCI runtime exec failed\n"}, false, 0, 0, false},
 		{"no newline", []string{"sandbox-mcp-exit 3"}, false, 0, 0, false},
+		{"first pid only", []string{"sandbox-mcp-pid 42 1\nsandbox-mcp-pid 7 1\nsandbox-mcp-exit 0\n"}, true, 42, 0, true},
 		{"junk", []string{"sandbox-mcp-exit x\nsandbox-mcp-pid -5 1\n"}, true, 0, 0, false},
 	} {
 		var s InbandStatus
