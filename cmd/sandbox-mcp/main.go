@@ -299,6 +299,10 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		Version:  versionString(),
 	})
 	defer srv.Close()
+	// What start-up left behind (package initialisation, mostly client-go's
+	// API schemes, and the configuration) goes back to the OS before
+	// serving: 1.2 MB of an idle server's RSS, for one collection.
+	debug.FreeOSMemory()
 	if cfg.HTTP.Addr != "" {
 		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 		if err != nil {
