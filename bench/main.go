@@ -103,8 +103,8 @@ func run(ctx context.Context) error {
 		}
 		for i, l := range lat {
 			o, p := sortedCopy(l.ours), sortedCopy(l.peerNoop)
-			r50 := row{figure: "stdio p50 " + l.name, ours: float64(percentile(o, 50)), peer: float64(percentile(p, 50)), unit: "time"}
-			r99 := row{figure: "stdio p99 " + l.name, ours: float64(percentile(o, 99)), peer: float64(percentile(p, 99)), unit: "time"}
+			r50 := row{figure: "stdio p50 " + l.name + ", go-sdk client", ours: float64(percentile(o, 50)), peer: float64(percentile(p, 50)), unit: "time"}
+			r99 := row{figure: "stdio p99 " + l.name + ", go-sdk client", ours: float64(percentile(o, 99)), peer: float64(percentile(p, 99)), unit: "time"}
 			if i == 0 {
 				r50.target, r50.met = "≤ 300 µs", metBelow(r50.ours, float64(300*time.Microsecond))
 			}
