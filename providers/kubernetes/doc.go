@@ -10,9 +10,10 @@
 // PersistentVolumeClaim per thread (mode pvc) — mounted at /mnt/user-data,
 // so a Pod may come and go and the files stay.
 //
-// Everything goes through pods/exec: bash runs inside the same small sh
-// wrapper as in the docker provider (its own process group, killed from a
-// second exec on timeout), and the file tools read and write through
+// Everything goes through pods/exec: bash runs inside the same small
+// wrapper as in the docker provider (sandbox.InbandCommand: the exec's own
+// process group, killed when the command ends or, on a timeout, from a
+// second exec), and the file tools read and write through
 // exec's stdout and stdin. containerd can truncate exec stdin silently, so
 // every transfer is checked against a size and sha256 computed on the
 // other side. Per-file edit locks are flocks taken inside the Pod, held by

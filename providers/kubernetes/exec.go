@@ -3,11 +3,10 @@ package kubernetes
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -105,20 +104,19 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, err
 	}
 	defer done()
-	var tok [8]byte
-	rand.Read(tok[:])
-	token := hex.EncodeToString(tok[:])
+	shell := s.shell(ctx)
 	out := &countWriter{w: req.Output}
 	if out.w == nil {
 		out.w = io.Discard
 	}
+	var status sandbox.InbandStatus // the wrapper's lines, on stderr
 	// The stream is not tied to ctx: ending it would leave the command
 	// running. Ending the command ends the stream.
 	sctx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelStream()
 	ended := make(chan error, 1)
 	go func() {
-		ended <- s.p.stream(sctx, s.name, sandbox.GroupCommand(token, s.p.keep, req.Command), nil, out, nil)
+		ended <- s.p.stream(sctx, s.name, sandbox.InbandCommand(shell, s.p.keep, req.Command), nil, out, &status)
 	}()
 
 	var timeout <-chan time.Time
@@ -132,11 +130,17 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	case err = <-ended:
 	case <-timeout:
 		res.TimedOut = true
-		s.kill(token, ended, cancelStream)
+		s.kill(status.PID(), ended, cancelStream)
 		return res, nil
 	case <-ctx.Done():
-		s.kill(token, ended, cancelStream)
+		s.kill(status.PID(), ended, cancelStream)
 		return res, ctx.Err()
+	}
+	// The wrapper reports the command's exit code, then kills its own
+	// process group: the exec's status is then 137, not the command's.
+	if code, ok := status.ExitCode(); ok {
+		res.ExitCode = code
+		return res, nil
 	}
 	if code, ok := exitCode(err); ok {
 		res.ExitCode = code
@@ -149,12 +153,30 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	return res, apiError(err)
 }
 
-// kill ends a running command: its process group from inside, then, if
-// the stream does not end, the whole Pod.
-func (s *Sandbox) kill(token string, ended <-chan error, cancelStream func()) {
-	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
-	defer cancel()
-	s.run(ctx, sandbox.GroupKillCommand(token), nil)
+// shell is the shell the wrapper runs with in the sandbox's Pod: bash
+// where the image has it, else sh. One exec asks, the first time.
+func (s *Sandbox) shell(ctx context.Context) string {
+	if sh := s.sh.Load(); sh != nil {
+		return *sh
+	}
+	o, _, code, err := s.run(ctx, []string{"sh", "-c", "command -v bash >/dev/null 2>&1 && echo bash || echo sh"}, nil)
+	sh := strings.TrimSpace(string(o))
+	if err != nil || code != 0 || (sh != "bash" && sh != "sh") {
+		return "sh" // not known: asked again next time
+	}
+	s.sh.Store(&sh)
+	return sh
+}
+
+// kill ends a running command: its process group from inside (pid, as the
+// wrapper reported it; 0 when it did not), then, if the stream does not
+// end, the whole Pod.
+func (s *Sandbox) kill(pid int, ended <-chan error, cancelStream func()) {
+	if pid > 1 {
+		ctx, cancel := context.WithTimeout(context.Background(), killGrace)
+		defer cancel()
+		s.run(ctx, sandbox.InbandKillCommand(pid), nil)
+	}
 	select {
 	case <-ended:
 		return

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ type Sandbox struct {
 	name   string // Pod name
 	mounts []sandbox.Mount
 	refs   int
+	sh     atomic.Pointer[string] // the wrapper's shell, once known
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
