@@ -28,7 +28,8 @@ import (
 // command, it kills its own process group, so background children do not
 // outlive the call (itself with them: the exec's own exit status is then
 // 137; the exit line has the command's). Where it does not lead its group,
-// it kills nothing. $1 is the keep list (as GroupCommand's), $2 the command.
+// it kills nothing. $1 is the keep list (variable names, space separated;
+// "" keeps every one), $2 the command.
 var inbandWrapper = strings.Join([]string{
 	`exec 9>&2 2>&1`,
 	// Lead our process group? (field 5 of /proc/$$/stat is the group)
