@@ -277,6 +277,25 @@ func run(ctx context.Context) error {
 				row{figure: fig + ": server CPU per call", ours: float64(o.cpuPerCall()), peer: float64(p.cpuPerCall()), unit: "time"},
 				row{figure: fig + ": client CPU per call (the harness, same machine)", ours: float64(o.clientCPU / time.Duration(len(o.lat))),
 					peer: float64(p.clientCPU / time.Duration(len(p.lat))), unit: "time"},
+			)
+			ro, err := measureRawLoad(ctx, func() (*httpProc, error) {
+				return startHTTP(*serverBin, append([]string{"--http", "127.0.0.1:0"}, serverArgs("http-raw")...)...)
+			}, "read_file", o.sessions, o.calls)
+			if err != nil {
+				return err
+			}
+			rp, err := measureRawLoad(ctx, func() (*httpProc, error) { return startHTTP(self, "-peer", "http") }, "noop", o.sessions, o.calls)
+			if err != nil {
+				return err
+			}
+			rfig := fig + ", minimal client (plain POSTs, answers not decoded)"
+			rows = append(rows,
+				row{figure: rfig + ": throughput", ours: ro.throughput(), peer: rp.throughput(), unit: "rate", higherBetter: true},
+				row{figure: rfig + ": p50", ours: float64(percentile(ro.lat, 50)), peer: float64(percentile(rp.lat, 50)), unit: "time"},
+				row{figure: rfig + ": p99", ours: float64(percentile(ro.lat, 99)), peer: float64(percentile(rp.lat, 99)), unit: "time"},
+				row{figure: rfig + ": server CPU per call", ours: float64(ro.cpuPerCall()), peer: float64(rp.cpuPerCall()), unit: "time"},
+				row{figure: rfig + ": client CPU per call", ours: float64(ro.clientCPU / time.Duration(len(ro.lat))),
+					peer: float64(rp.clientCPU / time.Duration(len(rp.lat))), unit: "time"},
 				row{figure: "RSS idle, HTTP, no session", ours: float64(o.rssIdle), peer: float64(p.rssIdle), unit: "bytes",
 					target: "≤ 30 MB", met: metBelow(float64(o.rssIdle), 30<<20)},
 				row{figure: fmt.Sprintf("RSS with %d HTTP sessions, after the calls", o.sessions), ours: float64(o.rssLoaded), peer: float64(p.rssLoaded), unit: "bytes"},
