@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -877,5 +878,50 @@ func TestE2EVersionHelp(t *testing.T) {
 	_, stderr, code = runBinary(t, "--no-such-flag")
 	if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "no-such-flag") {
 		t.Errorf("--no-such-flag: exit %d stderr %q, want 2 and one line naming the flag", code, stderr)
+	}
+}
+
+// stdin is switched to non-blocking for the poller while serving, and put
+// back on exit: the open pipe may be shared with whatever the parent runs
+// next on the same stdin.
+func TestE2EStdinModeRestored(t *testing.T) {
+	t.Parallel()
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	r, w := os.NewFile(uintptr(p[0]), "r"), os.NewFile(uintptr(p[1]), "w")
+	defer r.Close()
+	cmd := exec.Command(binary(t), "--state-dir", t.TempDir(), "--audit-log", "off")
+	cmd.Stdin = r
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	nonblock := func() bool {
+		fl, err := unix.FcntlInt(uintptr(p[0]), unix.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fl&unix.O_NONBLOCK != 0
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !nonblock() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the server switches it at start
+	}
+	if !nonblock() {
+		t.Fatal("stdin was never made non-blocking while serving")
+	}
+	w.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if !strings.Contains(out.String(), `"id":0`) {
+		t.Fatalf("no initialize answer: %q", out.String())
+	}
+	if nonblock() {
+		t.Fatal("stdin left non-blocking after exit")
 	}
 }

@@ -315,7 +315,9 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		}, ln)
 	}
 	log.Info("serving MCP over stdio", "thread", cfg.Thread, "provider", p.Name(), "state_dir", cfg.StateDir)
-	return srv.ServeStdio(ctx, cfg.Thread, pollable(stdin), stdout)
+	in, restore := pollable(stdin)
+	defer restore()
+	return srv.ServeStdio(ctx, cfg.Thread, in, stdout)
 }
 
 // auditCommand is "sandbox-mcp audit verify FILE".
