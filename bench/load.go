@@ -105,16 +105,30 @@ func measureLoad(ctx context.Context, start func() (*httpProc, error), tool stri
 			return res, err
 		}
 	}
-	lat := make([][]time.Duration, sessions)
-	errs := make([]error, sessions)
+	if err := timeCalls(&res, p.cmd.Process.Pid, func(i, _ int) error {
+		_, err := call(ctx, css[i], tool, args)
+		return err
+	}); err != nil {
+		return res, err
+	}
+	res.rssLoaded, res.rssPeak, err = rss(p.cmd.Process.Pid)
+	return res, err
+}
+
+// timeCalls has res.sessions sessions make res.calls calls each at once,
+// call(i, j) being session i's j-th, and records in res the wall time, the
+// sorted latencies and the CPU time of the server (pid) and of this process.
+func timeCalls(res *loadResult, pid int, call func(i, j int) error) error {
+	lat := make([][]time.Duration, res.sessions)
+	errs := make([]error, res.sessions)
 	var wg sync.WaitGroup
 	begin := make(chan struct{})
-	for i, cs := range css {
+	for i := range res.sessions {
 		wg.Go(func() {
 			<-begin
-			for range calls {
+			for j := range res.calls {
 				t := time.Now()
-				if _, err := call(ctx, cs, tool, args); err != nil {
+				if err := call(i, j); err != nil {
 					errs[i] = err
 					return
 				}
@@ -122,19 +136,18 @@ func measureLoad(ctx context.Context, start func() (*httpProc, error), tool stri
 			}
 		})
 	}
-	srv0, cli0 := procCPU(p.cmd.Process.Pid), selfCPU()
+	srv0, cli0 := procCPU(pid), selfCPU()
 	t0 := time.Now()
 	close(begin)
 	wg.Wait()
 	res.wall = time.Since(t0)
-	res.serverCPU, res.clientCPU = procCPU(p.cmd.Process.Pid)-srv0, selfCPU()-cli0
+	res.serverCPU, res.clientCPU = procCPU(pid)-srv0, selfCPU()-cli0
 	for i := range lat {
 		if errs[i] != nil {
-			return res, errs[i]
+			return errs[i]
 		}
 		res.lat = append(res.lat, lat[i]...)
 	}
 	res.lat = sortedCopy(res.lat)
-	res.rssLoaded, res.rssPeak, err = rss(p.cmd.Process.Pid)
-	return res, err
+	return nil
 }

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 )
 
 // measureRawLoad is measureLoad with a minimal client: each session is an
@@ -74,36 +72,12 @@ func measureRawLoad(ctx context.Context, start func() (*httpProc, error), tool s
 			}
 		}
 	}
-	lat := make([][]time.Duration, sessions)
-	errs := make([]error, sessions)
-	var wg sync.WaitGroup
-	srv0, cli0 := procCPU(p.cmd.Process.Pid), selfCPU()
-	t0 := time.Now()
-	for i := range sessions {
-		wg.Go(func() {
-			for j := range calls {
-				t := time.Now()
-				_, out, err := post(sids[i], callBody(j+2))
-				if err == nil && !okAnswer(out) {
-					err = fmt.Errorf("%s: %.200s", tool, out)
-				}
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				lat[i] = append(lat[i], time.Since(t))
-			}
-		})
-	}
-	wg.Wait()
-	res.wall = time.Since(t0)
-	res.serverCPU, res.clientCPU = procCPU(p.cmd.Process.Pid)-srv0, selfCPU()-cli0
-	for i := range lat {
-		if errs[i] != nil {
-			return res, errs[i]
+	err = timeCalls(&res, p.cmd.Process.Pid, func(i, j int) error {
+		_, out, err := post(sids[i], callBody(j+2))
+		if err == nil && !okAnswer(out) {
+			err = fmt.Errorf("%s: %.200s", tool, out)
 		}
-		res.lat = append(res.lat, lat[i]...)
-	}
-	res.lat = sortedCopy(res.lat)
-	return res, nil
+		return err
+	})
+	return res, err
 }

@@ -90,6 +90,7 @@ type Provider struct {
 	user     string // the containers' user
 	uid, gid int    // that user's ids, -1 when unknown
 	memory   int64
+	env      []string // every command's environment, KEY=VALUE (envList)
 
 	mu      sync.Mutex
 	threads map[string]*Sandbox // acquired sandboxes, by thread key
@@ -182,7 +183,7 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	}
 	sum := sha256.Sum256([]byte(cfg.StateDir))
 	p := &Provider{
-		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem,
+		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem, env: envList(cfg),
 		stateTag: hex.EncodeToString(sum[:8]),
 		threads:  map[string]*Sandbox{},
 		running:  map[string]*run{},
@@ -529,7 +530,7 @@ func (p *Provider) containerConfig(key string) *container.Config {
 		Image:      p.cfg.Image,
 		User:       p.user,
 		WorkingDir: sandbox.WorkspaceDir,
-		Env:        p.env(),
+		Env:        p.env,
 		Labels: map[string]string{
 			labelManaged: "true",
 			labelThread:  key,
@@ -561,18 +562,10 @@ func (p *Provider) hostConfig(mounts []sandbox.Mount) *container.HostConfig {
 	}
 }
 
-// env is every command's environment beyond the image's own: the scrubbed
-// basics, env_inherit from the server, docker.environment.
-func (p *Provider) env() []string {
-	env := map[string]string{"HOME": sandbox.WorkspaceDir, "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
-	for _, k := range p.cfg.EnvInherit {
-		if v, ok := os.LookupEnv(k); ok {
-			env[k] = v
-		}
-	}
-	for k, v := range p.cfg.Environment {
-		env[k] = v
-	}
+// envList is every command's environment beyond the image's own (see
+// sandbox.CommandEnv: env_inherit, docker.environment), as KEY=VALUE, sorted.
+func envList(cfg Config) []string {
+	env := sandbox.CommandEnv(cfg.EnvInherit, cfg.Environment)
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)

@@ -67,7 +67,7 @@ func (s *Sandbox) execWith(ctx context.Context, id, shell string, req sandbox.Ex
 	ex, err := s.p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
 		Cmd:          sandbox.InbandCommand(shell, "", req.Command),
 		WorkingDir:   sandbox.WorkspaceDir,
-		Env:          s.p.env(),
+		Env:          s.p.env,
 		AttachStdout: true,
 		AttachStderr: true,
 	})

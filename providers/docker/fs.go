@@ -336,7 +336,7 @@ func (f *sandboxFS) Create(ctx context.Context, name string) (io.WriteCloser, er
 	if f.s.host.Serves(name) {
 		return f.s.host.Create(ctx, name)
 	}
-	return &memWriter{ctx: ctx, f: f, name: name}, nil
+	return sandbox.EditWriter(ctx, f, name), nil
 }
 
 func (f *sandboxFS) Remove(ctx context.Context, name string) error {
@@ -353,24 +353,6 @@ func (f *sandboxFS) Remove(ctx context.Context, name string) error {
 		}
 		return nil
 	})
-}
-
-type memWriter struct {
-	ctx  context.Context
-	f    *sandboxFS
-	name string
-	buf  bytes.Buffer
-}
-
-func (w *memWriter) Write(p []byte) (int, error) {
-	if w.buf.Len()+len(p) > sandbox.EditMaxBytes {
-		return 0, &sandbox.PathError{Path: w.name, Err: sandbox.ErrTooLarge}
-	}
-	return w.buf.Write(p)
-}
-
-func (w *memWriter) Close() error {
-	return w.f.Edit(w.ctx, w.name, func([]byte, bool) ([]byte, error) { return w.buf.Bytes(), nil })
 }
 
 // pathError classifies an engine error about a container path.

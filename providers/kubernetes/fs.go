@@ -507,7 +507,7 @@ func (f *podFS) Create(ctx context.Context, name string) (io.WriteCloser, error)
 	if f.readOnly(name) {
 		return nil, &sandbox.PathError{Path: name, Err: sandbox.ErrReadOnly}
 	}
-	return &memWriter{ctx: ctx, f: f, name: name}, nil
+	return sandbox.EditWriter(ctx, f, name), nil
 }
 
 func (f *podFS) Remove(ctx context.Context, name string) error {
@@ -522,24 +522,6 @@ func (f *podFS) Remove(ctx context.Context, name string) error {
 		return podError(name, stderr)
 	}
 	return nil
-}
-
-type memWriter struct {
-	ctx  context.Context
-	f    *podFS
-	name string
-	buf  bytes.Buffer
-}
-
-func (w *memWriter) Write(p []byte) (int, error) {
-	if w.buf.Len()+len(p) > sandbox.EditMaxBytes {
-		return 0, &sandbox.PathError{Path: w.name, Err: sandbox.ErrTooLarge}
-	}
-	return w.buf.Write(p)
-}
-
-func (w *memWriter) Close() error {
-	return w.f.Edit(w.ctx, w.name, func([]byte, bool) ([]byte, error) { return w.buf.Bytes(), nil })
 }
 
 // podError classifies what a failed operation printed on stderr. The text

@@ -284,15 +284,7 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 // command keeps (everything else the runtime adds, such as
 // KUBERNETES_SERVICE_HOST, is unset by the exec wrapper).
 func commandEnv(cfg Config) ([]corev1.EnvVar, string) {
-	env := map[string]string{"HOME": sandbox.WorkspaceDir, "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
-	for _, k := range cfg.EnvInherit {
-		if v, ok := os.LookupEnv(k); ok {
-			env[k] = v
-		}
-	}
-	for k, v := range cfg.Environment {
-		env[k] = v
-	}
+	env := sandbox.CommandEnv(cfg.EnvInherit, cfg.Environment)
 	names := []string{"PATH"}
 	out := make([]corev1.EnvVar, 0, len(env))
 	for k, v := range env {
