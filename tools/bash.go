@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -58,7 +59,7 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	}
 
 	limit := env.Limits.BashOutputMaxChars
-	half := limit/2 + maskMargin
+	half := limit/2*utf8.UTFMax + maskMargin // limit is in characters
 	if limit <= 0 {
 		half = unlimitedCapture / 2
 	}
@@ -104,7 +105,7 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 }
 
 // bashOutput is the captured output, masked, with its middle cut out when
-// it is longer than limit bytes; the notice names savedAt, where the whole
+// it is longer than limit characters; the notice names savedAt, where the whole
 // output was saved, if it was.
 func bashOutput(c *sandbox.Capture, limit int, mask func(string) string, savedAt string) (string, bool) {
 	if mask == nil {
@@ -113,11 +114,15 @@ func bashOutput(c *sandbox.Capture, limit int, mask func(string) string, savedAt
 	head, tail, total := c.Result()
 	if total <= int64(len(head)+len(tail)) {
 		s := mask(validText(append(head, tail...)))
-		if limit <= 0 || len(s) <= limit {
+		if limit <= 0 || utf8.RuneCountInString(s) <= limit {
 			return s, false
 		}
-		// Masking made it longer than the limit: cut the middle.
-		head, tail = []byte(s[:len(s)/2]), []byte(s[len(s)/2:])
+		// Longer than the limit (in characters): cut the middle.
+		mid := len(s) / 2
+		for mid > 0 && !utf8.RuneStart(s[mid]) {
+			mid--
+		}
+		head, tail = []byte(s[:mid]), []byte(s[mid:])
 	}
 	// The raw head ends, and the raw tail starts, in the middle of the
 	// output: a host path cut there would not be masked. Drop a partial
@@ -136,13 +141,13 @@ func bashOutput(c *sandbox.Capture, limit int, mask func(string) string, savedAt
 	notice := func(n int64) string {
 		return fmt.Sprintf("\n[... %d bytes of output truncated%s ...]\n", max(n, 0), where)
 	}
-	keep := max(limit-len(notice(total)), 0)
+	keep := max(limit-utf8.RuneCountInString(notice(total)), 0)
 	if keep/2 > 0 {
 		h, _ = cutHead(h, keep/2)
 	} else {
 		h = ""
 	}
-	t = cutTail(t, max(keep-len(h), 0))
+	t = cutTail(t, max(keep-utf8.RuneCountInString(h), 0))
 	return h + notice(total-int64(len(h)+len(t))) + t, true
 }
 

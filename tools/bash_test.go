@@ -360,3 +360,24 @@ func newReq(name string, args map[string]any) (req mcp.CallToolRequest) {
 	req.Params.Arguments = args
 	return req
 }
+
+// The bash limit counts characters, as SPEC's bash_output_max_chars says:
+// multibyte output keeps as many characters as ASCII output would.
+func TestBashTruncationMultibyte(t *testing.T) {
+	t.Parallel()
+	const limit = 1000
+	f := newFixture(t)
+	f.env.Limits.BashOutputMaxChars = limit
+	got := f.ok("bash", map[string]any{"command": `for i in $(seq 1 3000); do printf 'é'; done; echo`})
+	body := strings.TrimSuffix(got, "[exit code 0]")
+	if n := utf8.RuneCountInString(body); n > limit+1 || n < limit-20 {
+		t.Errorf("output is %d characters (%d bytes), limit %d", n, len(body), limit)
+	}
+	m := truncNotice.FindStringIndex(body)
+	if m == nil {
+		t.Fatalf("no truncation notice: %q", body)
+	}
+	if h, tl := body[:m[0]], body[m[1]:]; !strings.HasPrefix(h, "éé") || !strings.Contains(tl, "éé") || strings.Contains(body, "\uFFFD") {
+		t.Errorf("head %q / tail %q", h[:min(20, len(h))], tl[:min(20, len(tl))])
+	}
+}

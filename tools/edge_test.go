@@ -117,8 +117,9 @@ func TestReadFileTruncationMultibyte(t *testing.T) {
 	if !utf8.ValidString(body) || strings.Contains(body, "\uFFFD") {
 		t.Errorf("cut inside a character: %q", body)
 	}
-	if len(body) > 51 || len(body) < 40 {
-		t.Errorf("body is %d bytes, want about 51", len(body))
+	// The limit counts characters (SPEC: read_file_output_max_chars), not bytes.
+	if n := utf8.RuneCountInString(body); n != 51 {
+		t.Errorf("body is %d characters (%d bytes), want 51", n, len(body))
 	}
 }
 

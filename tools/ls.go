@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -54,7 +55,7 @@ func ls(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 			return nil // an unreadable subdirectory shows as empty
 		}
 		for _, e := range entries {
-			if limit > 0 && b.Len() > limit {
+			if limit > 0 && b.Len() > limit*utf8.UTFMax { // more than limit characters
 				truncated = true
 				return errStop
 			}

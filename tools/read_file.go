@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -120,7 +121,7 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 			inRange := line+1 >= start && (end == 0 || line+1 <= end)
 			if inRange && !truncated {
 				b.Write(chunk)
-				if limit > 0 && b.Len() > limit {
+				if limit > 0 && b.Len() > limit*utf8.UTFMax { // more than limit characters
 					truncated = true
 				}
 			}

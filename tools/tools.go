@@ -122,25 +122,32 @@ func requiredString(req mcp.CallToolRequest, key string) (string, error) {
 	return s, nil
 }
 
-// cutHead keeps at most max bytes of s, cut at a rune boundary; 0 keeps all.
+// cutHead keeps at most max characters (runes) of s; 0 keeps all. The
+// limits are in characters (SPEC: *_max_chars), whatever their size in
+// bytes.
 func cutHead(s string, max int) (string, bool) {
 	if max <= 0 || len(s) <= max {
 		return s, false
 	}
-	for max > 0 && !utf8.RuneStart(s[max]) {
-		max--
+	n := 0
+	for i := range s {
+		if n == max {
+			return s[:i], true
+		}
+		n++
 	}
-	return s[:max], true
+	return s, false
 }
 
-// cutTail keeps at most the last max bytes of s, cut at a rune boundary.
+// cutTail keeps at most the last max characters of s.
 func cutTail(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	i := len(s) - max
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
+	i := len(s)
+	for n := 0; n < max && i > 0; n++ {
+		_, size := utf8.DecodeLastRuneInString(s[:i])
+		i -= size
 	}
 	return s[i:]
 }
