@@ -67,8 +67,14 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 			id = session
 		}
 		ref := ThreadRef{ID: id, Key: id}
-		if len(tokens) > 0 {
-			// Its own directory level: no thread id can name it.
+		// A thread id is the first configured token's own, at its plain
+		// place (threads/<id>); any other token gets the same id in a
+		// directory level of its own, which no thread id can name. The
+		// order of the configuration, not of first use, decides: it is the
+		// same on every replica, with no state to share. With one token
+		// (the usual case) every thread is where SPEC's layout puts it.
+		// The token was checked before this is called.
+		if len(tokens) > 1 && sha256.Sum256([]byte(bearer(header))) != tokens[0] {
 			ref.Key = tokenNamespace(bearer(header)) + "/" + id
 		}
 		return ref

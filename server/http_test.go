@@ -152,6 +152,30 @@ func TestHTTPTokensNamespaceThreads(t *testing.T) {
 	if out, isErr := call(t, oneAgain, "read_file", map[string]any{"path": "plan.md"}); isErr || out != "one's plan" {
 		t.Fatalf("token one lost its thread: %q", out)
 	}
+	// The first configured token's thread is at SPEC's place; the other
+	// token's is in its own directory level.
+	call(t, two, "write_file", map[string]any{"path": "plan.md", "content": "two's plan"})
+	if b, err := os.ReadFile(filepath.Join(local.ThreadDir(h.state, "team"), "workspace", "plan.md")); err != nil || string(b) != "one's plan" {
+		t.Fatalf("threads/team holds %q, %v; want token one's file", b, err)
+	}
+	twos, _ := filepath.Glob(filepath.Join(h.state, "threads", "@*", "team", "user-data", "workspace", "plan.md"))
+	if len(twos) != 1 {
+		t.Fatalf("token two's files: %v", twos)
+	}
+	if b, _ := os.ReadFile(twos[0]); string(b) != "two's plan" {
+		t.Fatalf("token two's plan: %q", b)
+	}
+}
+
+// With one token, threads are where SPEC's layout puts them.
+func TestHTTPOneTokenPlainThreads(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"only"}})
+	cs := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer only", "X-Thread-ID": "solo"})
+	call(t, cs, "write_file", map[string]any{"path": "a.txt", "content": "a"})
+	if _, err := os.Stat(filepath.Join(local.ThreadDir(h.state, "solo"), "workspace", "a.txt")); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestHTTPRefusals(t *testing.T) {
