@@ -121,10 +121,11 @@ type proc struct {
 
 type opts struct {
 	stateDir  string
-	auditPath string // default: a file in its own temp dir, outside the state dir
-	thread    string // "" = no --thread flag
-	noBash    bool   // leave --allow-host-bash off
-	isolation string // --isolation; "" = the default (auto)
+	auditPath string   // default: a file in its own temp dir, outside the state dir
+	thread    string   // "" = no --thread flag
+	noBash    bool     // leave --allow-host-bash off
+	isolation string   // --isolation; "" = the default (auto)
+	extra     []string // more flags
 	// rawPipes connects over the process's own pipes (mcp.IOTransport)
 	// instead of mcp.CommandTransport, so a test can close stdin while a
 	// call is in flight: go-sdk's ClientSession.Close waits for in-flight
@@ -154,6 +155,7 @@ func start(t *testing.T, o opts) *proc {
 	if o.isolation != "" {
 		args = append(args, "--isolation", o.isolation)
 	}
+	args = append(args, o.extra...)
 	cmd := exec.Command(bin, args...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
@@ -923,5 +925,20 @@ func TestE2EStdinModeRestored(t *testing.T) {
 	}
 	if nonblock() {
 		t.Fatal("stdin left non-blocking after exit")
+	}
+}
+
+// SPEC's sample config has an http section; with it, and without --http,
+// the server still serves stdio (the default mode).
+func TestE2ESampleConfigServesStdio(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("http: {addr: 127.0.0.1:1, auth_tokens: [x], allowed_origins: []}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, opts{extra: []string{"--config", cfg}})
+	p.want("write_file", map[string]any{"path": "a.txt", "content": "x"}, "Wrote 1 bytes to /mnt/user-data/workspace/a.txt", false)
+	if !strings.Contains(p.stderr.String(), "not served without --http") {
+		t.Errorf("no start-up line about http.addr:\n%s", p.stderr)
 	}
 }

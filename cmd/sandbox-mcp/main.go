@@ -124,6 +124,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 	override("skills-dir", &cfg.SkillsDir, *skillsDir)
 	override("isolation", &cfg.Local.Isolation, *isolation)
 	override("http", &cfg.HTTP.Addr, *httpAddr)
+	configAddr := ""
+	if !set["http"] && cfg.HTTP.Addr != "" {
+		// stdio is the default mode (SPEC §2): only --http serves HTTP, so a
+		// config with an http section (SPEC's own sample has one) still
+		// serves stdio. Its addr is named in a start-up line.
+		configAddr, cfg.HTTP.Addr = cfg.HTTP.Addr, ""
+	}
 	override("audit-log", &cfg.Audit.Path, *auditLog)
 	override("log-level", &cfg.LogLevel, *logLevel)
 	if set["allow-host-bash"] {
@@ -149,6 +156,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 
 	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(tint.NewHandler(stderr, &tint.Options{Level: level, NoColor: !isTerminal(stderr)}))
+	if configAddr != "" {
+		log.Info("the config's http.addr is not served without --http: serving stdio", "addr", configAddr)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
