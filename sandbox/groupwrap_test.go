@@ -1,6 +1,9 @@
 package sandbox
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 func TestInbandStatus(t *testing.T) {
 	for _, c := range []struct {
@@ -30,6 +33,28 @@ func TestInbandStatus(t *testing.T) {
 		code, ok := s.ExitCode()
 		if s.Started() != c.started || s.PID() != c.pid || code != c.code || ok != c.hasCode {
 			t.Errorf("%s: started %v pid %d code %d/%v; want %v %d %d/%v", c.name, s.Started(), s.PID(), code, ok, c.started, c.pid, c.code, c.hasCode)
+		}
+	}
+}
+
+func TestShellFromProbe(t *testing.T) {
+	for _, c := range []struct {
+		out   string
+		code  int
+		err   error
+		shell string
+		known bool
+	}{
+		{"bash\n", 0, nil, "bash", true},
+		{"sh\n", 0, nil, "sh", true},
+		{"", 127, nil, "", true}, // no sh in the image
+		{"", 126, nil, "", true},
+		{"", -1, errors.New("engine down"), "", false},
+		{"zsh\n", 0, nil, "", false},
+	} {
+		sh, known := ShellFromProbe([]byte(c.out), c.code, c.err)
+		if sh != c.shell || known != c.known {
+			t.Errorf("%q %d %v: %q %v, want %q %v", c.out, c.code, c.err, sh, known, c.shell, c.known)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -39,31 +38,16 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 var errGone = errors.New("container gone")
 
 func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	var res sandbox.ExecResult
 	id, done, err := s.container(ctx)
 	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	defer done()
-	shell := "bash"
-	if s.noBash.Load() {
-		shell = "sh"
-	}
-	for {
-		res, started, err := s.execWith(ctx, id, shell, req)
-		if !started && shell == "bash" {
-			// The image has no bash: the wrapper runs with sh from now on.
-			s.noBash.Store(true)
-			shell = "sh"
-			continue
-		}
 		return res, err
 	}
-}
-
-// execWith runs req through the in-band wrapper with shell. started is
-// false when the shell itself could not be started (126 or 127 from the
-// engine, and no word from the wrapper).
-func (s *Sandbox) execWith(ctx context.Context, id, shell string, req sandbox.ExecRequest) (res sandbox.ExecResult, started bool, err error) {
+	defer done()
+	shell := s.shell(ctx, id)
+	if shell == "" {
+		return res, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
+	}
 	ex, err := s.p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
 		Cmd:          sandbox.InbandCommand(shell, "", req.Command),
 		WorkingDir:   sandbox.WorkspaceDir,
@@ -74,15 +58,15 @@ func (s *Sandbox) execWith(ctx context.Context, id, shell string, req sandbox.Ex
 	if err != nil {
 		if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
 			s.p.forget(s.name, id)
-			return res, true, errGone
+			return res, errGone
 		}
-		return res, true, engineError(err)
+		return res, engineError(err)
 	}
 	// The attach is not tied to ctx: ending it would leave the command
 	// running. Ending the command ends the stream.
 	conn, err := s.p.cli.ContainerExecAttach(context.Background(), ex.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return res, true, engineError(err)
+		return res, engineError(err)
 	}
 	defer conn.Close()
 	out := req.Output
@@ -90,10 +74,9 @@ func (s *Sandbox) execWith(ctx context.Context, id, shell string, req sandbox.Ex
 		out = io.Discard
 	}
 	var status sandbox.InbandStatus // the wrapper's lines, on stderr
-	gated := &gate{status: &status, out: out}
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(gated, &status, conn.Reader)
+		_, err := stdcopy.StdCopy(out, &status, conn.Reader)
 		copied <- err
 	}()
 
@@ -114,79 +97,25 @@ func (s *Sandbox) execWith(ctx context.Context, id, shell string, req sandbox.Ex
 		s.kill(id, status.PID(), copied)
 	}
 	if ctxErr != nil {
-		gated.flush()
-		return res, true, ctxErr
+		return res, ctxErr
 	}
 	if code, ok := status.ExitCode(); ok {
 		// The wrapper said how the command ended: no inspect call.
-		gated.flush()
 		if !res.TimedOut {
 			res.ExitCode = code
 		}
-		return res, true, nil
+		return res, nil
 	}
 	ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	info, err := s.p.cli.ContainerExecInspect(ictx, ex.ID)
 	if err != nil {
-		gated.flush()
-		return res, true, engineError(err)
+		return res, engineError(err)
 	}
-	if res.TimedOut {
-		gated.flush()
-		return res, true, nil
+	if !res.TimedOut {
+		res.ExitCode = info.ExitCode
 	}
-	res.ExitCode = info.ExitCode
-	if info.ExitCode == 126 || info.ExitCode == 127 {
-		if shell == "bash" && !status.Started() {
-			return res, false, nil // the engine's "bash: not found" is dropped
-		}
-		gated.flush()
-		if msg := s.noShell(ictx, id); msg != "" {
-			return res, true, errors.New(msg)
-		}
-	}
-	gated.flush()
-	return res, true, nil
-}
-
-// gate holds what the exec writes before the wrapper has started: when the
-// shell cannot start, that is the engine's error, not the command's output.
-type gate struct {
-	status *sandbox.InbandStatus
-	out    io.Writer
-	mu     sync.Mutex
-	held   []byte
-	open   bool
-}
-
-func (g *gate) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.open {
-		if !g.status.Started() && len(g.held)+len(p) <= 4096 {
-			g.held = append(g.held, p...)
-			return len(p), nil
-		}
-		g.flushLocked()
-	}
-	return g.out.Write(p)
-}
-
-// flush lets through what was held (the copy has ended, or the wrapper has
-// started).
-func (g *gate) flush() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.flushLocked()
-}
-
-func (g *gate) flushLocked() {
-	g.open = true
-	if len(g.held) > 0 {
-		g.out.Write(g.held)
-		g.held = nil
-	}
+	return res, nil
 }
 
 // kill ends a running command: its process group from inside (pid, as the
@@ -240,22 +169,23 @@ func (s *Sandbox) run(ctx context.Context, id string, argv []string) (stdout, st
 	return o.Bytes(), e.Bytes(), info.ExitCode, nil
 }
 
-// noShell explains a command that could not start because the image has
-// no sh; "" when it has one.
-func (s *Sandbox) noShell(ctx context.Context, id string) string {
-	if s.hasShell(ctx, id) {
-		return ""
+// shell is the shell the wrapper runs with in the container: "bash" where
+// the image has it, "sh", or "" when it has no shell (sandbox.ShellProbe,
+// asked once per sandbox; an engine error is not remembered).
+func (s *Sandbox) shell(ctx context.Context, id string) string {
+	if sh := s.sh.Load(); sh != nil {
+		return *sh
 	}
-	return fmt.Sprintf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
+	stdout, _, code, err := s.run(ctx, id, sandbox.ShellProbe)
+	sh, known := sandbox.ShellFromProbe(stdout, code, err)
+	if !known {
+		return "sh"
+	}
+	s.sh.Store(&sh)
+	return sh
 }
 
-// hasShell reports whether the container has sh (cached per sandbox).
-func (s *Sandbox) hasShell(ctx context.Context, id string) bool {
-	s.shellOnce.Do(func() {
-		_, _, code, err := s.run(ctx, id, []string{"sh", "-c", "true"})
-		s.shell = err == nil && code == 0
-	})
-	return s.shell
-}
+// hasShell reports whether the container has sh.
+func (s *Sandbox) hasShell(ctx context.Context, id string) bool { return s.shell(ctx, id) != "" }
 
 func oneLine(b []byte) string { return strings.TrimSpace(strings.ReplaceAll(string(b), "\n", " ")) }

@@ -11,7 +11,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,9 +29,7 @@ type Sandbox struct {
 	host   *sandbox.HostFS
 	refs   int
 
-	shellOnce sync.Once
-	shell     bool
-	noBash    atomic.Bool // bash runs with sh: the image has no bash
+	sh atomic.Pointer[string] // the wrapper's shell, once known (see shell)
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -154,15 +153,16 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 }
 
 // shell is the shell the wrapper runs with in the sandbox's Pod: bash
-// where the image has it, else sh. One exec asks, the first time.
+// where the image has it, else sh. One exec asks (sandbox.ShellProbe), the
+// first time.
 func (s *Sandbox) shell(ctx context.Context) string {
 	if sh := s.sh.Load(); sh != nil {
 		return *sh
 	}
-	o, _, code, err := s.run(ctx, []string{"sh", "-c", "command -v bash >/dev/null 2>&1 && echo bash || echo sh"}, nil)
-	sh := strings.TrimSpace(string(o))
-	if err != nil || code != 0 || (sh != "bash" && sh != "sh") {
-		return "sh" // not known: asked again next time
+	o, _, code, err := s.run(ctx, sandbox.ShellProbe, nil)
+	sh, known := sandbox.ShellFromProbe(o, code, err)
+	if !known || sh == "" {
+		return "sh" // not known (asked again next time), or no sh: exec says so
 	}
 	s.sh.Store(&sh)
 	return sh
