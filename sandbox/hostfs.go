@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -34,14 +35,25 @@ type hostMount struct {
 	// beneath is the same directory, for openBeneath (Linux: one openat2 a
 	// path instead of one openat a component); nil where that cannot work.
 	beneath *os.File
+	// lockRoot is the host directory with every symlink resolved: the
+	// prefix of the mount's lock keys, so that processes that reach one
+	// directory by different paths (a state dir given as D and as a
+	// symlink to D, two mounts of one directory or of a directory and its
+	// subdirectory) take the same lock for the same file. Keys are names,
+	// not inodes: an edit replaces the name by rename, so the file's inode
+	// changes with every edit, and two hard links of one file are two files
+	// after the first edit of either — each name has its own lock. One
+	// directory bind-mounted at two host paths is the case this misses.
+	lockRoot string
 }
 
 var _ FS = (*HostFS)(nil)
 
 // OpenHostFS opens every mount's host directory as an os.Root. Mounts may
-// not nest. Edits lock their files in locks, keyed by host root and the
-// file's symlink-resolved path, so two mounts or two threads sharing a host
-// directory still never lose an update.
+// not nest. Edits lock their files in locks, keyed by the file's host path
+// with every symlink resolved (the host root's as well as those inside the
+// mount), so two mounts, two threads or two processes reaching one host
+// directory by any path still never lose an update.
 func OpenHostFS(mounts []Mount, locks *Locks) (*HostFS, error) {
 	h := &HostFS{locks: locks}
 	for _, m := range mounts {
@@ -50,7 +62,7 @@ func OpenHostFS(mounts []Mount, locks *Locks) (*HostFS, error) {
 			h.Close()
 			return nil, HostError(m.Virtual, err)
 		}
-		h.mounts = append(h.mounts, &hostMount{Mount: m, root: r, beneath: beneathDir(r)})
+		h.mounts = append(h.mounts, &hostMount{Mount: m, root: r, beneath: beneathDir(r), lockRoot: canonicalDir(m.Host)})
 	}
 	sort.Slice(h.mounts, func(i, j int) bool { return len(h.mounts[i].Virtual) > len(h.mounts[j].Virtual) })
 	return h, nil
@@ -205,7 +217,7 @@ func (h *HostFS) Edit(ctx context.Context, name string, fn EditFunc) error {
 	if real == "." {
 		return &PathError{Path: name, Err: ErrIsDir}
 	}
-	unlock, err := h.locks.Lock(ctx, m.Host+"\x00"+real)
+	unlock, err := h.locks.Lock(ctx, path.Join(m.lockRoot, real))
 	if err != nil {
 		return err
 	}
@@ -444,6 +456,18 @@ func (h *HostFS) Remove(_ context.Context, name string) error {
 		return &PathError{Path: name, Err: ErrReadOnly}
 	}
 	return HostError(name, m.root.Remove(rel))
+}
+
+// canonicalDir is dir absolute with every symlink resolved, or dir as it
+// is when that fails (OpenRoot has just opened it, so it rarely does).
+func canonicalDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return real
+	}
+	return filepath.Clean(dir)
 }
 
 // resolveInRoot resolves the symlinks of rel (a clean relative path) inside

@@ -343,3 +343,50 @@ func FuzzResolve(f *testing.F) {
 		}
 	})
 }
+
+// One host file reached through two mappings whose host roots are spelt
+// differently — a directory and, through a symlink, its subdirectory — by
+// two lock tables on one lock dir, as two server processes are: the lock is
+// keyed by the resolved host path, so no update is lost (issue 13.8).
+func TestEditLockKeyedByResolvedHostPath(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	data := filepath.Join(base, "data")
+	must(t, os.MkdirAll(filepath.Join(data, "sub"), 0o755))
+	must(t, os.Symlink(data, filepath.Join(base, "link")))
+	lockDir := filepath.Join(base, "locks")
+	open := func(m sandbox.Mount) *sandbox.HostFS {
+		locks, err := sandbox.NewFileLocks(lockDir)
+		must(t, err)
+		h, err := sandbox.OpenHostFS([]sandbox.Mount{m}, locks)
+		must(t, err)
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	whole := open(sandbox.Mount{Virtual: "/mnt/whole", Host: data})
+	sub := open(sandbox.Mount{Virtual: "/mnt/sub", Host: filepath.Join(base, "link", "sub")})
+	const n = 60
+	var wg sync.WaitGroup
+	for i := range n {
+		fsys, name := whole, "/mnt/whole/sub/counter.txt"
+		if i%2 == 1 {
+			fsys, name = sub, "/mnt/sub/counter.txt"
+		}
+		wg.Go(func() {
+			must := func(err error) {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			must(fsys.Edit(t.Context(), name, func(old []byte, _ bool) ([]byte, error) {
+				return append(old, 'x'), nil
+			}))
+		})
+	}
+	wg.Wait()
+	b, err := os.ReadFile(filepath.Join(data, "sub", "counter.txt"))
+	must(t, err)
+	if len(b) != n {
+		t.Fatalf("got %d updates, want %d", len(b), n)
+	}
+}
