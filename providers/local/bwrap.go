@@ -220,7 +220,7 @@ func (s *Sandbox) execBwrap(ctx context.Context, req sandbox.ExecRequest) (sandb
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	return runGroup(ctx, req, cmd)
+	return runGroup(ctx, req, cmd, false)
 }
 
 // sandboxPath keeps the PATH entries that exist inside the sandbox (the
