@@ -133,9 +133,10 @@ func pipeOf(b []byte) (*os.File, error) {
 
 // bwrapArgs builds the bubblewrap arguments: a fresh tmpfs root with the
 // system directories read-only, a minimal /etc, private /proc (its sys
-// read-only), /dev and the temp dirs (1777), the sandbox's mounts at their virtual paths
-// (read-only ones read-only), every namespace unshared (network too unless
-// network), no capabilities, a new session, and death with the server.
+// read-only), /dev and temp dirs (1777), the sandbox's mounts at their
+// virtual paths (read-only ones read-only), every namespace unshared
+// (network too unless network), no capabilities, a new session, and death
+// with the server. bwrapCommand adds the seccomp filter.
 func bwrapArgs(mounts []sandbox.Mount, network bool, cwd string, argv []string) (opts, command []string) {
 	a := []string{"--die-with-parent", "--new-session"}
 	root := os.Geteuid() == 0
