@@ -9,9 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -26,6 +28,7 @@ import (
 type HostFS struct {
 	mounts []*hostMount // longest virtual path first
 	locks  *Locks
+	temps  tempSweeper
 }
 
 type hostMount struct {
@@ -34,14 +37,25 @@ type hostMount struct {
 	// beneath is the same directory, for openBeneath (Linux: one openat2 a
 	// path instead of one openat a component); nil where that cannot work.
 	beneath *os.File
+	// lockRoot is the host directory with every symlink resolved: the
+	// prefix of the mount's lock keys, so that processes that reach one
+	// directory by different paths (a state dir given as D and as a
+	// symlink to D, two mounts of one directory or of a directory and its
+	// subdirectory) take the same lock for the same file. Keys are names,
+	// not inodes: an edit replaces the name by rename, so the file's inode
+	// changes with every edit, and two hard links of one file are two files
+	// after the first edit of either — each name has its own lock. One
+	// directory bind-mounted at two host paths is the case this misses.
+	lockRoot string
 }
 
 var _ FS = (*HostFS)(nil)
 
 // OpenHostFS opens every mount's host directory as an os.Root. Mounts may
-// not nest. Edits lock their files in locks, keyed by host root and the
-// file's symlink-resolved path, so two mounts or two threads sharing a host
-// directory still never lose an update.
+// not nest. Edits lock their files in locks, keyed by the file's host path
+// with every symlink resolved (the host root's as well as those inside the
+// mount), so two mounts, two threads or two processes reaching one host
+// directory by any path still never lose an update.
 func OpenHostFS(mounts []Mount, locks *Locks) (*HostFS, error) {
 	h := &HostFS{locks: locks}
 	for _, m := range mounts {
@@ -50,7 +64,7 @@ func OpenHostFS(mounts []Mount, locks *Locks) (*HostFS, error) {
 			h.Close()
 			return nil, HostError(m.Virtual, err)
 		}
-		h.mounts = append(h.mounts, &hostMount{Mount: m, root: r, beneath: beneathDir(r)})
+		h.mounts = append(h.mounts, &hostMount{Mount: m, root: r, beneath: beneathDir(r), lockRoot: canonicalDir(m.Host)})
 	}
 	sort.Slice(h.mounts, func(i, j int) bool { return len(h.mounts[i].Virtual) > len(h.mounts[j].Virtual) })
 	return h, nil
@@ -205,7 +219,7 @@ func (h *HostFS) Edit(ctx context.Context, name string, fn EditFunc) error {
 	if real == "." {
 		return &PathError{Path: name, Err: ErrIsDir}
 	}
-	unlock, err := h.locks.Lock(ctx, m.Host+"\x00"+real)
+	unlock, err := h.locks.Lock(ctx, path.Join(m.lockRoot, real))
 	if err != nil {
 		return err
 	}
@@ -228,7 +242,7 @@ func (h *HostFS) Edit(ctx context.Context, name string, fn EditFunc) error {
 			return HostError(name, err)
 		}
 	}
-	return HostError(name, writeAtomic(m.root, real, data, own))
+	return HostError(name, h.writeAtomic(m.root, real, data, own))
 }
 
 // EditMaxBytes is the largest file Edit reads: editing is read, change,
@@ -336,8 +350,8 @@ func mkdirInherit(root *os.Root, dir string) error {
 
 // writeAtomic writes data to a new file beside name and renames it over
 // name: readers see the old content or the new, never a half-written file.
-func writeAtomic(root *os.Root, name string, data []byte, own owner) error {
-	w, err := newAtomicWriter(root, name, own)
+func (h *HostFS) writeAtomic(root *os.Root, name string, data []byte, own owner) error {
+	w, err := h.newAtomicWriter(root, name, own)
 	if err != nil {
 		return err
 	}
@@ -348,35 +362,57 @@ func writeAtomic(root *os.Root, name string, data []byte, own owner) error {
 	return w.Close()
 }
 
-// atomicWriter writes a temporary file and renames it over its target on Close.
+// atomicWriter writes a temporary file and renames it over its target on
+// Close. It works in the target's directory opened once, not by path: when
+// the directory is moved or replaced by a symlink meanwhile (bash runs
+// beside the file tools), the rename — or, when that fails, the removal of
+// the temporary file — still happens in the directory the file was
+// created in, so a temporary file is never left behind by a write that
+// ended. While it is written, the temporary file holds an flock, which
+// tells sweepTemps it is alive.
 type atomicWriter struct {
-	root      *os.Root
+	dir       *os.Root
 	f         *os.File
-	tmp, name string
+	tmp, name string // names in dir
 	own       owner
 }
 
-func newAtomicWriter(root *os.Root, name string, own owner) (*atomicWriter, error) {
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := path.Join(path.Dir(name), ".sandbox-mcp-"+hex.EncodeToString(rnd[:])+".tmp")
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// Temporary files are named tempPrefix + 16 hex digits + tempSuffix.
+const (
+	tempPrefix = ".sandbox-mcp-"
+	tempSuffix = ".tmp"
+)
+
+func (h *HostFS) newAtomicWriter(root *os.Root, name string, own owner) (*atomicWriter, error) {
+	dir, err := root.OpenRoot(path.Dir(name))
 	if err != nil {
 		return nil, err
 	}
-	return &atomicWriter{root: root, f: f, tmp: tmp, name: name, own: own}, nil
+	h.temps.sweep(dir)
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := tempPrefix + hex.EncodeToString(rnd[:]) + tempSuffix
+	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		dir.Close()
+		return nil, err
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) // where flock works; the age check covers the rest
+	return &atomicWriter{dir: dir, f: f, tmp: tmp, name: path.Base(name), own: own}, nil
 }
 
 func (w *atomicWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
 
 func (w *atomicWriter) abort() {
 	w.f.Close()
-	w.root.Remove(w.tmp)
+	w.dir.Remove(w.tmp)
+	w.dir.Close()
 }
 
 // Close sets the owner and the mode (the umask does not apply to chmod)
 // and renames the file into place.
 func (w *atomicWriter) Close() error {
+	defer w.dir.Close()
 	err := w.own.chown(w.f)
 	if err == nil {
 		err = w.f.Chmod(w.own.mode)
@@ -385,12 +421,92 @@ func (w *atomicWriter) Close() error {
 		err = cerr
 	}
 	if err == nil {
-		err = w.root.Rename(w.tmp, w.name)
+		err = w.dir.Rename(w.tmp, w.name)
 	}
 	if err != nil {
-		w.root.Remove(w.tmp)
+		w.dir.Remove(w.tmp)
 	}
 	return err
+}
+
+// staleTempAge is how old a temporary file must be before a sweep may
+// remove it: far longer than a write takes (a saved bash output is written
+// for at most the bash timeout, 600 s), so that where flock tells nothing
+// a live one is still safe.
+const staleTempAge = 15 * time.Minute
+
+// tempSweeper removes the temporary files that writes which never ended
+// (a server killed mid-write) left in a directory, when that directory is
+// next written — at most once a minute per directory, and only files old
+// enough that nobody holds locked.
+type tempSweeper struct {
+	mu   sync.Mutex
+	last map[[2]uint64]time.Time // directory (dev, ino) -> last sweep
+}
+
+func (s *tempSweeper) sweep(dir *os.Root) {
+	fi, err := dir.Stat(".")
+	if err != nil {
+		return
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	key := [2]uint64{uint64(st.Dev), uint64(st.Ino)}
+	s.mu.Lock()
+	if s.last == nil || len(s.last) > 4096 {
+		s.last = map[[2]uint64]time.Time{} // a bound, not a history
+	}
+	if t, ok := s.last[key]; ok && now.Sub(t) < time.Minute {
+		s.mu.Unlock()
+		return
+	}
+	s.last[key] = now
+	s.mu.Unlock()
+	sweepTemps(dir, now)
+}
+
+// sweepTemps removes dir's temporary files older than staleTempAge that no
+// writer holds.
+func sweepTemps(dir *os.Root, now time.Time) {
+	d, err := dir.Open(".")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		if !isTempName(n) {
+			continue
+		}
+		fi, err := dir.Lstat(n)
+		if err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < staleTempAge {
+			continue
+		}
+		f, err := dir.OpenFile(n, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			dir.Remove(n)
+		}
+		f.Close()
+	}
+}
+
+// isTempName reports whether n is a name newAtomicWriter makes.
+func isTempName(n string) bool {
+	hexPart, ok := strings.CutPrefix(n, tempPrefix)
+	if !ok {
+		return false
+	}
+	if hexPart, ok = strings.CutSuffix(hexPart, tempSuffix); !ok || len(hexPart) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(hexPart)
+	return err == nil && strings.ToLower(hexPart) == hexPart
 }
 
 // Create implements FS.Create.
@@ -412,7 +528,7 @@ func (h *HostFS) Create(_ context.Context, name string) (io.WriteCloser, error) 
 	if err != nil {
 		return nil, HostError(name, err)
 	}
-	w, err := newAtomicWriter(m.root, rel, own)
+	w, err := h.newAtomicWriter(m.root, rel, own)
 	if err != nil {
 		return nil, HostError(name, err)
 	}
@@ -444,6 +560,18 @@ func (h *HostFS) Remove(_ context.Context, name string) error {
 		return &PathError{Path: name, Err: ErrReadOnly}
 	}
 	return HostError(name, m.root.Remove(rel))
+}
+
+// canonicalDir is dir absolute with every symlink resolved, or dir as it
+// is when that fails (OpenRoot has just opened it, so it rarely does).
+func canonicalDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return real
+	}
+	return filepath.Clean(dir)
 }
 
 // resolveInRoot resolves the symlinks of rel (a clean relative path) inside

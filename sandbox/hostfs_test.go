@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -342,4 +344,131 @@ func FuzzResolve(f *testing.F) {
 			t.Fatalf("%q reached the secret", arg)
 		}
 	})
+}
+
+// One host file reached through two mappings whose host roots are spelt
+// differently — a directory and, through a symlink, its subdirectory — by
+// two lock tables on one lock dir, as two server processes are: the lock is
+// keyed by the resolved host path, so no update is lost (issue 13.8).
+func TestEditLockKeyedByResolvedHostPath(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	data := filepath.Join(base, "data")
+	must(t, os.MkdirAll(filepath.Join(data, "sub"), 0o755))
+	must(t, os.Symlink(data, filepath.Join(base, "link")))
+	lockDir := filepath.Join(base, "locks")
+	open := func(m sandbox.Mount) *sandbox.HostFS {
+		locks, err := sandbox.NewFileLocks(lockDir)
+		must(t, err)
+		h, err := sandbox.OpenHostFS([]sandbox.Mount{m}, locks)
+		must(t, err)
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	whole := open(sandbox.Mount{Virtual: "/mnt/whole", Host: data})
+	sub := open(sandbox.Mount{Virtual: "/mnt/sub", Host: filepath.Join(base, "link", "sub")})
+	const n = 60
+	var wg sync.WaitGroup
+	for i := range n {
+		fsys, name := whole, "/mnt/whole/sub/counter.txt"
+		if i%2 == 1 {
+			fsys, name = sub, "/mnt/sub/counter.txt"
+		}
+		wg.Go(func() {
+			must := func(err error) {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			must(fsys.Edit(t.Context(), name, func(old []byte, _ bool) ([]byte, error) {
+				return append(old, 'x'), nil
+			}))
+		})
+	}
+	wg.Wait()
+	b, err := os.ReadFile(filepath.Join(data, "sub", "counter.txt"))
+	must(t, err)
+	if len(b) != n {
+		t.Fatalf("got %d updates, want %d", len(b), n)
+	}
+}
+
+// tempFiles lists the temporary files of atomic writes under dir.
+func tempFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error {
+		if strings.HasPrefix(filepath.Base(p), ".sandbox-mcp-") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// A write whose directory is moved, or replaced by a symlink, while it is
+// written (bash running beside the file tools) still renames its temporary
+// file into that directory and never leaves it behind (issue 13.12).
+func TestAtomicWriteParentMovedLeavesNoTemp(t *testing.T) {
+	t.Parallel()
+	for _, swap := range []string{"moved", "replaced by a symlink"} {
+		t.Run(swap, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			w, err := f.fs.Create(t.Context(), sandbox.WorkspaceDir+"/sub/f.txt")
+			must(t, err)
+			if _, err := w.Write([]byte("new")); err != nil {
+				t.Fatal(err)
+			}
+			must(t, os.Rename(filepath.Join(f.ws, "sub"), filepath.Join(f.ws, "sub2")))
+			if swap != "moved" {
+				must(t, os.Symlink("real", filepath.Join(f.ws, "sub")))
+			}
+			if err := w.Close(); err != nil {
+				t.Logf("close: %v", err)
+			}
+			if left := tempFiles(t, f.base); len(left) > 0 {
+				t.Errorf("temporary files left: %v", left)
+			}
+			if b, err := os.ReadFile(filepath.Join(f.ws, "sub2", "f.txt")); err != nil || string(b) != "new" {
+				t.Errorf("the write did not land in its directory: %q %v", b, err)
+			}
+			if _, err := os.Stat(filepath.Join(f.ws, "real", "f.txt")); err == nil {
+				t.Errorf("the write followed the symlink that replaced its directory")
+			}
+		})
+	}
+}
+
+// Temporary files left by a write that never finished (a server killed
+// mid-write) are removed when their directory is next written, once they
+// are old and no writer holds them; a live one is kept (issue 13.12).
+func TestStaleTempFilesSwept(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	old := time.Now().Add(-time.Hour)
+	plant := func(name string) string {
+		p := filepath.Join(f.ws, name)
+		must(t, os.WriteFile(p, []byte("partial"), 0o600))
+		must(t, os.Chtimes(p, old, old))
+		return p
+	}
+	stale := plant(".sandbox-mcp-0123456789abcdef.tmp")
+	held := plant(".sandbox-mcp-fedcba9876543210.tmp")
+	fresh := filepath.Join(f.ws, ".sandbox-mcp-00112233445566ff.tmp")
+	must(t, os.WriteFile(fresh, []byte("partial"), 0o600))
+	other := plant(".sandbox-mcp-notes.tmp") // not a name the writer makes
+	lf, err := os.Open(held)
+	must(t, err)
+	defer lf.Close()
+	must(t, syscall.Flock(int(lf.Fd()), syscall.LOCK_SH)) // a live writer elsewhere
+	must(t, f.fs.Edit(t.Context(), sandbox.WorkspaceDir+"/a.txt", func(b []byte, _ bool) ([]byte, error) { return append(b, '!'), nil }))
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale temp file kept: %v", err)
+	}
+	for _, p := range []string{held, fresh, other} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s removed: %v", filepath.Base(p), err)
+		}
+	}
 }

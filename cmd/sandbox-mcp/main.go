@@ -31,6 +31,7 @@ import (
 var version = ""
 
 func main() {
+	local.ReaperMain() // when started as the host-bash reaper, runs it and exits
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
 }
 

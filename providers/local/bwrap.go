@@ -56,7 +56,9 @@ func ProbeBwrap(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("bwrap does not work here: %v", err)
 	}
-	cmd.ExtraFiles[0].Close()
+	for _, f := range cmd.ExtraFiles {
+		f.Close()
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -83,13 +85,20 @@ const sandboxUID = 65534
 
 // bwrapCommand is the command that runs bwrap with opts and then command.
 // The options go through a pipe (--args 3), so the sandbox's
-// /proc/1/cmdline names no host path; env is bwrap's environment, which the
-// command inherits. The caller closes cmd.ExtraFiles after starting it.
+// /proc/1/cmdline names no host path, and the seccomp filter through
+// another (--seccomp 4); env is bwrap's environment, which the command
+// inherits. The caller closes cmd.ExtraFiles after starting it.
 func bwrapCommand(bwrap string, opts, command []string, env []string) (*exec.Cmd, error) {
-	pr, pw, err := os.Pipe()
+	filter, err := pipeOf(keyringFilter())
 	if err != nil {
 		return nil, err
 	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		filter.Close()
+		return nil, err
+	}
+	opts = append(opts[:len(opts):len(opts)], "--seccomp", "4") // ExtraFiles[1]
 	go func() {
 		for _, a := range opts {
 			io.WriteString(pw, a)
@@ -100,15 +109,34 @@ func bwrapCommand(bwrap string, opts, command []string, env []string) (*exec.Cmd
 	cmd := exec.Command(bwrap, append([]string{"--args", "3", "--"}, command...)...)
 	cmd.Dir = "/"
 	cmd.Env = env
-	cmd.ExtraFiles = []*os.File{pr}
+	cmd.ExtraFiles = []*os.File{pr, filter}
 	return cmd, nil
+}
+
+// pipeOf is the read end of a pipe that holds b (small: it fits the pipe's
+// buffer) and then ends.
+func pipeOf(b []byte) (*os.File, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = pw.Write(b)
+	if cerr := pw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	return pr, nil
 }
 
 // bwrapArgs builds the bubblewrap arguments: a fresh tmpfs root with the
 // system directories read-only, a minimal /etc, private /proc (its sys
-// read-only), /dev and /tmp, the sandbox's mounts at their virtual paths
-// (read-only ones read-only), every namespace unshared (network too unless
-// network), no capabilities, a new session, and death with the server.
+// read-only), /dev and temp dirs (1777), the sandbox's mounts at their
+// virtual paths (read-only ones read-only), every namespace unshared
+// (network too unless network), no capabilities, a new session, and death
+// with the server. bwrapCommand adds the seccomp filter.
 func bwrapArgs(mounts []sandbox.Mount, network bool, cwd string, argv []string) (opts, command []string) {
 	a := []string{"--die-with-parent", "--new-session"}
 	root := os.Geteuid() == 0
@@ -126,7 +154,15 @@ func bwrapArgs(mounts []sandbox.Mount, network bool, cwd string, argv []string) 
 	}
 	a = append(a, "--hostname", "sandbox",
 		"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
-		"--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run")
+		"--dev", "/dev",
+		// bwrap makes a tmpfs 0755 and a directory it creates for a bind
+		// 0700, both root's: useless to nobody. The temp dirs are 1777 as on
+		// any host; /etc and /run are 0755 and hold only what is bound.
+		"--perms", "1777", "--tmpfs", "/dev/shm",
+		"--perms", "1777", "--tmpfs", "/tmp",
+		"--perms", "1777", "--tmpfs", "/var/tmp",
+		"--perms", "0755", "--tmpfs", "/run",
+		"--perms", "0755", "--dir", "/etc")
 	for _, d := range systemDirs {
 		fi, err := os.Lstat(d)
 		switch {
@@ -185,7 +221,7 @@ func (s *Sandbox) execBwrap(ctx context.Context, req sandbox.ExecRequest) (sandb
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	return runGroup(ctx, req, cmd)
+	return runGroup(ctx, req, cmd, false)
 }
 
 // sandboxPath keeps the PATH entries that exist inside the sandbox (the

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -280,5 +282,148 @@ func TestBwrapFileOwnershipRoundTrip(t *testing.T) {
 	out, res = f.run(t, "cat from-bash/b.txt; echo more >> from-bash/b.txt && echo ok", time.Minute)
 	if res.ExitCode != 0 || out != "edited\nok\n" {
 		t.Fatalf("bash on an edited file: exit %d %q", res.ExitCode, out)
+	}
+}
+
+// Whoever commands run as (nobody when the server is root) can use what
+// the sandbox gives them: /etc is searchable and its files readable (DNS,
+// TLS), the temp dirs are 1777 (mktemp, compilers, pip), and the parents
+// of what is bound are 0755 (issue 13.9).
+func TestBwrapSystemDirsUsable(t *testing.T) {
+	t.Parallel()
+	f := newBwrap(t, false)
+	out, res := f.run(t, "stat -c '%n %a' / /etc /tmp /var /var/tmp /run /dev/shm /mnt /mnt/user-data", time.Minute)
+	want := "/ 755\n/etc 755\n/tmp 1777\n/var 755\n/var/tmp 1777\n/run 755\n/dev/shm 1777\n/mnt 755\n/mnt/user-data 755\n"
+	if res.ExitCode != 0 || out != want {
+		t.Errorf("modes: exit %d\n%s\nwant\n%s", res.ExitCode, out, want)
+	}
+	for _, cmd := range []string{
+		"id -u",
+		"t=$(mktemp) && echo x > \"$t\" && cat \"$t\" && d=$(mktemp -d) && touch \"$d/f\"",
+		"echo x > /tmp/a && echo x > /var/tmp/a && echo x > /dev/shm/a && cat /tmp/a /var/tmp/a /dev/shm/a",
+		"cat /etc/resolv.conf /etc/passwd /etc/hosts > /dev/null",
+		"ls /etc/ssl/certs | grep -q . && cat /etc/ssl/certs/ca-certificates.crt > /dev/null",
+		"getent hosts localhost",
+		"getent passwd nobody",
+		`python3 -c 'import tempfile, ssl; assert tempfile.gettempdir() == "/tmp", tempfile.gettempdir(); tempfile.NamedTemporaryFile().write(b"x"); ssl.create_default_context()'`,
+	} {
+		if _, err := os.Stat("/etc/resolv.conf"); err != nil && strings.Contains(cmd, "resolv.conf") {
+			continue // nothing to read on this host
+		}
+		if _, err := os.Stat("/usr/bin/python3"); err != nil && strings.HasPrefix(cmd, "python3") {
+			continue
+		}
+		if out, res := f.run(t, cmd, time.Minute); res.ExitCode != 0 {
+			t.Errorf("%s: exit %d: %s", cmd, res.ExitCode, out)
+		}
+	}
+}
+
+// keysPy drives the kernel keyring from inside the sandbox (keyctl(1) may
+// not be installed): "add" puts a key in every keyring the process can
+// name (session, user, user-session), "read" looks for it in each and
+// prints what it finds, "session" prints the session keyring's id or the
+// error that refused it.
+const keysPy = `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_add_key, SYS_keyctl = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+libc.syscall.restype = ctypes.c_long
+KEYRINGS = {"session": -3, "user": -4, "user-session": -5}
+def err():
+    return os.strerror(ctypes.get_errno())
+if sys.argv[1] == "add":
+    for name, ring in KEYRINGS.items():
+        payload = ("SECRET-IN-" + name).encode()
+        r = libc.syscall(SYS_add_key, b"user", b"sandbox-mcp-test", payload, len(payload), ring)
+        print("add", name, r if r >= 0 else err())
+elif sys.argv[1] == "read":
+    for name, ring in KEYRINGS.items():
+        k = libc.syscall(SYS_keyctl, 10, ring, b"user", b"sandbox-mcp-test", 0)  # KEYCTL_SEARCH
+        if k < 0:
+            print("search", name, err())
+            continue
+        buf = ctypes.create_string_buffer(256)
+        n = libc.syscall(SYS_keyctl, 11, k, buf, 256)  # KEYCTL_READ
+        print("read", name, buf.raw[:n].decode() if n >= 0 else err())
+else:
+    r = libc.syscall(SYS_keyctl, 0, -3, 0)  # KEYCTL_GET_KEYRING_ID
+    print("session", r if r >= 0 else err())
+`
+
+// One thread's commands cannot reach another thread's kernel keys, nor
+// the server's: as root every thread's bash is nobody in the host's user
+// namespace, so nobody's user keyring is one for all threads; unprivileged,
+// a command inherits the server's session keyring. The sandbox refuses the
+// keyring system calls, as Docker's default seccomp profile does (issue
+// 13.9).
+func TestBwrapKeyringsNotShared(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("SKIPPED: no /usr/bin/python3 to drive the keyring from inside the sandbox")
+	}
+	f := newBwrap(t, false)
+	other, err := f.p.Acquire(t.Context(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.p.Release("other")
+	for _, sb := range []sandbox.Sandbox{f.sb, other} {
+		if err := sb.FS().Edit(t.Context(), sandbox.WorkspaceDir+"/keys.py", func([]byte, bool) ([]byte, error) { return []byte(keysPy), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	added, _ := f.run(t, "python3 keys.py add", time.Minute)
+	out, res, err := execOut(t, other.(*Sandbox), t.Context(), "python3 keys.py read", time.Minute)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("read: exit %d %v: %s", res.ExitCode, err, out)
+	}
+	if strings.Contains(out, "SECRET-IN-") {
+		t.Errorf("thread other read thread t1's keys:\nt1: %s\nother: %s", added, out)
+	}
+	// No keyring is reachable at all, the inherited session keyring included.
+	if out, _ := f.run(t, "python3 keys.py session", time.Minute); out != "session Operation not permitted\n" {
+		t.Errorf("the session keyring is reachable: %q", out)
+	}
+}
+
+// The server run by an ordinary user (the desktop case) gets the same
+// sandbox: as root, this runs the isolation tests again in a copy of the
+// test binary dropped to nobody with setpriv, where bwrap makes a user
+// namespace instead.
+func TestBwrapAsOrdinaryUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: already an ordinary user; the other tests cover it")
+	}
+	requireBwrap(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "local.test")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := strconv.Itoa(sandboxUID)
+	cmd := exec.CommandContext(t.Context(), "/usr/bin/setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", "--",
+		bin, "-test.count=1", "-test.v",
+		"-test.run", "^(TestBwrapSystemDirsUsable|TestBwrapKeyringsNotShared|TestBwrapHidesTheHost|TestBwrapReadOnlyMounts|TestBwrapFileOwnershipRoundTrip)$")
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=" + defaultPath, "TMPDIR=/tmp", "SANDBOX_MCP_REQUIRE_BWRAP=1"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as uid %s: %v\n%s", id, err, out)
+	}
+	if n := strings.Count(string(out), "--- PASS"); n != 5 {
+		t.Fatalf("as uid %s: %d tests passed, want 5:\n%s", id, n, out)
 	}
 }

@@ -25,7 +25,9 @@ const drainGrace = 2 * time.Second
 // isolates, else on the host — only when AllowHostBash — with the virtual
 // paths of the command rewritten to host paths. When the shell exits, when
 // the timeout fires or when ctx is cancelled, the whole group is killed, so
-// background children cannot outlive the call or hold its pipe open.
+// background children cannot outlive the call or hold its pipe open; on the
+// host, children that left the group (setsid) too, through the reaper
+// (reaper_linux.go).
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	if s.p.cfg.Isolation == IsolationBwrap {
 		return s.execBwrap(ctx, req)
@@ -39,9 +41,13 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		}
 	}
 	cmd := exec.Command(s.p.shell, "-c", rewrite(req.Command, s.mounts))
+	reaper, prefix := reaperCommand()
+	if prefix != nil { // children that leave the group die with the call too
+		cmd.Path, cmd.Args = reaper, append(prefix, cmd.Args...)
+	}
 	cmd.Dir = s.mounts[0].Host
 	cmd.Env = Env(s.p.cfg.EnvInherit, s.mounts[0].Host)
-	return runGroup(ctx, req, cmd)
+	return runGroup(ctx, req, cmd, prefix != nil)
 }
 
 // shellSafe reports whether p can stand in a command unquoted.
@@ -54,9 +60,16 @@ func shellSafe(p string) bool {
 	return true
 }
 
+// reaperGrace is how long a reaper asked to stop may take to kill what
+// the command left before its group is killed the blunt way.
+const reaperGrace = 5 * time.Second
+
 // runGroup runs cmd in its own process group and feeds its interleaved
-// stdout and stderr to req.Output.
-func runGroup(ctx context.Context, req sandbox.ExecRequest, cmd *exec.Cmd) (sandbox.ExecResult, error) {
+// stdout and stderr to req.Output. When reaped, cmd is the host-bash reaper
+// (reaper_linux.go): a timeout or a cancellation asks it to stop with
+// SIGTERM, so that it kills what left the group before it exits, instead
+// of killing it with its group.
+func runGroup(ctx context.Context, req sandbox.ExecRequest, cmd *exec.Cmd, reaped bool) (sandbox.ExecResult, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return sandbox.ExecResult{}, err
@@ -74,6 +87,10 @@ func runGroup(ctx context.Context, req sandbox.ExecRequest, cmd *exec.Cmd) (sand
 	}
 	pgid := cmd.Process.Pid
 	killGroup := func() { syscall.Kill(-pgid, syscall.SIGKILL) }
+	stop := killGroup
+	if reaped {
+		stop = func() { syscall.Kill(pgid, syscall.SIGTERM) }
+	}
 
 	copied := make(chan struct{})
 	go func() {
@@ -99,12 +116,12 @@ func runGroup(ctx context.Context, req sandbox.ExecRequest, cmd *exec.Cmd) (sand
 	case <-waited:
 	case <-timeout:
 		res.TimedOut = true
-		killGroup()
-		<-waited
+		stop()
+		awaitStop(waited, killGroup)
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
-		killGroup()
-		<-waited
+		stop()
+		awaitStop(waited, killGroup)
 	}
 	killGroup() // background children die with the command
 	select {
@@ -122,6 +139,17 @@ func runGroup(ctx context.Context, req sandbox.ExecRequest, cmd *exec.Cmd) (sand
 		res.ExitCode = cmd.ProcessState.ExitCode()
 	}
 	return res, nil
+}
+
+// awaitStop waits for a stopped command to end, killing its group if it
+// takes longer than reaperGrace (a group kill ends at once).
+func awaitStop(waited <-chan error, killGroup func()) {
+	select {
+	case <-waited:
+	case <-time.After(reaperGrace):
+		killGroup()
+		<-waited
+	}
 }
 
 // defaultPath is used when the server has no PATH.

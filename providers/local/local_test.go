@@ -246,3 +246,45 @@ func TestRewrite(t *testing.T) {
 		}
 	}
 }
+
+// Children that leave the command's process group and session (setsid, a
+// double fork into a new session) die with the call on the host too: when
+// the shell exits, on a timeout and on a cancellation (issue 13.12).
+func TestExecSetsidChildrenDie(t *testing.T) {
+	t.Parallel()
+	const escape = "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > pid; (setsid sh -c 'echo $$ > pid2; exec sleep 300' </dev/null >/dev/null 2>&1 &); while [ ! -s pid2 ]; do sleep 0.05; done; "
+	for _, tc := range []struct {
+		name, cmd string
+		timeout   time.Duration
+		cancel    bool
+	}{
+		{"exit", escape + "echo done", time.Minute, false},
+		{"timeout", escape + "sleep 300", time.Second, false},
+		{"cancel", escape + "touch go; sleep 300", time.Minute, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sb, state := newSandbox(t, true)
+			ws := filepath.Join(ThreadDir(state, "t1"), "workspace")
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if tc.cancel {
+				go func() {
+					for range 1000 {
+						if _, err := os.Stat(filepath.Join(ws, "go")); err == nil {
+							break
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					cancel()
+				}()
+			}
+			out, res, err := execOut(t, sb, ctx, tc.cmd, tc.timeout)
+			if tc.cancel != errors.Is(err, context.Canceled) || (tc.name == "timeout") != res.TimedOut {
+				t.Fatalf("res = %+v err = %v out = %q", res, err, out)
+			}
+			assertDead(t, filepath.Join(ws, "pid"))
+			assertDead(t, filepath.Join(ws, "pid2"))
+		})
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Host bash (--isolation none --allow-host-bash): a child that leaves the
+// command's process group and session (setsid, a double fork) does not
+// outlive the call, nor the server when the server is killed (issue 13.12).
+func TestE2EHostBashSetsidChildrenReaped(t *testing.T) {
+	t.Parallel()
+	t.Run("call returns", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, opts{isolation: "none"})
+		marker := fmt.Sprintf("E2E_SETSID=%d-%d", os.Getpid(), time.Now().UnixNano())
+		t.Cleanup(func() { killMarked(marker) })
+		cmd := "export " + marker + "; setsid sleep 300 </dev/null >/dev/null 2>&1 & (setsid sh -c 'sleep 300' </dev/null >/dev/null 2>&1 &); sleep 0.2; echo started"
+		p.want("bash", map[string]any{"command": cmd}, "started\n[exit code 0]", false)
+		waitGone(t, p, marker, "the call returned")
+		p.want("bash", map[string]any{"command": "echo still here"}, "still here\n[exit code 0]", false)
+	})
+	t.Run("server killed", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, opts{isolation: "none", rawPipes: true})
+		marker := fmt.Sprintf("E2E_SETSID=%d-%d", os.Getpid(), time.Now().UnixNano())
+		t.Cleanup(func() { killMarked(marker) })
+		cmd := "export " + marker + "; setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 300"
+		go p.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": cmd}})
+		deadline := time.Now().Add(30 * time.Second)
+		for len(marked(marker)) < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the command's processes never showed up\nstderr:\n%s", p.stderr)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		p.cmd.Process.Kill()
+		waitGone(t, p, marker, "the server was killed")
+	})
+}
+
+// killMarked kills a test's own leftovers.
+func killMarked(marker string) {
+	for _, pid := range marked(marker) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}

@@ -1,0 +1,170 @@
+package local
+
+import (
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Host bash has no PID namespace, and a process group is no fence: a child
+// that calls setsid (or double-forks into a new session) leaves the group
+// that a timeout or the end of the call kills, and would outlive the call
+// and the server. So host bash runs under a reaper: this same binary,
+// started again under the name reaperName, made a child subreaper
+// (PR_SET_CHILD_SUBREAPER), so that every process the command leaves behind
+// is re-parented to it, whatever session or group it moved to. When bash
+// exits, when the server asks (SIGTERM: timeout or cancellation) or when
+// the server dies (its parent changes), the reaper kills bash's group and
+// then every child it has, again as their own children fall to it, until
+// none is left. A process that makes itself a subreaper, or that leaves
+// through ptrace or a daemon manager (systemd-run, at), is not the
+// command's descendant any more and escapes; only a PID namespace
+// (--isolation bwrap) holds those.
+
+// reaperName is argv[0] of the reaper process.
+const reaperName = "sandbox-mcp-reaper"
+
+// reaperReady is set once ReaperMain has run in this process and returned:
+// the binary can be its own reaper.
+var reaperReady atomic.Bool
+
+// ReaperMain turns this process into the host-bash reaper and never
+// returns when it was started as one; otherwise it notes that this binary
+// can serve as the reaper and returns at once. main calls it first thing;
+// a binary that does not (a test binary of another package) runs host bash
+// without a reaper.
+func ReaperMain() {
+	if len(os.Args) < 2 || os.Args[0] != reaperName {
+		reaperReady.Store(true)
+		return
+	}
+	os.Exit(reap(os.Args[1:]))
+}
+
+// reaperCommand is argv for running argv under the reaper, or nil when
+// this binary cannot be its own reaper.
+func reaperCommand() (path string, args []string) {
+	if !reaperReady.Load() {
+		return "", nil
+	}
+	return "/proc/self/exe", []string{reaperName}
+}
+
+// reap runs argv in its own process group and, when it ends, kills every
+// process it left. Its exit code is the command's (128+N for a signal).
+func reap(argv []string) int {
+	parent := os.Getppid()
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		os.Stderr.WriteString("sandbox-mcp-reaper: " + err.Error() + "\n")
+		return 126
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		os.Stderr.WriteString("sandbox-mcp-reaper: " + argv[0] + ": " + err.Error() + "\n")
+		return 127
+	}
+	code := make(chan int, 1)
+	go func() {
+		var ws syscall.WaitStatus
+		for {
+			_, err := syscall.Wait4(pid, &ws, 0, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				code <- 137 // reaped by the sweep below, after a kill
+				return
+			}
+			if ws.Signaled() {
+				code <- 128 + int(ws.Signal())
+			} else {
+				code <- ws.ExitStatus()
+			}
+			return
+		}
+	}()
+	orphaned := time.NewTicker(200 * time.Millisecond)
+	defer orphaned.Stop()
+	exit := -1
+wait:
+	for {
+		select {
+		case exit = <-code:
+			break wait
+		case <-term:
+			break wait
+		case <-orphaned.C:
+			if os.Getppid() != parent {
+				break wait // the server died
+			}
+		}
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
+	killChildren()
+	if exit < 0 {
+		select {
+		case exit = <-code:
+		default:
+			exit = 137
+		}
+	}
+	return exit
+}
+
+// killChildren kills every child of this process and reaps it, until none
+// is left: a killed child's own children are re-parented here and go in a
+// later round.
+func killChildren() {
+	self := os.Getpid()
+	for {
+		for _, c := range childrenOf(self) {
+			syscall.Kill(c, syscall.SIGKILL)
+		}
+		_, err := unix.Wait4(-1, nil, unix.WALL, nil)
+		if err == unix.ECHILD {
+			return
+		}
+	}
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
