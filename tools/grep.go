@@ -76,7 +76,12 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if err != nil {
 		return failf("invalid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}
-	filter := req.GetString("glob", "")
+	var filter *globPattern
+	if f := req.GetString("glob", ""); f != "" {
+		if filter, err = compileFilter("glob", f); err != nil {
+			return fail(err)
+		}
+	}
 	maxResults := req.GetInt("max_results", grepDefaultMax)
 	if maxResults <= 0 {
 		maxResults = grepDefaultMax
@@ -122,8 +127,13 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if fi.IsDir() {
 		files := newGrepPool(ctx, g, found)
 		err = walk(ctx, fsys, base, true, func(vp, rel string, d fs.DirEntry) error {
-			if d.IsDir() || (filter != "" && !matchName(filter, rel)) {
+			if d.IsDir() {
 				return nil
+			}
+			if filter != nil {
+				if ok, err := filter.match(ctx, rel); !ok {
+					return err
+				}
 			}
 			return files.add(vp)
 		})
@@ -134,13 +144,18 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		if err == nil {
 			err = ctx.Err() // the workers skip what is left when cancelled
 		}
-	} else if filter == "" || matchName(filter, path.Base(base)) {
+	} else if ok, ferr := filterBase(ctx, filter, base); !ok {
+		err = ferr
+	} else {
 		var buf []byte
 		lines, matches := g.file(ctx, base, &buf)
 		err = found(base, lines, matches)
 	}
 	if err != nil && err != errStop {
 		saved.Finish(false)
+		if ctx.Err() != nil {
+			return failf("cancelled: grep stopped")
+		}
 		return fail(err)
 	}
 	truncated := results > offset+shown
@@ -168,6 +183,15 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	r := text(s)
 	r.Truncated = truncated
 	return r
+}
+
+// filterBase reports whether a single file given as grep's path passes the
+// filter, matched against its base name.
+func filterBase(ctx context.Context, filter *globPattern, name string) (bool, error) {
+	if filter == nil {
+		return true, nil
+	}
+	return filter.match(ctx, path.Base(name))
 }
 
 // renderGrep writes the records [first, last) of one file. content: the
