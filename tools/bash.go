@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -33,27 +32,32 @@ func bashTool() Tool {
 				"files are under /mnt/user-data/{workspace,uploads,outputs}. stdout and stderr come back interleaved, "+
 				"followed by [exit code N] or [timed out after Ns]. Long output keeps its head and tail."),
 			mcp.WithString("command", mcp.Required(), mcp.Description("The command, run with bash -c.")),
-			mcp.WithNumber("timeout", mcp.Description("Seconds before the command and every process it started are killed (default 120, max 600).")),
+			mcp.WithNumber("timeout", exclusiveMinimum(0), mcp.Description("Seconds before the command and every process it started are killed (default 120, max 600).")),
 			mcp.WithString("description", mcp.Description("What the command does, in a few words (for logs).")),
 			destructive("Run command", true),
 		),
+		Args:   bashArgs{},
 		Handle: bash,
 	}
 }
 
+type bashArgs struct {
+	Command     string  `json:"command" arg:"required"`
+	Timeout     float64 `json:"timeout" arg:"above=0"`
+	Description string  `json:"description"`
+}
+
 func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	command, err := requiredString(req, "command")
-	if err != nil {
+	a := bashArgs{Timeout: bashDefaultTimeout.Seconds()}
+	if err := bindArgs("bash", req, &a); err != nil {
 		return fail(err)
 	}
+	command := a.Command
 	if strings.TrimSpace(command) == "" {
 		return failf("command is empty")
 	}
-	timeout := bashDefaultTimeout
-	if t := req.GetFloat("timeout", 0); t > 0 && !math.IsInf(t, 0) && !math.IsNaN(t) {
-		// Clamp in seconds before converting: a huge value would overflow.
-		timeout = time.Duration(min(t, bashTimeoutCeiling.Seconds()) * float64(time.Second))
-	}
+	// Clamp in seconds before converting: a huge value would overflow.
+	timeout := time.Duration(min(a.Timeout, bashTimeoutCeiling.Seconds()) * float64(time.Second))
 	if max := env.Limits.BashTimeoutMax; max > 0 && timeout > max {
 		timeout = max
 	}

@@ -25,21 +25,32 @@ func globTool() Tool {
 			mcp.WithString("pattern", mcp.Required(), mcp.Description(`Glob pattern, e.g. "**/*.go"; an absolute pattern searches from its fixed prefix. At most 4096 bytes and 256 patterns once {a,b} groups are expanded.`)),
 			mcp.WithString("path", mcp.Description("Directory to search (default /mnt/user-data/workspace).")),
 			mcp.WithBoolean("include_dirs", mcp.Description("Also list matching directories (default false).")),
-			mcp.WithNumber("max_results", mcp.Description("Most paths to list (default 200).")),
+			mcp.WithInteger("max_results", mcp.Min(1), mcp.Description("Most paths to list (default 200).")),
 			mcp.WithString("sort", mcp.Enum("path", "mtime"), mcp.Description("path: by path (default); mtime: newest first.")),
-			mcp.WithNumber("offset", mcp.Description("Skip this many paths first, to page through a long result (default 0).")),
+			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Skip this many paths first, to page through a long result (default 0).")),
 			readOnly("Find files"),
 		),
+		Args:   globArgs{},
 		Handle: glob,
 	}
 }
 
+type globArgs struct {
+	Pattern     string `json:"pattern" arg:"required"`
+	Path        string `json:"path"`
+	IncludeDirs bool   `json:"include_dirs"`
+	MaxResults  int    `json:"max_results" arg:"min=1"`
+	Sort        string `json:"sort"`
+	Offset      int    `json:"offset" arg:"min=0"`
+}
+
 func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	pattern, err := requiredString(req, "pattern")
-	if err != nil {
+	a := globArgs{MaxResults: globDefaultMax, Sort: "path"}
+	if err := bindArgs("glob", req, &a); err != nil {
 		return fail(err)
 	}
-	base, err := pathArg(req, "path")
+	pattern := a.Pattern
+	base, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
 	}
@@ -55,13 +66,7 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if err != nil {
 		return fail(err)
 	}
-	includeDirs := req.GetBool("include_dirs", false)
-	maxResults := req.GetInt("max_results", globDefaultMax)
-	if maxResults <= 0 {
-		maxResults = globDefaultMax
-	}
-	offset := max(req.GetInt("offset", 0), 0)
-	sortBy := req.GetString("sort", "path")
+	includeDirs, maxResults, offset, sortBy := a.IncludeDirs, a.MaxResults, a.Offset, a.Sort
 	if sortBy != "path" && sortBy != "mtime" {
 		return failf("sort %q: want path or mtime", sortBy)
 	}

@@ -43,33 +43,47 @@ func grepTool() Tool {
 			mcp.WithString("glob", mcp.Description(`Only search files matching this glob, e.g. "*.go" (base name) or "src/**/*.ts" (relative path).`)),
 			mcp.WithBoolean("literal", mcp.Description("Treat pattern as a plain string (default false).")),
 			mcp.WithBoolean("case_sensitive", mcp.Description("Match case (default false).")),
-			mcp.WithNumber("max_results", mcp.Description("Most results to list: matches, or files with output_mode files/count (default 100).")),
-			mcp.WithNumber("context", mcp.Description("Lines of context before and after each match (default 0, max 20).")),
+			mcp.WithInteger("max_results", mcp.Min(1), mcp.Description("Most results to list: matches, or files with output_mode files/count (default 100).")),
+			mcp.WithInteger("context", mcp.Min(0), mcp.Description("Lines of context before and after each match (default 0, max 20: more is taken as 20).")),
 			mcp.WithString("output_mode", mcp.Enum("content", "files", "count"), mcp.Description("content: matching lines (default); files: paths of matching files; count: path:matches per file.")),
-			mcp.WithNumber("offset", mcp.Description("Skip this many results first, to page through a long result (default 0).")),
+			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Skip this many results first, to page through a long result (default 0).")),
 			readOnly("Search file contents"),
 		),
+		Args:   grepArgs{},
 		Handle: grep,
 	}
 }
 
+type grepArgs struct {
+	Pattern       string `json:"pattern" arg:"required"`
+	Path          string `json:"path"`
+	Glob          string `json:"glob"`
+	Literal       bool   `json:"literal"`
+	CaseSensitive bool   `json:"case_sensitive"`
+	MaxResults    int    `json:"max_results" arg:"min=1"`
+	Context       int    `json:"context" arg:"min=0"`
+	OutputMode    string `json:"output_mode"`
+	Offset        int    `json:"offset" arg:"min=0"`
+}
+
 func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	pattern, err := requiredString(req, "pattern")
-	if err != nil {
+	a := grepArgs{MaxResults: grepDefaultMax, OutputMode: "content"}
+	if err := bindArgs("grep", req, &a); err != nil {
 		return fail(err)
 	}
+	pattern := a.Pattern
 	if pattern == "" {
 		return failf("pattern is empty")
 	}
-	base, err := pathArg(req, "path")
+	base, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
 	}
 	expr := pattern
-	if req.GetBool("literal", false) {
+	if a.Literal {
 		expr = regexp.QuoteMeta(pattern)
 	}
-	if !req.GetBool("case_sensitive", false) {
+	if !a.CaseSensitive {
 		expr = "(?i)" + expr
 	}
 	m, err := newGrepMatcher(expr)
@@ -77,18 +91,13 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return failf("invalid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}
 	var filter *globPattern
-	if f := req.GetString("glob", ""); f != "" {
+	if f := a.Glob; f != "" {
 		if filter, err = compileFilter("glob", f); err != nil {
 			return fail(err)
 		}
 	}
-	maxResults := req.GetInt("max_results", grepDefaultMax)
-	if maxResults <= 0 {
-		maxResults = grepDefaultMax
-	}
-	offset := max(req.GetInt("offset", 0), 0)
-	contextLines := min(max(req.GetInt("context", 0), 0), grepMaxContext)
-	mode := req.GetString("output_mode", "content")
+	maxResults, offset, mode := a.MaxResults, a.Offset, a.OutputMode
+	contextLines := min(a.Context, grepMaxContext)
 	if mode != "content" && mode != "files" && mode != "count" {
 		return failf("output_mode %q: want content, files or count", mode)
 	}

@@ -41,13 +41,21 @@ func readFileTool() Tool {
 				"result carries the whole file's sha256, lines and bytes; pass the sha256 as expected_sha256 to "+
 				"write_file or str_replace to refuse an edit when the file changed since this read."),
 			mcp.WithString("path", mcp.Required(), mcp.Description("File to read; relative paths are under /mnt/user-data/workspace.")),
-			mcp.WithNumber("start_line", mcp.Description("First line to return, 1-based (default 1).")),
-			mcp.WithNumber("end_line", mcp.Description("Last line to return, inclusive (default: the last line).")),
+			mcp.WithInteger("start_line", mcp.Min(1), mcp.Description("First line to return, 1-based (default 1).")),
+			mcp.WithInteger("end_line", mcp.Min(1), mcp.Description("Last line to return, inclusive (default: the last line).")),
 			mcp.WithBoolean("with_hash", mcp.Description("Also end the text with a line [sha256: HEX] (the whole file's hash).")),
 			readOnly("Read file"),
 		),
+		Args:   readFileArgs{},
 		Handle: readFile,
 	}
+}
+
+type readFileArgs struct {
+	Path      string `json:"path" arg:"required"`
+	StartLine int    `json:"start_line" arg:"min=1"`
+	EndLine   int    `json:"end_line" arg:"min=1"`
+	WithHash  bool   `json:"with_hash"`
 }
 
 // fileFacts is read_file's structured content. For a file over
@@ -59,19 +67,15 @@ type fileFacts struct {
 }
 
 func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	raw, err := requiredString(req, "path")
+	a := readFileArgs{StartLine: 1}
+	if err := bindArgs("read_file", req, &a); err != nil {
+		return fail(err)
+	}
+	name, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
 	}
-	name, err := sandbox.Clean(raw)
-	if err != nil {
-		return fail(err)
-	}
-	start := req.GetInt("start_line", 1)
-	end := req.GetInt("end_line", 0)
-	if start < 1 {
-		return failf("start_line must be 1 or more, got %d", start)
-	}
+	start, end := a.StartLine, a.EndLine
 	if end != 0 && end < start {
 		return failf("end_line %d is before start_line %d", end, start)
 	}
@@ -158,7 +162,7 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		out = cut + fmt.Sprintf("\n[... truncated: showing the first %d characters; use start_line and end_line to read the rest of %s]", limit, name)
 		r.Truncated = true
 	}
-	if req.GetBool("with_hash", false) && facts.SHA256 != "" {
+	if a.WithHash && facts.SHA256 != "" {
 		if out != "" && !strings.HasSuffix(out, "\n") {
 			out += "\n"
 		}

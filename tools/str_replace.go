@@ -25,36 +25,37 @@ func strReplaceTool() Tool {
 			mcp.WithBoolean("dry_run", mcp.Description("Return the unified diff of the edit without writing it (default false).")),
 			destructive("Edit file", false),
 		),
+		Args:   strReplaceArgs{},
 		Handle: strReplace,
 	}
+}
+
+type strReplaceArgs struct {
+	Path           string `json:"path" arg:"required"`
+	OldStr         string `json:"old_str" arg:"required"`
+	NewStr         string `json:"new_str" arg:"required"`
+	ReplaceAll     bool   `json:"replace_all"`
+	ExpectedSHA256 string `json:"expected_sha256"`
+	DryRun         bool   `json:"dry_run"`
 }
 
 // errDryRun stops an edit after the new content is computed.
 var errDryRun = errors.New("dry run")
 
 func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	raw, err := requiredString(req, "path")
-	if err != nil {
+	var a strReplaceArgs
+	if err := bindArgs("str_replace", req, &a); err != nil {
 		return fail(err)
 	}
-	oldStr, err := requiredString(req, "old_str")
-	if err != nil {
-		return fail(err)
-	}
-	newStr, err := requiredString(req, "new_str")
-	if err != nil {
-		return fail(err)
-	}
+	oldStr, newStr := a.OldStr, a.NewStr
 	if oldStr == "" {
 		return failf("old_str is empty")
 	}
-	name, err := sandbox.Clean(raw)
+	name, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
 	}
-	all := req.GetBool("replace_all", false)
-	dryRun := req.GetBool("dry_run", false)
-	expected := req.GetString("expected_sha256", "")
+	all, dryRun, expected := a.ReplaceAll, a.DryRun, a.ExpectedSHA256
 	var n int
 	var diff string
 	err = env.Sandbox.FS().Edit(ctx, name, func(old []byte, exists bool) ([]byte, error) {

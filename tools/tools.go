@@ -58,9 +58,12 @@ type Result struct {
 	Changed []string
 }
 
-// Tool is one tool: its MCP definition and its handler.
+// Tool is one tool: its MCP definition, its arguments and its handler.
 type Tool struct {
-	Def    mcp.Tool
+	Def mcp.Tool
+	// Args is the zero value of the struct the handler reads its arguments
+	// into (bindArgs); a test checks it against Def's schema.
+	Args   any
 	Handle func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result
 }
 
@@ -102,24 +105,6 @@ func destructive(title string, openWorld bool) mcp.ToolOption {
 		IdempotentHint:  mcp.ToBoolPtr(false),
 		OpenWorldHint:   mcp.ToBoolPtr(openWorld),
 	})
-}
-
-// pathArg reads an optional path argument as a clean virtual path.
-func pathArg(req mcp.CallToolRequest, key string) (string, error) {
-	return sandbox.Clean(req.GetString(key, ""))
-}
-
-// requiredString reads a required string argument (it may be empty).
-func requiredString(req mcp.CallToolRequest, key string) (string, error) {
-	v, ok := req.GetArguments()[key]
-	if !ok {
-		return "", fmt.Errorf("missing required argument %q", key)
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("argument %q must be a string", key)
-	}
-	return s, nil
 }
 
 // cutHead keeps at most max characters (runes) of s; 0 keeps all. The
