@@ -28,7 +28,7 @@ func TestReadFileHash(t *testing.T) {
 		t.Fatalf("range text = %q (the default text must stay exactly the file)", got)
 	}
 	facts := fmt.Sprintf("%+v", res.StructuredContent)
-	if want := fmt.Sprintf("{SHA256:%s Lines:3 Bytes:%d}", sha(content), len(content)); facts != want {
+	if want := fmt.Sprintf("{SHA256:%s Lines:3 Bytes:%d Note:}", sha(content), len(content)); facts != want {
 		t.Fatalf("structured = %s, want %s", facts, want)
 	}
 	if got := f.ok("read_file", map[string]any{"path": "h.txt", "with_hash": true}); got != content+"\n[sha256: "+sha(content)+"]" {
@@ -299,7 +299,7 @@ func TestHugeFilesAreNotReadWhole(t *testing.T) {
 	if resultText(t, res) != "first line\n" {
 		t.Fatalf("text %q", resultText(t, res))
 	}
-	if got := fmt.Sprintf("%+v", res.StructuredContent); got != fmt.Sprintf("{SHA256: Lines:-1 Bytes:%d}", 200<<20) {
+	if got := fmt.Sprintf("%+v", res.StructuredContent); got != fmt.Sprintf("{SHA256: Lines:-1 Bytes:%d Note:sha256 and lines not computed: the file is over 67108864 bytes}", 200<<20) {
 		t.Fatalf("facts %s", got)
 	}
 	got := f.fail("write_file", map[string]any{"path": "big.txt", "content": "x", "append": true})

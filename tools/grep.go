@@ -263,7 +263,7 @@ func (g grepper) file(ctx context.Context, vp string, buf *[]byte) ([][]byte, []
 	if err != nil || !fi.Mode().IsRegular() || (g.maxBytes > 0 && fi.Size() > g.maxBytes) {
 		return nil, nil
 	}
-	data, ok := readText(f, fi.Size(), buf)
+	data, ok := readText(f, fi.Size(), g.maxBytes, buf)
 	if !ok {
 		return nil, nil
 	}
@@ -283,12 +283,15 @@ const sniffFirst = 64 << 10
 // and returns its content, or false for a binary file (a NUL in its first
 // sniffLen bytes) or a read error. The size is the one Stat gave: a file
 // that grows meanwhile is read as it was (one read less per file); a file
-// that says 0 (procfs) is read to its end.
-func readText(r io.Reader, size int64, buf *[]byte) ([]byte, bool) {
+// that says 0 (procfs) is read to its end, up to maxBytes (0: no limit).
+func readText(r io.Reader, size, maxBytes int64, buf *[]byte) ([]byte, bool) {
 	var data []byte
 	if size <= 0 {
+		if maxBytes > 0 {
+			r = io.LimitReader(r, maxBytes+1)
+		}
 		d, err := io.ReadAll(r)
-		if err != nil {
+		if err != nil || (maxBytes > 0 && int64(len(d)) > maxBytes) {
 			return nil, false
 		}
 		data = d

@@ -58,12 +58,14 @@ type readFileArgs struct {
 	WithHash  bool   `json:"with_hash"`
 }
 
-// fileFacts is read_file's structured content. For a file over
-// hashMaxBytes, SHA256 is "" and Lines is -1.
+// fileFacts is read_file's structured content. For a file too large to
+// read whole (over hashMaxBytes or the scan limit), SHA256 is "", Lines is
+// -1 and Note says why.
 type fileFacts struct {
 	SHA256 string `json:"sha256"`
 	Lines  int    `json:"lines"`
 	Bytes  int64  `json:"bytes"`
+	Note   string `json:"note,omitempty"`
 }
 
 func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
@@ -107,11 +109,15 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 
 	limit := env.Limits.ReadFileOutputMaxChars
 	// The whole file is read for its hash and line count only up to
-	// hashMaxBytes; past that, reading stops once the text is complete.
-	whole := fi.Size() <= hashMaxBytes
+	// hashMaxBytes (and the scan limit); past that, reading stops once the
+	// text is complete, or at the scan limit.
+	scanMax := env.Limits.ReadFileMaxScanBytes
+	whole := fi.Size() <= hashMaxBytes && (scanMax <= 0 || fi.Size() <= scanMax)
 	var b strings.Builder
 	line, truncated := 0, false // line: how many lines have ended so far
 	partial := false            // the last line read has no newline yet
+	var scanned int64
+	scanCut := false // stopped at the scan limit
 	for n := 0; ; n++ {
 		if n%256 == 0 && ctx.Err() != nil {
 			return failf("cancelled")
@@ -119,7 +125,12 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		if !whole && (truncated || (end != 0 && line >= end)) {
 			break
 		}
+		if !whole && scanMax > 0 && scanned >= scanMax {
+			scanCut = true
+			break
+		}
 		chunk, err := br.ReadSlice('\n')
+		scanned += int64(len(chunk))
 		if len(chunk) > 0 {
 			partial = true
 			inRange := line+1 >= start && (end == 0 || line+1 <= end)
@@ -149,9 +160,15 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if whole && start > 1 && line < start {
 		return failf("start_line %d is past the end of %s (%d lines)", start, name, line)
 	}
+	if scanCut && b.Len() == 0 {
+		return failf("start_line %d not reached in the first %d bytes of %s (%d bytes in all), the most read_file reads; "+
+			"use bash (e.g. tail -c, or sed -n on a smaller part) for such a file", start, scanMax, name, fi.Size())
+	}
 	facts := fileFacts{SHA256: hex.EncodeToString(h.Sum(nil)), Lines: line, Bytes: fi.Size()}
 	if !whole {
-		facts.SHA256, facts.Lines = "", -1 // not read whole: see hashMaxBytes
+		// Not read whole: see hashMaxBytes.
+		facts.SHA256, facts.Lines = "", -1
+		facts.Note = fmt.Sprintf("sha256 and lines not computed: the file is over %d bytes", min(hashMaxBytes, positive(scanMax)))
 	}
 	out := validText([]byte(b.String()))
 	if env.Mask != nil {
@@ -161,16 +178,31 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if cut, ok := cutHead(out, limit); ok || truncated {
 		out = cut + fmt.Sprintf("\n[... truncated: showing the first %d characters; use start_line and end_line to read the rest of %s]", limit, name)
 		r.Truncated = true
+	} else if scanCut {
+		out += fmt.Sprintf("\n[... stopped after reading %d bytes of %s (%d bytes in all), the most read_file reads; use bash for the rest]", scanMax, name, fi.Size())
+		r.Truncated = true
 	}
-	if a.WithHash && facts.SHA256 != "" {
+	if a.WithHash {
 		if out != "" && !strings.HasSuffix(out, "\n") {
 			out += "\n"
 		}
-		out += "[sha256: " + facts.SHA256 + "]"
+		if facts.SHA256 != "" {
+			out += "[sha256: " + facts.SHA256 + "]"
+		} else {
+			out += "[sha256: not computed: " + name + " is over " + fmt.Sprint(min(hashMaxBytes, positive(scanMax))) + " bytes]"
+		}
 	}
 	r.CallToolResult = mcp.NewToolResultText(out)
 	r.StructuredContent = facts
 	return r
+}
+
+// positive is n, or the largest int64 when n is 0 or less (no limit).
+func positive(n int64) int64 {
+	if n <= 0 {
+		return 1<<63 - 1
+	}
+	return n
 }
 
 func readImage(r io.Reader, h hash.Hash, name, mime string, size int64) *Result {

@@ -20,6 +20,10 @@ type Limits struct {
 	LsOutputMaxChars       int
 	BashTimeoutMax         time.Duration
 	GrepMaxFileBytes       int64
+	// ReadFileMaxScanBytes bounds the bytes one read_file reads to find
+	// its lines: a line range far into a huge (or sparse) file is not
+	// worth gigabytes of reading.
+	ReadFileMaxScanBytes int64
 }
 
 // DefaultLimits are the limits of SPEC §6.
@@ -30,6 +34,7 @@ func DefaultLimits() Limits {
 		LsOutputMaxChars:       20000,
 		BashTimeoutMax:         600 * time.Second,
 		GrepMaxFileBytes:       10 << 20,
+		ReadFileMaxScanBytes:   sandbox.EditMaxBytes,
 	}
 }
 
