@@ -201,8 +201,8 @@ func article(kind string) string {
 func describe(val any) string {
 	switch v := val.(type) {
 	case string:
-		if len(v) > 40 {
-			v = v[:40] + "..."
+		if len(v) > 40 { // not cut and quoted: a host path cut in half would not be masked
+			return fmt.Sprintf("a string of %d bytes", len(v))
 		}
 		return "the string " + strconv.Quote(v)
 	case bool:

@@ -166,13 +166,39 @@ func reportProgress(env *Env, out *sandbox.Capture, done <-chan struct{}) {
 		case <-done:
 			return
 		case <-tick.C:
-			msg := out.LastLine()
-			if env.Mask != nil {
-				msg = env.Mask(msg)
-			}
-			env.Progress(time.Since(start).Seconds(), validText([]byte(msg)))
+			env.Progress(time.Since(start).Seconds(), progressLine(out, env.Mask))
 		}
 	}
+}
+
+// progressMax is the most characters of output a progress message shows.
+const progressMax = 200
+
+// progressLine is the latest non-empty line of the output, masked whole
+// and only then cut to its last progressMax characters: a host path cut
+// first would not be masked. Where the capture itself dropped the line's
+// start, a partial path there is dropped too.
+func progressLine(c *sandbox.Capture, mask func(string) string) string {
+	head, tail, total := c.Result()
+	buf, cut := append(head, tail...), false
+	if total > int64(len(head)+len(tail)) { // bytes dropped between head and tail
+		buf, cut = tail, true
+	}
+	buf = bytes.TrimRight(buf, "\r\n")
+	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+		buf, cut = buf[i+1:], false
+	}
+	if keep := progressMax*utf8.UTFMax + maskMargin; len(buf) > keep {
+		buf, cut = buf[len(buf)-keep:], true
+	}
+	if cut {
+		buf = trimCutWord(buf, true)
+	}
+	s := validText(buf)
+	if mask != nil {
+		s = mask(s)
+	}
+	return cutTail(s, progressMax)
 }
 
 // outputsStamp is the modification time of the outputs directory, which

@@ -123,10 +123,10 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		first, last := max(offset-results, 0), min(offset+maxResults-results, n) // shown: [first, last)
 		results += n
 		if first < last {
-			out.WriteString(renderGrep(mode, vp, lines, matches, contextLines, first, last, shown > 0))
+			out.WriteString(renderGrep(mode, vp, lines, matches, contextLines, first, last, shown > 0, env.Mask))
 			shown += last - first
 		}
-		io.WriteString(saved, renderGrep(mode, vp, lines, matches, contextLines, 0, n, results > n))
+		io.WriteString(saved, renderGrep(mode, vp, lines, matches, contextLines, 0, n, results > n, env.Mask))
 		if results > offset+maxResults && saved.Full() {
 			return errStop // more than we show, and the saved copy is full: stop
 		}
@@ -206,7 +206,9 @@ func filterBase(ctx context.Context, filter *globPattern, name string) (bool, er
 // renderGrep writes the records [first, last) of one file. content: the
 // matching lines ("path:n: text") with their context ("path-n- text"),
 // groups apart separated by "--"; files: the path; count: "path:matches".
-func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first, last int, after bool) string {
+// A line is masked whole before a long one is cut: a host path cut in half
+// would not be masked.
+func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first, last int, after bool, mask func(string) string) string {
 	var b strings.Builder
 	switch mode {
 	case "files":
@@ -230,6 +232,9 @@ func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first,
 				sep = ":"
 			}
 			s := validText(bytes.TrimSuffix(lines[i], []byte("\r")))
+			if mask != nil {
+				s = mask(s)
+			}
 			if cut, ok := cutHead(s, grepLineMax); ok {
 				s = cut + " [...]"
 			}

@@ -170,7 +170,13 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		facts.SHA256, facts.Lines = "", -1
 		facts.Note = fmt.Sprintf("sha256 and lines not computed: the file is over %d bytes", min(hashMaxBytes, positive(scanMax)))
 	}
-	out := validText([]byte(b.String()))
+	raw := []byte(b.String())
+	if truncated || scanCut {
+		// The read stopped inside a long line: a host path cut there
+		// would not be masked.
+		raw = trimCutWord(raw, false)
+	}
+	out := validText(raw)
 	if env.Mask != nil {
 		out = env.Mask(out) // before the cut: no host path is cut in half
 	}
