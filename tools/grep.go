@@ -36,7 +36,7 @@ func grepTool() Tool {
 		Def: mcp.NewTool("grep",
 			mcp.WithDescription("Search file contents with a regular expression (RE2 syntax), case-insensitive unless "+
 				"case_sensitive. One match a line: path:line: text (context lines: path-line- text, groups "+
-				"separated by --). Binary files, large files and .git are skipped. A cut result is saved whole "+
+				"separated by --). Binary files, large files and .git are skipped; lines that are not UTF-8 show invalid bytes as \uFFFD, with a note. A cut result is saved whole "+
 				"under /mnt/user-data/outputs/.tool-results/ and the note names the file."),
 			mcp.WithString("pattern", mcp.Required(), mcp.Description("RE2 regular expression, or a plain string with literal.")),
 			mcp.WithString("path", mcp.Description("File or directory to search (default /mnt/user-data/workspace).")),
@@ -110,6 +110,7 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	var out strings.Builder
 	saved := newSpill(ctx, fsys, "grep", 1<<20)
 	results, shown := 0, 0 // results seen so far; results in out
+	var notUTF8 []string   // files shown with lines that are not UTF-8
 	// found takes the results of one file, in walk order.
 	found := func(vp string, lines [][]byte, matches []int) error {
 		if len(matches) == 0 {
@@ -123,10 +124,15 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		first, last := max(offset-results, 0), min(offset+maxResults-results, n) // shown: [first, last)
 		results += n
 		if first < last {
-			out.WriteString(renderGrep(mode, vp, lines, matches, contextLines, first, last, shown > 0, env.Mask))
+			s, valid := renderGrep(mode, vp, lines, matches, contextLines, first, last, shown > 0, env.Mask)
+			out.WriteString(s)
 			shown += last - first
+			if !valid {
+				notUTF8 = append(notUTF8, vp)
+			}
 		}
-		io.WriteString(saved, renderGrep(mode, vp, lines, matches, contextLines, 0, n, results > n, env.Mask))
+		s, _ := renderGrep(mode, vp, lines, matches, contextLines, 0, n, results > n, env.Mask)
+		io.WriteString(saved, s)
 		if results > offset+maxResults && saved.Full() {
 			return errStop // more than we show, and the saved copy is full: stop
 		}
@@ -189,6 +195,13 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		s += "]"
 	}
+	if len(notUTF8) > 0 {
+		s += fmt.Sprintf("\n[not UTF-8 text: the lines shown of %d file(s) (%s", len(notUTF8), notUTF8[0])
+		if len(notUTF8) > 1 {
+			s += ", ..."
+		}
+		s += ") have bytes that are not UTF-8, shown as \uFFFD; the files hold them as they are (convert with bash iconv to read them)]"
+	}
 	r := text(s)
 	r.Truncated = truncated
 	return r
@@ -207,15 +220,17 @@ func filterBase(ctx context.Context, filter *globPattern, name string) (bool, er
 // matching lines ("path:n: text") with their context ("path-n- text"),
 // groups apart separated by "--"; files: the path; count: "path:matches".
 // A line is masked whole before a long one is cut: a host path cut in half
-// would not be masked.
-func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first, last int, after bool, mask func(string) string) string {
+// would not be masked. valid is false when a line shown is not UTF-8 (its
+// invalid bytes are shown as U+FFFD).
+func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first, last int, after bool, mask func(string) string) (_ string, valid bool) {
 	var b strings.Builder
 	switch mode {
 	case "files":
-		return vp + "\n"
+		return vp + "\n", true
 	case "count":
-		return fmt.Sprintf("%s:%d\n", vp, len(matches))
+		return fmt.Sprintf("%s:%d\n", vp, len(matches)), true
 	}
+	valid = true
 	isMatch := map[int]bool{}
 	for _, m := range matches[first:last] {
 		isMatch[m] = true
@@ -231,7 +246,9 @@ func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first,
 			if isMatch[i] {
 				sep = ":"
 			}
-			s := validText(bytes.TrimSuffix(lines[i], []byte("\r")))
+			line := bytes.TrimSuffix(lines[i], []byte("\r"))
+			valid = valid && utf8.Valid(line)
+			s := validText(line)
 			if mask != nil {
 				s = mask(s)
 			}
@@ -242,7 +259,7 @@ func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first,
 		}
 		prevEnd = max(prevEnd, to)
 	}
-	return b.String()
+	return b.String(), valid
 }
 
 // grepper searches one file at a time.

@@ -37,7 +37,7 @@ func readFileTool() Tool {
 	return Tool{
 		Def: mcp.NewTool("read_file",
 			mcp.WithDescription("Read a text file, whole or a range of lines. Images (png, jpeg, gif, webp) come back as "+
-				"image content; other binary files are refused. Long output is cut with a note. The structured "+
+				"image content; other binary files, and text that is not UTF-8, are refused. Long output is cut with a note. The structured "+
 				"result carries the whole file's sha256, lines and bytes; pass the sha256 as expected_sha256 to "+
 				"write_file or str_replace to refuse an edit when the file changed since this read."),
 			mcp.WithString("path", mcp.Required(), mcp.Description("File to read; relative paths are under /mnt/user-data/workspace.")),
@@ -117,7 +117,9 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	line, truncated := 0, false // line: how many lines have ended so far
 	partial := false            // the last line read has no newline yet
 	var scanned int64
-	scanCut := false // stopped at the scan limit
+	scanCut := false    // stopped at the scan limit
+	var valid utf8Check // the text read is UTF-8
+	eof := false
 	for n := 0; ; n++ {
 		if n%256 == 0 && ctx.Err() != nil {
 			return failf("cancelled")
@@ -131,6 +133,9 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		chunk, err := br.ReadSlice('\n')
 		scanned += int64(len(chunk))
+		if !valid.write(chunk) {
+			return failf("not UTF-8 text: %s (%d bytes); convert it with bash to read it, e.g. iconv -f LATIN1 -t UTF-8 %s (file -i tells the encoding)", name, fi.Size(), name)
+		}
 		if len(chunk) > 0 {
 			partial = true
 			inRange := line+1 >= start && (end == 0 || line+1 <= end)
@@ -150,12 +155,16 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 			continue // the same line goes on
 		}
 		if err == io.EOF {
+			eof = true
 			break
 		}
 		return fail(sandbox.HostError(name, err))
 	}
 	if partial {
 		line++
+	}
+	if eof && !valid.end() {
+		return failf("not UTF-8 text: %s (%d bytes); convert it with bash to read it, e.g. iconv -f LATIN1 -t UTF-8 %s (file -i tells the encoding)", name, fi.Size(), name)
 	}
 	if whole && start > 1 && line < start {
 		return failf("start_line %d is past the end of %s (%d lines)", start, name, line)
@@ -175,6 +184,9 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		// The read stopped inside a long line: a host path cut there
 		// would not be masked.
 		raw = trimCutWord(raw, false)
+		if i := lastRuneStart(raw); i < len(raw) && !utf8.FullRune(raw[i:]) {
+			raw = raw[:i] // a character cut by the stop
+		}
 	}
 	out := validText(raw)
 	if env.Mask != nil {
@@ -202,6 +214,44 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	r.StructuredContent = facts
 	return r
 }
+
+// lastRuneStart is where the last character of b starts (len(b) for none).
+func lastRuneStart(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			return i
+		}
+	}
+	return len(b)
+}
+
+// utf8Check checks that a stream, written in pieces that may split a
+// character, is UTF-8.
+type utf8Check struct {
+	pend []byte // the start of a character split by the last piece
+	bad  bool
+}
+
+// write checks one more piece; false once the stream is not UTF-8.
+func (u *utf8Check) write(p []byte) bool {
+	if u.bad {
+		return false
+	}
+	if len(u.pend) > 0 {
+		p = append(u.pend, p...)
+		u.pend = nil
+	}
+	// A character the piece ends in the middle of waits for the next one.
+	if i := lastRuneStart(p); i < len(p) && !utf8.FullRune(p[i:]) {
+		u.pend = append([]byte(nil), p[i:]...)
+		p = p[:i]
+	}
+	u.bad = !utf8.Valid(p)
+	return !u.bad
+}
+
+// end reports whether the whole stream was UTF-8.
+func (u *utf8Check) end() bool { return !u.bad && len(u.pend) == 0 }
 
 // positive is n, or the largest int64 when n is 0 or less (no limit).
 func positive(n int64) int64 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -15,7 +16,7 @@ func strReplaceTool() Tool {
 	return Tool{
 		Def: mcp.NewTool("str_replace",
 			mcp.WithDescription("Replace text in a file. old_str must occur exactly once unless replace_all; "+
-				"include enough surrounding lines to make it unique. The file keeps its line endings (an old_str "+
+				"include enough surrounding lines to make it unique. In a file that is not UTF-8 text the bytes outside the match are kept exactly. The file keeps its line endings (an old_str "+
 				"written with LF matches a CRLF file), BOM, final newline and mode. The write is atomic."),
 			mcp.WithString("path", mcp.Required(), mcp.Description("File to edit; relative paths are under /mnt/user-data/workspace.")),
 			mcp.WithString("old_str", mcp.Required(), mcp.Description("Exact text to find.")),
@@ -73,6 +74,9 @@ func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result 
 		}
 		if dryRun {
 			diff = unifiedDiff(name, string(old), updated)
+			if !utf8.Valid(old) {
+				diff = validText([]byte(diff)) + "[not UTF-8 text: bytes that are not UTF-8 are shown as \uFFFD here; the edit keeps them as they are]\n"
+			}
 			return nil, errDryRun
 		}
 		return []byte(updated), nil
