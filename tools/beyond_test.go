@@ -97,6 +97,13 @@ func TestStrReplaceFaithful(t *testing.T) {
 		{"bom kept", "\uFEFFfirst\nsecond", "first", "1st", "\uFEFF1st\nsecond"},
 		{"no final newline kept", "x = 1", "1", "2", "x = 2"},
 		{"tabs", "\tif x {\n\t\treturn\n\t}\n", "\t\treturn\n", "\t\treturn nil\n", "\tif x {\n\t\treturn nil\n\t}\n"},
+		// new_str's lines take the file's line ending (SPEC §13).
+		{"crlf file, exact one-line old_str, two-line new_str", "a\r\nb\r\nc\r\n", "b", "x\ny", "a\r\nx\r\ny\r\nc\r\n"},
+		{"crlf file, new_str with a final newline", "a\r\nb\r\n", "b\r\n", "x\ny\n", "a\r\nx\r\ny\r\n"},
+		{"lf file, crlf new_str", "a\nb\nc\n", "b", "x\r\ny", "a\nx\ny\nc\n"},
+		{"lf file, crlf old_str and new_str", "a\nb\n", "a\nb", "x\r\ny\r\nz", "x\ny\nz\n"},
+		{"mostly crlf", "a\r\nb\r\nc\n", "c", "y\nz", "a\r\nb\r\ny\r\nz\n"},
+		{"no line break: new_str as given", "abc", "b", "x\r\ny", "ax\r\nyc"},
 	}
 	for i, tt := range tests {
 		p := fmt.Sprintf("f%d.txt", i)
