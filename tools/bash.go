@@ -36,8 +36,9 @@ func bashTool() Tool {
 			mcp.WithString("description", mcp.Description("What the command does, in a few words (for logs).")),
 			destructive("Run command", true),
 		),
-		Args:   bashArgs{},
-		Handle: bash,
+		Args:         bashArgs{},
+		RunsCommands: true,
+		Handle:       bash,
 	}
 }
 

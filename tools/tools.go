@@ -68,8 +68,11 @@ type Tool struct {
 	Def mcp.Tool
 	// Args is the zero value of the struct the handler reads its arguments
 	// into (bindArgs); a test checks it against Def's schema.
-	Args   any
-	Handle func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result
+	Args any
+	// RunsCommands: the tool runs commands in the sandbox (bash), so it is
+	// not offered when the provider runs none.
+	RunsCommands bool
+	Handle       func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result
 }
 
 // All lists the tools in the order they are offered.
