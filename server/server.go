@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,18 +77,39 @@ func New(cfg Config) *Server {
 		}
 		s.sessions.End(cs.SessionID())
 	})
+	instructions := "Tools work in a sandbox: files under /mnt/user-data/{workspace,uploads,outputs} " +
+		"(workspace is the working directory), skills read-only under /mnt/skills."
+	// A provider that runs no commands in its configuration: bash is not
+	// offered (an agent should not learn it by failing), and the
+	// instructions say why.
+	off := bashDisabled(cfg.Provider)
+	if off != nil {
+		instructions += " bash is not offered: " + strings.TrimPrefix(off.Error(), sandbox.ErrBashDisabled.Error()+": ") + "."
+		cfg.Logger.Info("bash is not offered", "reason", off.Error())
+	}
 	s.mcp = mcpserver.NewMCPServer("sandbox-mcp", cfg.Version,
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithResourceCapabilities(false, true),
-		mcpserver.WithInstructions("Tools work in a sandbox: files under /mnt/user-data/{workspace,uploads,outputs} "+
-			"(workspace is the working directory), skills read-only under /mnt/skills."),
+		mcpserver.WithInstructions(instructions),
 	)
 	for _, t := range tools.All() {
+		if t.RunsCommands && off != nil {
+			continue
+		}
 		s.mcp.AddTool(t.Def, s.handler(t))
 	}
 	s.registerResources(hooks)
 	return s
+}
+
+// bashDisabled asks a provider that can tell (local: no isolation and no
+// --allow-host-bash) why it runs no commands; nil when it runs them.
+func bashDisabled(p sandbox.Provider) error {
+	if b, ok := p.(interface{ BashDisabled() error }); ok {
+		return b.BashDisabled()
+	}
+	return nil
 }
 
 // MCP is the underlying mcp-go server (for transports).

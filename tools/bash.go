@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -33,27 +32,33 @@ func bashTool() Tool {
 				"files are under /mnt/user-data/{workspace,uploads,outputs}. stdout and stderr come back interleaved, "+
 				"followed by [exit code N] or [timed out after Ns]. Long output keeps its head and tail."),
 			mcp.WithString("command", mcp.Required(), mcp.Description("The command, run with bash -c.")),
-			mcp.WithNumber("timeout", mcp.Description("Seconds before the command and every process it started are killed (default 120, max 600).")),
+			mcp.WithNumber("timeout", exclusiveMinimum(0), mcp.Description("Seconds before the command and every process it started are killed (default 120, max 600).")),
 			mcp.WithString("description", mcp.Description("What the command does, in a few words (for logs).")),
 			destructive("Run command", true),
 		),
-		Handle: bash,
+		Args:         bashArgs{},
+		RunsCommands: true,
+		Handle:       bash,
 	}
 }
 
+type bashArgs struct {
+	Command     string  `json:"command" arg:"required"`
+	Timeout     float64 `json:"timeout" arg:"above=0"`
+	Description string  `json:"description"`
+}
+
 func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	command, err := requiredString(req, "command")
-	if err != nil {
+	a := bashArgs{Timeout: bashDefaultTimeout.Seconds()}
+	if err := bindArgs("bash", req, &a); err != nil {
 		return fail(err)
 	}
+	command := a.Command
 	if strings.TrimSpace(command) == "" {
 		return failf("command is empty")
 	}
-	timeout := bashDefaultTimeout
-	if t := req.GetFloat("timeout", 0); t > 0 && !math.IsInf(t, 0) && !math.IsNaN(t) {
-		// Clamp in seconds before converting: a huge value would overflow.
-		timeout = time.Duration(min(t, bashTimeoutCeiling.Seconds()) * float64(time.Second))
-	}
+	// Clamp in seconds before converting: a huge value would overflow.
+	timeout := time.Duration(min(a.Timeout, bashTimeoutCeiling.Seconds()) * float64(time.Second))
 	if max := env.Limits.BashTimeoutMax; max > 0 && timeout > max {
 		timeout = max
 	}
@@ -162,13 +167,39 @@ func reportProgress(env *Env, out *sandbox.Capture, done <-chan struct{}) {
 		case <-done:
 			return
 		case <-tick.C:
-			msg := out.LastLine()
-			if env.Mask != nil {
-				msg = env.Mask(msg)
-			}
-			env.Progress(time.Since(start).Seconds(), validText([]byte(msg)))
+			env.Progress(time.Since(start).Seconds(), progressLine(out, env.Mask))
 		}
 	}
+}
+
+// progressMax is the most characters of output a progress message shows.
+const progressMax = 200
+
+// progressLine is the latest non-empty line of the output, masked whole
+// and only then cut to its last progressMax characters: a host path cut
+// first would not be masked. Where the capture itself dropped the line's
+// start, a partial path there is dropped too.
+func progressLine(c *sandbox.Capture, mask func(string) string) string {
+	head, tail, total := c.Result()
+	buf, cut := append(head, tail...), false
+	if total > int64(len(head)+len(tail)) { // bytes dropped between head and tail
+		buf, cut = tail, true
+	}
+	buf = bytes.TrimRight(buf, "\r\n")
+	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+		buf, cut = buf[i+1:], false
+	}
+	if keep := progressMax*utf8.UTFMax + maskMargin; len(buf) > keep {
+		buf, cut = buf[len(buf)-keep:], true
+	}
+	if cut {
+		buf = trimCutWord(buf, true)
+	}
+	s := validText(buf)
+	if mask != nil {
+		s = mask(s)
+	}
+	return cutTail(s, progressMax)
 }
 
 // outputsStamp is the modification time of the outputs directory, which

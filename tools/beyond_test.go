@@ -28,7 +28,7 @@ func TestReadFileHash(t *testing.T) {
 		t.Fatalf("range text = %q (the default text must stay exactly the file)", got)
 	}
 	facts := fmt.Sprintf("%+v", res.StructuredContent)
-	if want := fmt.Sprintf("{SHA256:%s Lines:3 Bytes:%d}", sha(content), len(content)); facts != want {
+	if want := fmt.Sprintf("{SHA256:%s Lines:3 Bytes:%d Note:}", sha(content), len(content)); facts != want {
 		t.Fatalf("structured = %s, want %s", facts, want)
 	}
 	if got := f.ok("read_file", map[string]any{"path": "h.txt", "with_hash": true}); got != content+"\n[sha256: "+sha(content)+"]" {
@@ -97,6 +97,13 @@ func TestStrReplaceFaithful(t *testing.T) {
 		{"bom kept", "\uFEFFfirst\nsecond", "first", "1st", "\uFEFF1st\nsecond"},
 		{"no final newline kept", "x = 1", "1", "2", "x = 2"},
 		{"tabs", "\tif x {\n\t\treturn\n\t}\n", "\t\treturn\n", "\t\treturn nil\n", "\tif x {\n\t\treturn nil\n\t}\n"},
+		// new_str's lines take the file's line ending (SPEC §13).
+		{"crlf file, exact one-line old_str, two-line new_str", "a\r\nb\r\nc\r\n", "b", "x\ny", "a\r\nx\r\ny\r\nc\r\n"},
+		{"crlf file, new_str with a final newline", "a\r\nb\r\n", "b\r\n", "x\ny\n", "a\r\nx\r\ny\r\n"},
+		{"lf file, crlf new_str", "a\nb\nc\n", "b", "x\r\ny", "a\nx\ny\nc\n"},
+		{"lf file, crlf old_str and new_str", "a\nb\n", "a\nb", "x\r\ny\r\nz", "x\ny\nz\n"},
+		{"mostly crlf", "a\r\nb\r\nc\n", "c", "y\nz", "a\r\nb\r\ny\r\nz\n"},
+		{"no line break: new_str as given", "abc", "b", "x\r\ny", "ax\r\nyc"},
 	}
 	for i, tt := range tests {
 		p := fmt.Sprintf("f%d.txt", i)
@@ -299,7 +306,7 @@ func TestHugeFilesAreNotReadWhole(t *testing.T) {
 	if resultText(t, res) != "first line\n" {
 		t.Fatalf("text %q", resultText(t, res))
 	}
-	if got := fmt.Sprintf("%+v", res.StructuredContent); got != fmt.Sprintf("{SHA256: Lines:-1 Bytes:%d}", 200<<20) {
+	if got := fmt.Sprintf("%+v", res.StructuredContent); got != fmt.Sprintf("{SHA256: Lines:-1 Bytes:%d Note:sha256 and lines not computed: the file is over 67108864 bytes}", 200<<20) {
 		t.Fatalf("facts %s", got)
 	}
 	got := f.fail("write_file", map[string]any{"path": "big.txt", "content": "x", "append": true})

@@ -22,24 +22,35 @@ func globTool() Tool {
 		Def: mcp.NewTool("glob",
 			mcp.WithDescription("Find files whose path matches a glob pattern (** matches any number of directories, "+
 				"{a,b} alternatives), relative to path. .git directories are skipped."),
-			mcp.WithString("pattern", mcp.Required(), mcp.Description(`Glob pattern, e.g. "**/*.go"; an absolute pattern searches from its fixed prefix.`)),
+			mcp.WithString("pattern", mcp.Required(), mcp.Description(`Glob pattern, e.g. "**/*.go"; an absolute pattern searches from its fixed prefix. At most 4096 bytes and 256 patterns once {a,b} groups are expanded.`)),
 			mcp.WithString("path", mcp.Description("Directory to search (default /mnt/user-data/workspace).")),
 			mcp.WithBoolean("include_dirs", mcp.Description("Also list matching directories (default false).")),
-			mcp.WithNumber("max_results", mcp.Description("Most paths to list (default 200).")),
+			mcp.WithInteger("max_results", mcp.Min(1), mcp.Description("Most paths to list (default 200).")),
 			mcp.WithString("sort", mcp.Enum("path", "mtime"), mcp.Description("path: by path (default); mtime: newest first.")),
-			mcp.WithNumber("offset", mcp.Description("Skip this many paths first, to page through a long result (default 0).")),
+			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Skip this many paths first, to page through a long result (default 0).")),
 			readOnly("Find files"),
 		),
+		Args:   globArgs{},
 		Handle: glob,
 	}
 }
 
+type globArgs struct {
+	Pattern     string `json:"pattern" arg:"required"`
+	Path        string `json:"path"`
+	IncludeDirs bool   `json:"include_dirs"`
+	MaxResults  int    `json:"max_results" arg:"min=1"`
+	Sort        string `json:"sort"`
+	Offset      int    `json:"offset" arg:"min=0"`
+}
+
 func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	pattern, err := requiredString(req, "pattern")
-	if err != nil {
+	a := globArgs{MaxResults: globDefaultMax, Sort: "path"}
+	if err := bindArgs("glob", req, &a); err != nil {
 		return fail(err)
 	}
-	base, err := pathArg(req, "path")
+	pattern := a.Pattern
+	base, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
 	}
@@ -51,16 +62,11 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		pattern = pat
 	}
 	pattern = strings.TrimPrefix(pattern, "./")
-	if pattern == "" || !doublestar.ValidatePattern(pattern) {
-		return failf("invalid glob pattern: %q", pattern)
+	match, err := compileGlob("pattern", pattern)
+	if err != nil {
+		return fail(err)
 	}
-	includeDirs := req.GetBool("include_dirs", false)
-	maxResults := req.GetInt("max_results", globDefaultMax)
-	if maxResults <= 0 {
-		maxResults = globDefaultMax
-	}
-	offset := max(req.GetInt("offset", 0), 0)
-	sortBy := req.GetString("sort", "path")
+	includeDirs, maxResults, offset, sortBy := a.IncludeDirs, a.MaxResults, a.Offset, a.Sort
 	if sortBy != "path" && sortBy != "mtime" {
 		return failf("sort %q: want path or mtime", sortBy)
 	}
@@ -79,13 +85,12 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	}
 	var found []hit
 	total := 0
-	match := globMatcher(pattern)
 	err = walk(ctx, fsys, base, true, func(vp, rel string, d fs.DirEntry) error {
 		if d.IsDir() && !includeDirs {
 			return nil
 		}
-		if !match(rel) {
-			return nil
+		if ok, err := match.match(ctx, rel); !ok {
+			return err
 		}
 		total++
 		if sortBy == "path" && len(found) >= offset+maxResults {
@@ -101,6 +106,9 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return nil
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return failf("cancelled: glob stopped")
+		}
 		return fail(err)
 	}
 	if sortBy == "mtime" {
@@ -130,24 +138,146 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	return r
 }
 
-// matchName matches a file filter: a pattern with a slash against the
-// relative path, otherwise against the base name.
-func matchName(pattern, rel string) bool {
-	if strings.Contains(pattern, "/") {
-		ok, _ := doublestar.Match(pattern, rel)
-		return ok
+// Bounds of a glob pattern (glob's pattern, grep's glob). Braces multiply:
+// "{a,b}{c,d}" stands for four patterns, and doublestar tries them by
+// backtracking, so a few dozen "{,}" groups would take hours for every
+// entry of the tree. A pattern is expanded here, up to globMaxAlternatives
+// brace-free patterns, each matched in linear time, with the call's context
+// checked between them.
+const (
+	globMaxPatternBytes = 4096
+	globMaxAlternatives = 256
+)
+
+// globPattern is a compiled glob pattern: the brace-free patterns it stands
+// for, each with its matcher.
+type globPattern struct {
+	alts []func(rel string) bool
+	base bool // match the base name only (a file filter without a slash)
+}
+
+// compileGlob validates and bounds a glob pattern given as argument arg.
+func compileGlob(arg, pattern string) (*globPattern, error) {
+	if len(pattern) > globMaxPatternBytes {
+		return nil, fmt.Errorf("%s: the glob pattern is %d bytes long, over the limit of %d", arg, len(pattern), globMaxPatternBytes)
 	}
-	ok, _ := doublestar.Match(pattern, path.Base(rel))
-	return ok
+	if pattern == "" || !doublestar.ValidatePattern(pattern) {
+		return nil, fmt.Errorf("%s: invalid glob pattern: %q", arg, pattern)
+	}
+	alts, ok := expandBraces(pattern, globMaxAlternatives)
+	if !ok {
+		return nil, fmt.Errorf("%s: the glob pattern's {...} groups expand to more than %d patterns (the limit); use fewer alternatives or split the search", arg, globMaxAlternatives)
+	}
+	g := &globPattern{}
+	for _, a := range alts {
+		g.alts = append(g.alts, globMatcher(a))
+	}
+	return g, nil
+}
+
+// compileFilter compiles a file filter (grep's glob): a pattern with a slash
+// matches the relative path, one without only the base name.
+func compileFilter(arg, pattern string) (*globPattern, error) {
+	g, err := compileGlob(arg, pattern)
+	if err != nil {
+		return nil, err
+	}
+	g.base = !strings.Contains(pattern, "/")
+	return g, nil
+}
+
+// match reports whether rel matches; it stops with ctx's error when the
+// call is cancelled.
+func (g *globPattern) match(ctx context.Context, rel string) (bool, error) {
+	if g.base {
+		rel = path.Base(rel)
+	}
+	for _, m := range g.alts {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if m(rel) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// expandBraces returns the brace-free patterns a valid pattern stands for,
+// reading braces as doublestar does ("\\" escapes the next byte, a class
+// [...] is taken whole, alternatives nest), or false when there are more
+// than limit. No intermediate list grows past limit either.
+func expandBraces(pattern string, limit int) ([]string, bool) {
+	alts, _, ok := expandSeq(pattern, 0, false, limit)
+	return alts, ok
+}
+
+// expandSeq expands pattern from i up to the end, or, when nested, up to
+// the "," or "}" ending an alternative (returned as the new i).
+func expandSeq(pattern string, i int, nested bool, limit int) ([]string, int, bool) {
+	out := []string{""}
+	lit := i // start of the literal run not yet appended
+	flush := func(end int) {
+		if end > lit {
+			for k := range out {
+				out[k] += pattern[lit:end]
+			}
+		}
+	}
+	for i < len(pattern) {
+		switch c := pattern[i]; {
+		case c == '\\':
+			i += 2
+		case c == '[':
+			i++
+			for i < len(pattern) && pattern[i] != ']' {
+				if pattern[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			i++
+		case nested && (c == ',' || c == '}'):
+			flush(i)
+			return out, i, true
+		case c == '{':
+			flush(i)
+			var group []string
+			for i < len(pattern) && pattern[i] != '}' {
+				alt, next, ok := expandSeq(pattern, i+1, true, limit)
+				if !ok || len(group)+len(alt) > limit {
+					return nil, 0, false
+				}
+				group = append(group, alt...)
+				i = next
+			}
+			i++ // the "}"
+			lit = i
+			if len(out)*len(group) > limit {
+				return nil, 0, false
+			}
+			next := make([]string, 0, len(out)*len(group))
+			for _, o := range out {
+				for _, a := range group {
+					next = append(next, o+a)
+				}
+			}
+			out = next
+		default:
+			i++
+		}
+	}
+	flush(min(i, len(pattern)))
+	return out, i, true
 }
 
 // globMatcher returns a function reporting whether a relative path matches
-// a valid pattern, as doublestar.Match does. It runs for every entry of the
-// tree, so the commonest patterns take a short cut: "**/NAME" with no other
-// slash only looks at the base name (a leading "**/" matches any run of
-// directories, none included), and "**/*SUFFIX" is a suffix test.
+// a valid brace-free pattern, as doublestar.Match does. It runs for every
+// entry of the tree, so the commonest patterns take a short cut: "**/NAME"
+// with no other slash only looks at the base name (a leading "**/" matches
+// any run of directories, none included), and "**/*SUFFIX" is a suffix test.
 func globMatcher(pattern string) func(rel string) bool {
-	if name, ok := strings.CutPrefix(pattern, "**/"); ok && !strings.Contains(name, "/") && !strings.Contains(name, "**") {
+	if name, ok := strings.CutPrefix(pattern, "**/"); ok && name != "" && !strings.Contains(name, "/") && !strings.Contains(name, "**") {
 		if suffix, ok := strings.CutPrefix(name, "*"); ok && !strings.ContainsAny(suffix, `*?[]{}\`) {
 			return func(rel string) bool { return strings.HasSuffix(path.Base(rel), suffix) }
 		}

@@ -36,54 +36,68 @@ func grepTool() Tool {
 		Def: mcp.NewTool("grep",
 			mcp.WithDescription("Search file contents with a regular expression (RE2 syntax), case-insensitive unless "+
 				"case_sensitive. One match a line: path:line: text (context lines: path-line- text, groups "+
-				"separated by --). Binary files, large files and .git are skipped. A cut result is saved whole "+
+				"separated by --). Binary files, large files and .git are skipped; lines that are not UTF-8 show invalid bytes as \uFFFD, with a note. A cut result is saved whole "+
 				"under /mnt/user-data/outputs/.tool-results/ and the note names the file."),
 			mcp.WithString("pattern", mcp.Required(), mcp.Description("RE2 regular expression, or a plain string with literal.")),
 			mcp.WithString("path", mcp.Description("File or directory to search (default /mnt/user-data/workspace).")),
 			mcp.WithString("glob", mcp.Description(`Only search files matching this glob, e.g. "*.go" (base name) or "src/**/*.ts" (relative path).`)),
 			mcp.WithBoolean("literal", mcp.Description("Treat pattern as a plain string (default false).")),
 			mcp.WithBoolean("case_sensitive", mcp.Description("Match case (default false).")),
-			mcp.WithNumber("max_results", mcp.Description("Most results to list: matches, or files with output_mode files/count (default 100).")),
-			mcp.WithNumber("context", mcp.Description("Lines of context before and after each match (default 0, max 20).")),
+			mcp.WithInteger("max_results", mcp.Min(1), mcp.Description("Most results to list: matches, or files with output_mode files/count (default 100).")),
+			mcp.WithInteger("context", mcp.Min(0), mcp.Description("Lines of context before and after each match (default 0, max 20: more is taken as 20).")),
 			mcp.WithString("output_mode", mcp.Enum("content", "files", "count"), mcp.Description("content: matching lines (default); files: paths of matching files; count: path:matches per file.")),
-			mcp.WithNumber("offset", mcp.Description("Skip this many results first, to page through a long result (default 0).")),
+			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Skip this many results first, to page through a long result (default 0).")),
 			readOnly("Search file contents"),
 		),
+		Args:   grepArgs{},
 		Handle: grep,
 	}
 }
 
+type grepArgs struct {
+	Pattern       string `json:"pattern" arg:"required"`
+	Path          string `json:"path"`
+	Glob          string `json:"glob"`
+	Literal       bool   `json:"literal"`
+	CaseSensitive bool   `json:"case_sensitive"`
+	MaxResults    int    `json:"max_results" arg:"min=1"`
+	Context       int    `json:"context" arg:"min=0"`
+	OutputMode    string `json:"output_mode"`
+	Offset        int    `json:"offset" arg:"min=0"`
+}
+
 func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	pattern, err := requiredString(req, "pattern")
-	if err != nil {
+	a := grepArgs{MaxResults: grepDefaultMax, OutputMode: "content"}
+	if err := bindArgs("grep", req, &a); err != nil {
 		return fail(err)
 	}
+	pattern := a.Pattern
 	if pattern == "" {
 		return failf("pattern is empty")
 	}
-	base, err := pathArg(req, "path")
+	base, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
 	}
 	expr := pattern
-	if req.GetBool("literal", false) {
+	if a.Literal {
 		expr = regexp.QuoteMeta(pattern)
 	}
-	if !req.GetBool("case_sensitive", false) {
+	if !a.CaseSensitive {
 		expr = "(?i)" + expr
 	}
 	m, err := newGrepMatcher(expr)
 	if err != nil {
 		return failf("invalid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}
-	filter := req.GetString("glob", "")
-	maxResults := req.GetInt("max_results", grepDefaultMax)
-	if maxResults <= 0 {
-		maxResults = grepDefaultMax
+	var filter *globPattern
+	if f := a.Glob; f != "" {
+		if filter, err = compileFilter("glob", f); err != nil {
+			return fail(err)
+		}
 	}
-	offset := max(req.GetInt("offset", 0), 0)
-	contextLines := min(max(req.GetInt("context", 0), 0), grepMaxContext)
-	mode := req.GetString("output_mode", "content")
+	maxResults, offset, mode := a.MaxResults, a.Offset, a.OutputMode
+	contextLines := min(a.Context, grepMaxContext)
 	if mode != "content" && mode != "files" && mode != "count" {
 		return failf("output_mode %q: want content, files or count", mode)
 	}
@@ -96,6 +110,7 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	var out strings.Builder
 	saved := newSpill(ctx, fsys, "grep", 1<<20)
 	results, shown := 0, 0 // results seen so far; results in out
+	var notUTF8 []string   // files shown with lines that are not UTF-8
 	// found takes the results of one file, in walk order.
 	found := func(vp string, lines [][]byte, matches []int) error {
 		if len(matches) == 0 {
@@ -109,10 +124,15 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		first, last := max(offset-results, 0), min(offset+maxResults-results, n) // shown: [first, last)
 		results += n
 		if first < last {
-			out.WriteString(renderGrep(mode, vp, lines, matches, contextLines, first, last, shown > 0))
+			s, valid := renderGrep(mode, vp, lines, matches, contextLines, first, last, shown > 0, env.Mask)
+			out.WriteString(s)
 			shown += last - first
+			if !valid {
+				notUTF8 = append(notUTF8, vp)
+			}
 		}
-		io.WriteString(saved, renderGrep(mode, vp, lines, matches, contextLines, 0, n, results > n))
+		s, _ := renderGrep(mode, vp, lines, matches, contextLines, 0, n, results > n, env.Mask)
+		io.WriteString(saved, s)
 		if results > offset+maxResults && saved.Full() {
 			return errStop // more than we show, and the saved copy is full: stop
 		}
@@ -122,8 +142,13 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if fi.IsDir() {
 		files := newGrepPool(ctx, g, found)
 		err = walk(ctx, fsys, base, true, func(vp, rel string, d fs.DirEntry) error {
-			if d.IsDir() || (filter != "" && !matchName(filter, rel)) {
+			if d.IsDir() {
 				return nil
+			}
+			if filter != nil {
+				if ok, err := filter.match(ctx, rel); !ok {
+					return err
+				}
 			}
 			return files.add(vp)
 		})
@@ -134,13 +159,18 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		if err == nil {
 			err = ctx.Err() // the workers skip what is left when cancelled
 		}
-	} else if filter == "" || matchName(filter, path.Base(base)) {
+	} else if ok, ferr := filterBase(ctx, filter, base); !ok {
+		err = ferr
+	} else {
 		var buf []byte
 		lines, matches := g.file(ctx, base, &buf)
 		err = found(base, lines, matches)
 	}
 	if err != nil && err != errStop {
 		saved.Finish(false)
+		if ctx.Err() != nil {
+			return failf("cancelled: grep stopped")
+		}
 		return fail(err)
 	}
 	truncated := results > offset+shown
@@ -165,22 +195,42 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		s += "]"
 	}
+	if len(notUTF8) > 0 {
+		s += fmt.Sprintf("\n[not UTF-8 text: the lines shown of %d file(s) (%s", len(notUTF8), notUTF8[0])
+		if len(notUTF8) > 1 {
+			s += ", ..."
+		}
+		s += ") have bytes that are not UTF-8, shown as \uFFFD; the files hold them as they are (convert with bash iconv to read them)]"
+	}
 	r := text(s)
 	r.Truncated = truncated
 	return r
 }
 
+// filterBase reports whether a single file given as grep's path passes the
+// filter, matched against its base name.
+func filterBase(ctx context.Context, filter *globPattern, name string) (bool, error) {
+	if filter == nil {
+		return true, nil
+	}
+	return filter.match(ctx, path.Base(name))
+}
+
 // renderGrep writes the records [first, last) of one file. content: the
 // matching lines ("path:n: text") with their context ("path-n- text"),
 // groups apart separated by "--"; files: the path; count: "path:matches".
-func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first, last int, after bool) string {
+// A line is masked whole before a long one is cut: a host path cut in half
+// would not be masked. valid is false when a line shown is not UTF-8 (its
+// invalid bytes are shown as U+FFFD).
+func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first, last int, after bool, mask func(string) string) (_ string, valid bool) {
 	var b strings.Builder
 	switch mode {
 	case "files":
-		return vp + "\n"
+		return vp + "\n", true
 	case "count":
-		return fmt.Sprintf("%s:%d\n", vp, len(matches))
+		return fmt.Sprintf("%s:%d\n", vp, len(matches)), true
 	}
+	valid = true
 	isMatch := map[int]bool{}
 	for _, m := range matches[first:last] {
 		isMatch[m] = true
@@ -196,7 +246,12 @@ func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first,
 			if isMatch[i] {
 				sep = ":"
 			}
-			s := validText(bytes.TrimSuffix(lines[i], []byte("\r")))
+			line := bytes.TrimSuffix(lines[i], []byte("\r"))
+			valid = valid && utf8.Valid(line)
+			s := validText(line)
+			if mask != nil {
+				s = mask(s)
+			}
 			if cut, ok := cutHead(s, grepLineMax); ok {
 				s = cut + " [...]"
 			}
@@ -204,7 +259,7 @@ func renderGrep(mode, vp string, lines [][]byte, matches []int, ctxLines, first,
 		}
 		prevEnd = max(prevEnd, to)
 	}
-	return b.String()
+	return b.String(), valid
 }
 
 // grepper searches one file at a time.
@@ -230,7 +285,7 @@ func (g grepper) file(ctx context.Context, vp string, buf *[]byte) ([][]byte, []
 	if err != nil || !fi.Mode().IsRegular() || (g.maxBytes > 0 && fi.Size() > g.maxBytes) {
 		return nil, nil
 	}
-	data, ok := readText(f, fi.Size(), buf)
+	data, ok := readText(f, fi.Size(), g.maxBytes, buf)
 	if !ok {
 		return nil, nil
 	}
@@ -250,12 +305,15 @@ const sniffFirst = 64 << 10
 // and returns its content, or false for a binary file (a NUL in its first
 // sniffLen bytes) or a read error. The size is the one Stat gave: a file
 // that grows meanwhile is read as it was (one read less per file); a file
-// that says 0 (procfs) is read to its end.
-func readText(r io.Reader, size int64, buf *[]byte) ([]byte, bool) {
+// that says 0 (procfs) is read to its end, up to maxBytes (0: no limit).
+func readText(r io.Reader, size, maxBytes int64, buf *[]byte) ([]byte, bool) {
 	var data []byte
 	if size <= 0 {
+		if maxBytes > 0 {
+			r = io.LimitReader(r, maxBytes+1)
+		}
 		d, err := io.ReadAll(r)
-		if err != nil {
+		if err != nil || (maxBytes > 0 && int64(len(d)) > maxBytes) {
 			return nil, false
 		}
 		data = d

@@ -200,7 +200,7 @@ func TestReadText(t *testing.T) {
 				t.Fatal(err)
 			}
 			buf := make([]byte, 0, bufCap)
-			got, ok := readText(f, int64(len(tc.data)), &buf)
+			got, ok := readText(f, int64(len(tc.data)), 0, &buf)
 			f.Close()
 			if ok != tc.text || ok && !bytes.Equal(got, tc.data) {
 				t.Errorf("%s (buffer %d): ok %v, %d bytes; want ok %v, %d bytes", tc.name, bufCap, ok, len(got), tc.text, len(tc.data))
@@ -214,8 +214,16 @@ func TestReadText(t *testing.T) {
 	}
 	defer f.Close()
 	var buf []byte
-	if got, ok := readText(f, sniffFirst*2, &buf); !ok || string(got) != "hello\n" {
+	if got, ok := readText(f, sniffFirst*2, 0, &buf); !ok || string(got) != "hello\n" {
 		t.Errorf("shrunk file: %q, %v", got, ok)
+	}
+	// A file that says 0 bytes (procfs) is read only up to the size cap.
+	long := strings.NewReader(strings.Repeat("y\n", 1000))
+	if got, ok := readText(long, 0, 100, &buf); ok {
+		t.Errorf("size-0 file over the cap: read %d bytes, want skipped", len(got))
+	}
+	if got, ok := readText(strings.NewReader("hi\n"), 0, 100, &buf); !ok || string(got) != "hi\n" {
+		t.Errorf("size-0 file under the cap: %q, %v", got, ok)
 	}
 }
 

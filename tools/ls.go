@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 const (
@@ -21,20 +23,29 @@ func lsTool() Tool {
 			mcp.WithDescription("List a directory as a tree: one entry a line, children indented under their directory, "+
 				"directories ending in /, sorted by name."),
 			mcp.WithString("path", mcp.Description("Directory to list (default /mnt/user-data/workspace).")),
-			mcp.WithNumber("depth", mcp.Description("How many levels to show (default 2, max 5).")),
+			mcp.WithInteger("depth", mcp.Min(1), mcp.Description("How many levels to show (default 2, max 5: more is shown as 5).")),
 			readOnly("List directory"),
 		),
+		Args:   lsArgs{},
 		Handle: ls,
 	}
 }
 
+type lsArgs struct {
+	Path  string `json:"path"`
+	Depth int    `json:"depth" arg:"min=1"`
+}
+
 func ls(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	dir, err := pathArg(req, "path")
+	a := lsArgs{Depth: lsDefaultDepth}
+	if err := bindArgs("ls", req, &a); err != nil {
+		return fail(err)
+	}
+	dir, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
 	}
-	depth := req.GetInt("depth", lsDefaultDepth)
-	depth = min(max(depth, 1), lsMaxDepth)
+	depth := min(a.Depth, lsMaxDepth)
 	fsys := env.Sandbox.FS()
 	fi, err := fsys.Stat(ctx, dir)
 	if err != nil {

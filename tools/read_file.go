@@ -37,41 +37,47 @@ func readFileTool() Tool {
 	return Tool{
 		Def: mcp.NewTool("read_file",
 			mcp.WithDescription("Read a text file, whole or a range of lines. Images (png, jpeg, gif, webp) come back as "+
-				"image content; other binary files are refused. Long output is cut with a note. The structured "+
+				"image content; other binary files, and text that is not UTF-8, are refused. Long output is cut with a note. The structured "+
 				"result carries the whole file's sha256, lines and bytes; pass the sha256 as expected_sha256 to "+
 				"write_file or str_replace to refuse an edit when the file changed since this read."),
 			mcp.WithString("path", mcp.Required(), mcp.Description("File to read; relative paths are under /mnt/user-data/workspace.")),
-			mcp.WithNumber("start_line", mcp.Description("First line to return, 1-based (default 1).")),
-			mcp.WithNumber("end_line", mcp.Description("Last line to return, inclusive (default: the last line).")),
+			mcp.WithInteger("start_line", mcp.Min(1), mcp.Description("First line to return, 1-based (default 1).")),
+			mcp.WithInteger("end_line", mcp.Min(1), mcp.Description("Last line to return, inclusive (default: the last line).")),
 			mcp.WithBoolean("with_hash", mcp.Description("Also end the text with a line [sha256: HEX] (the whole file's hash).")),
 			readOnly("Read file"),
 		),
+		Args:   readFileArgs{},
 		Handle: readFile,
 	}
 }
 
-// fileFacts is read_file's structured content. For a file over
-// hashMaxBytes, SHA256 is "" and Lines is -1.
+type readFileArgs struct {
+	Path      string `json:"path" arg:"required"`
+	StartLine int    `json:"start_line" arg:"min=1"`
+	EndLine   int    `json:"end_line" arg:"min=1"`
+	WithHash  bool   `json:"with_hash"`
+}
+
+// fileFacts is read_file's structured content. For a file too large to
+// read whole (over hashMaxBytes or the scan limit), SHA256 is "", Lines is
+// -1 and Note says why.
 type fileFacts struct {
 	SHA256 string `json:"sha256"`
 	Lines  int    `json:"lines"`
 	Bytes  int64  `json:"bytes"`
+	Note   string `json:"note,omitempty"`
 }
 
 func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	raw, err := requiredString(req, "path")
+	a := readFileArgs{StartLine: 1}
+	if err := bindArgs("read_file", req, &a); err != nil {
+		return fail(err)
+	}
+	name, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
 	}
-	name, err := sandbox.Clean(raw)
-	if err != nil {
-		return fail(err)
-	}
-	start := req.GetInt("start_line", 1)
-	end := req.GetInt("end_line", 0)
-	if start < 1 {
-		return failf("start_line must be 1 or more, got %d", start)
-	}
+	start, end := a.StartLine, a.EndLine
 	if end != 0 && end < start {
 		return failf("end_line %d is before start_line %d", end, start)
 	}
@@ -103,11 +109,17 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 
 	limit := env.Limits.ReadFileOutputMaxChars
 	// The whole file is read for its hash and line count only up to
-	// hashMaxBytes; past that, reading stops once the text is complete.
-	whole := fi.Size() <= hashMaxBytes
+	// hashMaxBytes (and the scan limit); past that, reading stops once the
+	// text is complete, or at the scan limit.
+	scanMax := env.Limits.ReadFileMaxScanBytes
+	whole := fi.Size() <= hashMaxBytes && (scanMax <= 0 || fi.Size() <= scanMax)
 	var b strings.Builder
 	line, truncated := 0, false // line: how many lines have ended so far
 	partial := false            // the last line read has no newline yet
+	var scanned int64
+	scanCut := false    // stopped at the scan limit
+	var valid utf8Check // the text read is UTF-8
+	eof := false
 	for n := 0; ; n++ {
 		if n%256 == 0 && ctx.Err() != nil {
 			return failf("cancelled")
@@ -115,7 +127,15 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		if !whole && (truncated || (end != 0 && line >= end)) {
 			break
 		}
+		if !whole && scanMax > 0 && scanned >= scanMax {
+			scanCut = true
+			break
+		}
 		chunk, err := br.ReadSlice('\n')
+		scanned += int64(len(chunk))
+		if !valid.write(chunk) {
+			return failf("not UTF-8 text: %s (%d bytes); convert it with bash to read it, e.g. iconv -f LATIN1 -t UTF-8 %s (file -i tells the encoding)", name, fi.Size(), name)
+		}
 		if len(chunk) > 0 {
 			partial = true
 			inRange := line+1 >= start && (end == 0 || line+1 <= end)
@@ -135,6 +155,7 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 			continue // the same line goes on
 		}
 		if err == io.EOF {
+			eof = true
 			break
 		}
 		return fail(sandbox.HostError(name, err))
@@ -142,14 +163,32 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if partial {
 		line++
 	}
+	if eof && !valid.end() {
+		return failf("not UTF-8 text: %s (%d bytes); convert it with bash to read it, e.g. iconv -f LATIN1 -t UTF-8 %s (file -i tells the encoding)", name, fi.Size(), name)
+	}
 	if whole && start > 1 && line < start {
 		return failf("start_line %d is past the end of %s (%d lines)", start, name, line)
 	}
+	if scanCut && b.Len() == 0 {
+		return failf("start_line %d not reached in the first %d bytes of %s (%d bytes in all), the most read_file reads; "+
+			"use bash (e.g. tail -c, or sed -n on a smaller part) for such a file", start, scanMax, name, fi.Size())
+	}
 	facts := fileFacts{SHA256: hex.EncodeToString(h.Sum(nil)), Lines: line, Bytes: fi.Size()}
 	if !whole {
-		facts.SHA256, facts.Lines = "", -1 // not read whole: see hashMaxBytes
+		// Not read whole: see hashMaxBytes.
+		facts.SHA256, facts.Lines = "", -1
+		facts.Note = fmt.Sprintf("sha256 and lines not computed: the file is over %d bytes", min(hashMaxBytes, positive(scanMax)))
 	}
-	out := validText([]byte(b.String()))
+	raw := []byte(b.String())
+	if truncated || scanCut {
+		// The read stopped inside a long line: a host path cut there
+		// would not be masked.
+		raw = trimCutWord(raw, false)
+		if i := lastRuneStart(raw); i < len(raw) && !utf8.FullRune(raw[i:]) {
+			raw = raw[:i] // a character cut by the stop
+		}
+	}
+	out := validText(raw)
 	if env.Mask != nil {
 		out = env.Mask(out) // before the cut: no host path is cut in half
 	}
@@ -157,16 +196,69 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if cut, ok := cutHead(out, limit); ok || truncated {
 		out = cut + fmt.Sprintf("\n[... truncated: showing the first %d characters; use start_line and end_line to read the rest of %s]", limit, name)
 		r.Truncated = true
+	} else if scanCut {
+		out += fmt.Sprintf("\n[... stopped after reading %d bytes of %s (%d bytes in all), the most read_file reads; use bash for the rest]", scanMax, name, fi.Size())
+		r.Truncated = true
 	}
-	if req.GetBool("with_hash", false) && facts.SHA256 != "" {
+	if a.WithHash {
 		if out != "" && !strings.HasSuffix(out, "\n") {
 			out += "\n"
 		}
-		out += "[sha256: " + facts.SHA256 + "]"
+		if facts.SHA256 != "" {
+			out += "[sha256: " + facts.SHA256 + "]"
+		} else {
+			out += "[sha256: not computed: " + name + " is over " + fmt.Sprint(min(hashMaxBytes, positive(scanMax))) + " bytes]"
+		}
 	}
 	r.CallToolResult = mcp.NewToolResultText(out)
 	r.StructuredContent = facts
 	return r
+}
+
+// lastRuneStart is where the last character of b starts (len(b) for none).
+func lastRuneStart(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			return i
+		}
+	}
+	return len(b)
+}
+
+// utf8Check checks that a stream, written in pieces that may split a
+// character, is UTF-8.
+type utf8Check struct {
+	pend []byte // the start of a character split by the last piece
+	bad  bool
+}
+
+// write checks one more piece; false once the stream is not UTF-8.
+func (u *utf8Check) write(p []byte) bool {
+	if u.bad {
+		return false
+	}
+	if len(u.pend) > 0 {
+		p = append(u.pend, p...)
+		u.pend = nil
+	}
+	// A character the piece ends in the middle of waits for the next one.
+	if i := lastRuneStart(p); i < len(p) && !utf8.FullRune(p[i:]) {
+		u.pend = append([]byte(nil), p[i:]...)
+		p = p[:i]
+	}
+	u.bad = !utf8.Valid(p)
+	return !u.bad
+}
+
+// end reports whether the whole stream was UTF-8.
+func (u *utf8Check) end() bool { return !u.bad && len(u.pend) == 0 }
+
+// positive is n, or the largest int64 when n is 0 or less (no limit).
+func positive(n int64) int64 {
+	if n <= 0 {
+		return 1<<63 - 1
+	}
+	return n
 }
 
 func readImage(r io.Reader, h hash.Hash, name, mime string, size int64) *Result {

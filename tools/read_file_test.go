@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -210,17 +209,35 @@ func TestReadFileDirectory(t *testing.T) {
 	}
 }
 
-func TestReadFileInvalidUTF8(t *testing.T) {
+// TestReadFileNotUTF8: text that is not UTF-8 (Latin-1, GBK, a bad byte
+// past the first 64 KiB, a character cut by the end of the file) is refused
+// with its size and a hint, never returned with bytes replaced; UTF-8 text
+// split across read pieces is returned whole.
+func TestReadFileNotUTF8(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	if err := os.WriteFile(f.host("bad.txt"), []byte("ok\xff\xfeok\nnext\x80\n"), 0o644); err != nil {
-		t.Fatal(err)
+	long := strings.Repeat("é", 40000) // 80000 bytes: characters cut by 64 KiB pieces
+	for name, data := range map[string]string{
+		"latin1.txt":   "caf\xe9\n",
+		"gbk.txt":      "\xc4\xe3\xba\xc3\n", // 你好 in GBK
+		"late.txt":     strings.Repeat("ok\n", 30000) + "caf\xe9\n",
+		"cut.txt":      "ok \xe2\x82",
+		"longline.txt": long + "\xff",
+	} {
+		if err := os.WriteFile(f.host(name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("Error: not UTF-8 text: %s/%s (%d bytes); ", ws, name, len(data))
+		got := f.fail("read_file", map[string]any{"path": name})
+		if !strings.HasPrefix(got, want) || !strings.Contains(got, "iconv") {
+			t.Errorf("read_file %s = %q, want %q... with a hint naming iconv", name, got, want)
+		}
+		if got := f.fail("read_file", map[string]any{"path": name, "start_line": 1, "end_line": 1}); !strings.HasPrefix(got, want) {
+			t.Errorf("read_file %s, line 1 = %q, want %q...", name, got, want)
+		}
 	}
-	got := f.ok("read_file", map[string]any{"path": "bad.txt"})
-	if !utf8.ValidString(got) {
-		t.Errorf("result is not valid UTF-8: %q", got)
-	}
-	if !strings.Contains(got, "\uFFFD") || !strings.HasPrefix(got, "ok") || !strings.Contains(got, "\nnext") {
-		t.Errorf("invalid bytes not replaced in place: %q", got)
+	f.write("utf8.txt", long+"\n")
+	if got := f.ok("read_file", map[string]any{"path": "utf8.txt"}); !strings.HasPrefix(got, "éé") || strings.Contains(got, "\uFFFD") {
+		t.Errorf("read_file of long UTF-8 text = %.40q..., want it unchanged", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -15,8 +16,8 @@ func strReplaceTool() Tool {
 	return Tool{
 		Def: mcp.NewTool("str_replace",
 			mcp.WithDescription("Replace text in a file. old_str must occur exactly once unless replace_all; "+
-				"include enough surrounding lines to make it unique. The file keeps its line endings (an old_str "+
-				"written with LF matches a CRLF file), BOM, final newline and mode. The write is atomic."),
+				"include enough surrounding lines to make it unique. In a file that is not UTF-8 text the bytes outside the match are kept exactly. The file keeps its line endings (an old_str "+
+				"written with LF matches a CRLF file; the lines of new_str take the file's line ending), BOM, final newline and mode. The write is atomic."),
 			mcp.WithString("path", mcp.Required(), mcp.Description("File to edit; relative paths are under /mnt/user-data/workspace.")),
 			mcp.WithString("old_str", mcp.Required(), mcp.Description("Exact text to find.")),
 			mcp.WithString("new_str", mcp.Required(), mcp.Description("Text to put in its place (may be empty).")),
@@ -25,36 +26,37 @@ func strReplaceTool() Tool {
 			mcp.WithBoolean("dry_run", mcp.Description("Return the unified diff of the edit without writing it (default false).")),
 			destructive("Edit file", false),
 		),
+		Args:   strReplaceArgs{},
 		Handle: strReplace,
 	}
+}
+
+type strReplaceArgs struct {
+	Path           string `json:"path" arg:"required"`
+	OldStr         string `json:"old_str" arg:"required"`
+	NewStr         string `json:"new_str" arg:"required"`
+	ReplaceAll     bool   `json:"replace_all"`
+	ExpectedSHA256 string `json:"expected_sha256"`
+	DryRun         bool   `json:"dry_run"`
 }
 
 // errDryRun stops an edit after the new content is computed.
 var errDryRun = errors.New("dry run")
 
 func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	raw, err := requiredString(req, "path")
-	if err != nil {
+	var a strReplaceArgs
+	if err := bindArgs("str_replace", req, &a); err != nil {
 		return fail(err)
 	}
-	oldStr, err := requiredString(req, "old_str")
-	if err != nil {
-		return fail(err)
-	}
-	newStr, err := requiredString(req, "new_str")
-	if err != nil {
-		return fail(err)
-	}
+	oldStr, newStr := a.OldStr, a.NewStr
 	if oldStr == "" {
 		return failf("old_str is empty")
 	}
-	name, err := sandbox.Clean(raw)
+	name, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
 	}
-	all := req.GetBool("replace_all", false)
-	dryRun := req.GetBool("dry_run", false)
-	expected := req.GetString("expected_sha256", "")
+	all, dryRun, expected := a.ReplaceAll, a.DryRun, a.ExpectedSHA256
 	var n int
 	var diff string
 	err = env.Sandbox.FS().Edit(ctx, name, func(old []byte, exists bool) ([]byte, error) {
@@ -72,6 +74,9 @@ func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result 
 		}
 		if dryRun {
 			diff = unifiedDiff(name, string(old), updated)
+			if !utf8.Valid(old) {
+				diff = validText([]byte(diff)) + "[not UTF-8 text: bytes that are not UTF-8 are shown as \uFFFD here; the edit keeps them as they are]\n"
+			}
 			return nil, errDryRun
 		}
 		return []byte(updated), nil
@@ -91,7 +96,8 @@ func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result 
 }
 
 // replace replaces oldStr in content the way an editor would: exactly when
-// it occurs, else with LF line breaks read as the file's CRLF ones. A BOM
+// it occurs, else with LF line breaks read as the file's CRLF ones. The
+// lines of newStr take the file's own line ending (SPEC §13), and a BOM
 // stays first. When nothing matches, the error names the nearest line that
 // differs only in whitespace.
 func replace(content, oldStr, newStr string, all bool, name string) (string, int, error) {
@@ -99,11 +105,17 @@ func replace(content, oldStr, newStr string, all bool, name string) (string, int
 	if strings.HasPrefix(content, "\uFEFF") {
 		bom, content = "\uFEFF", content[len("\uFEFF"):]
 	}
+	switch lineEnding(content) {
+	case "\r\n":
+		newStr = strings.ReplaceAll(strings.ReplaceAll(newStr, "\r\n", "\n"), "\n", "\r\n")
+	case "\n":
+		newStr = strings.ReplaceAll(newStr, "\r\n", "\n")
+	}
 	n := strings.Count(content, oldStr)
 	if n == 0 && strings.Contains(content, "\r\n") && strings.Contains(oldStr, "\n") && !strings.Contains(oldStr, "\r\n") {
 		crlf := strings.ReplaceAll(oldStr, "\n", "\r\n")
 		if c := strings.Count(content, crlf); c > 0 {
-			oldStr, newStr, n = crlf, strings.ReplaceAll(strings.ReplaceAll(newStr, "\r\n", "\n"), "\n", "\r\n"), c
+			oldStr, n = crlf, c
 		}
 	}
 	switch {
@@ -116,6 +128,21 @@ func replace(content, oldStr, newStr string, all bool, name string) (string, int
 		return "", 0, fmt.Errorf("old_str found %d times in %s; add surrounding context to make it unique, or set replace_all", n, name)
 	}
 	return bom + strings.ReplaceAll(content, oldStr, newStr), n, nil
+}
+
+// lineEnding is the file's own line ending: "\r\n" when most of its line
+// breaks are CRLF, "\n" when most are LF, "" when it has none (new text is
+// then written as given).
+func lineEnding(content string) string {
+	lf := strings.Count(content, "\n")
+	crlf := strings.Count(content, "\r\n")
+	switch {
+	case lf == 0:
+		return ""
+	case crlf > lf-crlf:
+		return "\r\n"
+	}
+	return "\n"
 }
 
 // nearMiss returns the 1-based line where a run of lines equals oldStr's

@@ -20,6 +20,10 @@ type Limits struct {
 	LsOutputMaxChars       int
 	BashTimeoutMax         time.Duration
 	GrepMaxFileBytes       int64
+	// ReadFileMaxScanBytes bounds the bytes one read_file reads to find
+	// its lines: a line range far into a huge (or sparse) file is not
+	// worth gigabytes of reading.
+	ReadFileMaxScanBytes int64
 }
 
 // DefaultLimits are the limits of SPEC §6.
@@ -30,6 +34,7 @@ func DefaultLimits() Limits {
 		LsOutputMaxChars:       20000,
 		BashTimeoutMax:         600 * time.Second,
 		GrepMaxFileBytes:       10 << 20,
+		ReadFileMaxScanBytes:   sandbox.EditMaxBytes,
 	}
 }
 
@@ -58,10 +63,16 @@ type Result struct {
 	Changed []string
 }
 
-// Tool is one tool: its MCP definition and its handler.
+// Tool is one tool: its MCP definition, its arguments and its handler.
 type Tool struct {
-	Def    mcp.Tool
-	Handle func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result
+	Def mcp.Tool
+	// Args is the zero value of the struct the handler reads its arguments
+	// into (bindArgs); a test checks it against Def's schema.
+	Args any
+	// RunsCommands: the tool runs commands in the sandbox (bash), so it is
+	// not offered when the provider runs none.
+	RunsCommands bool
+	Handle       func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result
 }
 
 // All lists the tools in the order they are offered.
@@ -102,24 +113,6 @@ func destructive(title string, openWorld bool) mcp.ToolOption {
 		IdempotentHint:  mcp.ToBoolPtr(false),
 		OpenWorldHint:   mcp.ToBoolPtr(openWorld),
 	})
-}
-
-// pathArg reads an optional path argument as a clean virtual path.
-func pathArg(req mcp.CallToolRequest, key string) (string, error) {
-	return sandbox.Clean(req.GetString(key, ""))
-}
-
-// requiredString reads a required string argument (it may be empty).
-func requiredString(req mcp.CallToolRequest, key string) (string, error) {
-	v, ok := req.GetArguments()[key]
-	if !ok {
-		return "", fmt.Errorf("missing required argument %q", key)
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("argument %q must be a string", key)
-	}
-	return s, nil
 }
 
 // cutHead keeps at most max characters (runes) of s; 0 keeps all. The

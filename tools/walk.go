@@ -190,6 +190,11 @@ func (w *walker) visit(n *dirNode, fn func(vpath, rel string, d fs.DirEntry) err
 	entries, children := n.entries, n.children
 	n.entries, n.children = nil, nil // visited: let them go
 	for i, e := range entries {
+		if i%64 == 63 { // a large directory: fn may be slow for each entry
+			if err := w.ctx.Err(); err != nil {
+				return err
+			}
+		}
 		err := fn(childPath(n.vp, e.Name()), childPath(n.rel, e.Name()), e)
 		if errors.Is(err, fs.SkipDir) {
 			if children[i] != nil {

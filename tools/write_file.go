@@ -23,25 +23,28 @@ func writeFileTool() Tool {
 			mcp.WithString("expected_sha256", mcp.Description("Refuse the write unless the file exists with this sha256 (from read_file): no lost update.")),
 			destructive("Write file", false),
 		),
+		Args:   writeFileArgs{},
 		Handle: writeFile,
 	}
 }
 
+type writeFileArgs struct {
+	Path           string `json:"path" arg:"required"`
+	Content        string `json:"content" arg:"required"`
+	Append         bool   `json:"append"`
+	ExpectedSHA256 string `json:"expected_sha256"`
+}
+
 func writeFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	raw, err := requiredString(req, "path")
+	var a writeFileArgs
+	if err := bindArgs("write_file", req, &a); err != nil {
+		return fail(err)
+	}
+	name, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
 	}
-	content, err := requiredString(req, "content")
-	if err != nil {
-		return fail(err)
-	}
-	name, err := sandbox.Clean(raw)
-	if err != nil {
-		return fail(err)
-	}
-	appendTo := req.GetBool("append", false)
-	expected := req.GetString("expected_sha256", "")
+	content, appendTo, expected := a.Content, a.Append, a.ExpectedSHA256
 	err = env.Sandbox.FS().Edit(ctx, name, func(old []byte, exists bool) ([]byte, error) {
 		if err := checkExpected(name, expected, old, exists); err != nil {
 			return nil, err

@@ -148,7 +148,7 @@ func TestWriteFile(t *testing.T) {
 		{
 			name:    "missing content",
 			args:    map[string]any{"path": "x.txt"},
-			wantErr: `Error: missing required argument "content"`,
+			wantErr: `Error: missing required argument "content"; write_file takes path (string, required), content (string, required), append (boolean), expected_sha256 (string)`,
 		},
 	}
 	for _, tc := range tests {

@@ -32,8 +32,8 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if s.p.cfg.Isolation == IsolationBwrap {
 		return s.execBwrap(ctx, req)
 	}
-	if !s.p.cfg.AllowHostBash {
-		return sandbox.ExecResult{}, fmt.Errorf("%w: bubblewrap isolation is off, and the local provider runs bash on the host only with --allow-host-bash (config local.allow_host_bash: true)", sandbox.ErrBashDisabled)
+	if err := s.p.BashDisabled(); err != nil {
+		return sandbox.ExecResult{}, err
 	}
 	for _, m := range s.mounts {
 		if !shellSafe(m.Host) {

@@ -74,6 +74,16 @@ func New(cfg Config) (*Provider, error) {
 // Isolation is how bash runs: IsolationBwrap or IsolationNone.
 func (p *Provider) Isolation() string { return p.cfg.Isolation }
 
+// BashDisabled says why the provider will not run bash in its
+// configuration — no isolation and no AllowHostBash — or nil. The server
+// then does not offer bash at all.
+func (p *Provider) BashDisabled() error {
+	if p.cfg.Isolation != IsolationBwrap && !p.cfg.AllowHostBash {
+		return fmt.Errorf("%w: bubblewrap isolation is off, and the local provider runs bash on the host only with --allow-host-bash (config local.allow_host_bash: true)", sandbox.ErrBashDisabled)
+	}
+	return nil
+}
+
 // Name is "local".
 func (p *Provider) Name() string { return "local" }
 
