@@ -79,13 +79,16 @@ func New(cfg Config) *Server {
 	})
 	instructions := "Tools work in a sandbox: files under /mnt/user-data/{workspace,uploads,outputs} " +
 		"(workspace is the working directory), skills read-only under /mnt/skills."
-	// A provider that runs no commands in its configuration: bash is not
-	// offered (an agent should not learn it by failing), and the
-	// instructions say why.
+	// A provider that runs no commands in its configuration: bash stays
+	// listed (a call answers SPEC §12's error naming --allow-host-bash), but
+	// its description and the instructions say it is off and why, so that an
+	// agent does not learn it by failing.
 	off := bashDisabled(cfg.Provider)
+	var reason string
 	if off != nil {
-		instructions += " bash is not offered: " + strings.TrimPrefix(off.Error(), sandbox.ErrBashDisabled.Error()+": ") + "."
-		cfg.Logger.Info("bash is not offered", "reason", off.Error())
+		reason = strings.TrimPrefix(off.Error(), sandbox.ErrBashDisabled.Error()+": ")
+		instructions += " bash is off: " + reason + "."
+		cfg.Logger.Info("bash is off", "reason", off.Error())
 	}
 	s.mcp = mcpserver.NewMCPServer("sandbox-mcp", cfg.Version,
 		mcpserver.WithHooks(hooks),
@@ -95,7 +98,8 @@ func New(cfg Config) *Server {
 	)
 	for _, t := range tools.All() {
 		if t.RunsCommands && off != nil {
-			continue
+			t.Def.Description = "OFF in this server: " + reason + ". Calls answer an error saying so; " +
+				"use the file tools (read_file, write_file, str_replace, ls, glob, grep) instead."
 		}
 		s.mcp.AddTool(t.Def, s.handler(t))
 	}

@@ -541,26 +541,28 @@ func TestE2EInvalidThread(t *testing.T) {
 func TestE2EBashDisabled(t *testing.T) {
 	t.Parallel()
 	// Without isolation, bash needs --allow-host-bash (SPEC §12): without
-	// it, bash is not offered at all (an agent should not learn it by
-	// failing), and the instructions say why.
+	// it, bash is listed as off (an agent should not learn it by failing),
+	// the instructions say why, and a call is refused naming the flag.
 	p := start(t, opts{noBash: true, isolation: "none"})
 	res, err := p.cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	var desc string
 	for _, tl := range res.Tools {
-		names = append(names, tl.Name)
+		if tl.Name == "bash" {
+			desc = tl.Description
+		}
 	}
-	if slices.Contains(names, "bash") || len(names) != 6 {
-		t.Errorf("tools/list = %v, want the six file tools without bash", names)
+	if !strings.HasPrefix(desc, "OFF in this server: ") || !strings.Contains(desc, "--allow-host-bash") {
+		t.Errorf("bash's description = %q, want it to say bash is off and name --allow-host-bash", desc)
 	}
-	if in := p.cs.InitializeResult().Instructions; !strings.Contains(in, "bash is not offered") || !strings.Contains(in, "--allow-host-bash") {
+	if in := p.cs.InitializeResult().Instructions; !strings.Contains(in, "bash is off") || !strings.Contains(in, "--allow-host-bash") {
 		t.Errorf("instructions = %q, want them to say bash is off and name --allow-host-bash", in)
 	}
-	// A client that calls it anyway gets "no such tool", and nothing runs.
-	if _, err := p.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch /mnt/user-data/workspace/ran"}}); err == nil {
-		t.Errorf("bash call without --allow-host-bash succeeded, want an unknown tool")
+	got, isErr := p.call("bash", map[string]any{"command": "touch /mnt/user-data/workspace/ran"})
+	if !isErr || !strings.HasPrefix(got, "Error: ") || !strings.Contains(got, "--allow-host-bash") || strings.Contains(got, "\n") {
+		t.Errorf("bash without --allow-host-bash = %q (isError %v), want one error line naming --allow-host-bash", got, isErr)
 	}
 	if _, err := os.Stat(filepath.Join(p.workspace(), "ran")); err == nil {
 		t.Errorf("bash ran without --allow-host-bash")
@@ -569,8 +571,8 @@ func TestE2EBashDisabled(t *testing.T) {
 	p.want("write_file", map[string]any{"path": "x", "content": "y"}, "Wrote 1 bytes to /mnt/user-data/workspace/x", false)
 	p.close()
 	lines, _ := auditLines(t, p.auditPath)
-	if len(lines) != 1 || lines[0]["tool"] != "write_file" {
-		t.Errorf("audit = %v, want the write_file call only", lines)
+	if len(lines) != 2 || lines[0]["tool"] != "bash" || lines[0]["outcome"] != "denied" || lines[1]["tool"] != "write_file" {
+		t.Errorf("audit = %v, want bash denied, then write_file", lines)
 	}
 }
 
