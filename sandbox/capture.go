@@ -13,7 +13,6 @@ type Capture struct {
 	tailPos  int    // next write position in tail
 	tailFull bool
 	total    int64
-	lastLine []byte
 }
 
 // NewCapture keeps up to headMax leading and tailMax trailing bytes.
@@ -27,7 +26,6 @@ func (c *Capture) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	n := len(p)
 	c.total += int64(n)
-	c.noteLine(p)
 	if room := c.headMax - len(c.head); room > 0 {
 		k := min(room, len(p))
 		c.head = append(c.head, p[:k]...)
@@ -53,26 +51,6 @@ func (c *Capture) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// noteLine remembers the latest complete or partial non-empty line, at most 200 bytes.
-func (c *Capture) noteLine(p []byte) {
-	end := len(p)
-	for end > 0 && (p[end-1] == '\n' || p[end-1] == '\r') {
-		end--
-	}
-	if end == 0 {
-		return
-	}
-	start := end
-	for start > 0 && p[start-1] != '\n' {
-		start--
-	}
-	line := p[start:end]
-	if len(line) > 200 {
-		line = line[len(line)-200:]
-	}
-	c.lastLine = append(c.lastLine[:0], line...)
-}
-
 // Result returns the kept head, the kept tail (bytes after the head, only
 // the last ones) and how many bytes were written in all. When
 // total <= len(head)+len(tail) nothing was dropped.
@@ -88,9 +66,26 @@ func (c *Capture) Result() (head, tail []byte, total int64) {
 	return head, tail, c.total
 }
 
-// LastLine is the latest line written (for progress messages).
-func (c *Capture) LastLine() string {
+// Last returns the last n bytes of what was written (fewer when less was
+// written) and whether anything written came before them, so a caller
+// knows their first line may be partial. Bytes the capture dropped
+// between head and tail are never part of it.
+func (c *Capture) Last(n int) (b []byte, more bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return string(c.lastLine)
+	var tail []byte
+	if c.tailFull {
+		tail = append(append(tail, c.tail[c.tailPos:]...), c.tail[:c.tailPos]...)
+	} else {
+		tail = c.tail[:c.tailPos]
+	}
+	if len(tail) >= n {
+		return append([]byte(nil), tail[len(tail)-n:]...), true
+	}
+	if c.total > int64(len(c.head)+len(tail)) { // dropped between head and tail
+		return append([]byte(nil), tail...), true
+	}
+	k := min(n-len(tail), len(c.head))
+	b = append(append([]byte(nil), c.head[len(c.head)-k:]...), tail...)
+	return b, k < len(c.head)
 }

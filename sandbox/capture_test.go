@@ -40,16 +40,28 @@ func TestCaptureKeepsHeadAndTail(t *testing.T) {
 	}
 }
 
-func TestCaptureLastLine(t *testing.T) {
-	t.Parallel()
-	c := sandbox.NewCapture(10, 10)
-	c.Write([]byte("first\nsecond\n"))
-	if got := c.LastLine(); got != "second" {
-		t.Fatalf("LastLine = %q", got)
+func TestCaptureLast(t *testing.T) {
+	c := sandbox.NewCapture(4, 4)
+	if b, more := c.Last(3); len(b) != 0 || more {
+		t.Fatalf("empty: %q %v", b, more)
 	}
-	c.Write([]byte("\n\n"))
-	if got := c.LastLine(); got != "second" {
-		t.Fatalf("LastLine after blank lines = %q", got)
+	c.Write([]byte("ab"))
+	if b, more := c.Last(3); string(b) != "ab" || more {
+		t.Fatalf("in head: %q %v", b, more)
+	}
+	if b, more := c.Last(1); string(b) != "b" || !more {
+		t.Fatalf("end of head: %q %v", b, more)
+	}
+	c.Write([]byte("cdef")) // head abcd, tail ef
+	if b, more := c.Last(5); string(b) != "bcdef" || !more {
+		t.Fatalf("head and tail: %q %v", b, more)
+	}
+	if b, more := c.Last(9); string(b) != "abcdef" || more {
+		t.Fatalf("all: %q %v", b, more)
+	}
+	c.Write([]byte("ghijk")) // dropped: efg; tail hijk
+	if b, more := c.Last(9); string(b) != "hijk" || !more {
+		t.Fatalf("after a drop: %q %v", b, more)
 	}
 }
 

@@ -180,16 +180,13 @@ const progressMax = 200
 // first would not be masked. Where the capture itself dropped the line's
 // start, a partial path there is dropped too.
 func progressLine(c *sandbox.Capture, mask func(string) string) string {
-	head, tail, total := c.Result()
-	buf, cut := append(head, tail...), false
-	if total > int64(len(head)+len(tail)) { // bytes dropped between head and tail
-		buf, cut = tail, true
-	}
+	keep := progressMax*utf8.UTFMax + maskMargin
+	buf, cut := c.Last(keep + 2) // room for a trailing line break
 	buf = bytes.TrimRight(buf, "\r\n")
 	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
 		buf, cut = buf[i+1:], false
 	}
-	if keep := progressMax*utf8.UTFMax + maskMargin; len(buf) > keep {
+	if len(buf) > keep {
 		buf, cut = buf[len(buf)-keep:], true
 	}
 	if cut {
