@@ -236,10 +236,14 @@ func (p *Provider) Network() string { return p.cfg.Network }
 // Name is "docker".
 func (p *Provider) Name() string { return "docker" }
 
-// ContainerName is the container of a thread: <prefix>-<first 8 hex of sha256(thread)>.
+// ContainerName is the container of a thread: <prefix>-<first 16 hex of
+// sha256(thread)>. 64 bits make an accidental collision of two threads'
+// names practically impossible (32 bits did not: t26821 and t49091 share
+// their first 8 hex), and a name is never trusted alone: a container is a
+// thread's only when its labels name that thread (startContainer).
 func ContainerName(prefix, thread string) string {
 	sum := sha256.Sum256([]byte(thread))
-	return prefix + "-" + hex.EncodeToString(sum[:4])
+	return prefix + "-" + hex.EncodeToString(sum[:8])
 }
 
 func (p *Provider) ourFilters() filters.Args {
@@ -428,7 +432,7 @@ func (p *Provider) Close() error {
 // uses of a thread — in this process or another on the same state dir —
 // make one container: creation holds the thread's lock (an flock).
 func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbox.Mount) (id string, done func(), err error) {
-	if id, done := p.use(name); id != "" {
+	if id, done := p.use(name, key); id != "" {
 		return id, done, nil
 	}
 	unlock, err := p.cfg.Locks.Lock(ctx, "container\x00"+name)
@@ -436,7 +440,7 @@ func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbo
 		return "", nil, err
 	}
 	defer unlock()
-	if id, done := p.use(name); id != "" {
+	if id, done := p.use(name, key); id != "" {
 		return id, done, nil
 	}
 	id, err = p.startContainer(ctx, name, key, mounts)
@@ -447,19 +451,19 @@ func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbo
 	p.running[name] = &run{id: id, key: key, lastUsed: time.Now()}
 	p.mu.Unlock()
 	p.enforceReplicas(ctx, name)
-	id, done = p.use(name)
+	id, done = p.use(name, key)
 	if id == "" {
 		return "", nil, errors.New("docker provider: container went away while starting")
 	}
 	return id, done, nil
 }
 
-// use marks a known running container busy.
-func (p *Provider) use(name string) (string, func()) {
+// use marks a known running container of thread key busy.
+func (p *Provider) use(name, key string) (string, func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.running[name]
-	if r == nil {
+	if r == nil || r.key != key {
 		return "", nil
 	}
 	r.busy++
@@ -492,8 +496,8 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 		info, err := p.cli.ContainerInspect(ctx, name)
 		switch {
 		case err == nil:
-			if info.Config == nil || info.Config.Labels[labelState] != p.stateTag {
-				return "", fmt.Errorf("container %s belongs to another sandbox-mcp (state dir or prefix): choose another docker.container_prefix", name)
+			if err := p.mine(info, name, key); err != nil {
+				return "", err
 			}
 			if info.State != nil && info.State.Running {
 				return info.ID, nil
@@ -523,6 +527,26 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 		p.log.Info("docker provider: container started", "name", name, "id", shortID(resp.ID))
 		return resp.ID, nil
 	}
+}
+
+// mine checks that a container found by name is thread key's sandbox of
+// this state dir: its labels, not its name, say whose it is. Anything else
+// (another thread's container under a colliding name, another install's,
+// a container that is not ours at all) is never used, and never removed.
+func (p *Provider) mine(info container.InspectResponse, name, key string) error {
+	var labels map[string]string
+	if info.Config != nil {
+		labels = info.Config.Labels
+	}
+	switch {
+	case labels[labelManaged] != "true":
+		return fmt.Errorf("docker provider: container %s is not a sandbox-mcp sandbox; left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name)
+	case labels[labelState] != p.stateTag || labels[labelPrefix] != p.cfg.ContainerPrefix:
+		return fmt.Errorf("docker provider: container %s belongs to another sandbox-mcp state dir; left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name)
+	case labels[labelThread] != key:
+		return fmt.Errorf("docker provider: container %s is another thread's sandbox (its label names another thread); it is never used for this thread", name)
+	}
+	return nil
 }
 
 func (p *Provider) containerConfig(key string) *container.Config {

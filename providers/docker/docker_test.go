@@ -434,3 +434,65 @@ func TestShOnlyImage(t *testing.T) {
 		t.Fatalf("timeout: %+v %v after %v", res, err, time.Since(start))
 	}
 }
+
+// t26821 and t49091 share the first 8 hex of their sha256, the length of
+// the names the provider once used: each must still get its own container
+// and files.
+func TestCollidingThreadsGetTheirOwnContainers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if ContainerName(f.prefix, "t26821") == ContainerName(f.prefix, "t49091") {
+		t.Fatalf("t26821 and t49091 have one container name: %s", ContainerName(f.prefix, "t26821"))
+	}
+	a, b := f.acquire(t, "t26821"), f.acquire(t, "t49091")
+	execOut(t, a, "echo secret > secret.txt; echo mine > /tmp/mine.txt")
+	out, _ := execOut(t, b, "cat secret.txt /tmp/mine.txt 2>/dev/null || echo absent")
+	if out != "absent\n" {
+		t.Fatalf("thread t49091 sees t26821's files: %q", out)
+	}
+	if got := f.ours(t, false); len(got) != 2 {
+		t.Fatalf("%d containers for two threads", len(got))
+	}
+}
+
+// A container found under a thread's name whose label names another thread
+// is never used for it: each call gets a clear error, the container is
+// left as it is.
+func TestContainerOfAnotherThreadIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	name := ContainerName(f.prefix, "t26821")
+	resp, err := f.cli.ContainerCreate(t.Context(), &container.Config{
+		Image: baseImage,
+		Cmd:   []string{"sleep", "infinity"},
+		Labels: map[string]string{
+			labelManaged: "true",
+			labelThread:  "t49091",
+			labelState:   f.p.stateTag,
+			labelPrefix:  f.prefix,
+		},
+	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cli.ContainerStart(t.Context(), resp.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sb := f.acquire(t, "t26821")
+	for range 2 {
+		_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "touch /tmp/intruder", Timeout: time.Minute, Output: io.Discard})
+		if err == nil || !strings.Contains(err.Error(), "another thread") || !strings.Contains(err.Error(), name) {
+			t.Fatalf("exec in another thread's container: err = %v", err)
+		}
+		if _, err := sb.FS().Stat(t.Context(), "/etc/os-release"); err == nil || !strings.Contains(err.Error(), "another thread") {
+			t.Fatalf("stat in another thread's container: err = %v", err)
+		}
+	}
+	if _, err := f.cli.ContainerStatPath(t.Context(), resp.ID, "/tmp/intruder"); err == nil {
+		t.Fatal("the command ran in another thread's container")
+	}
+	info, err := f.cli.ContainerInspect(t.Context(), resp.ID)
+	if err != nil || !info.State.Running {
+		t.Fatalf("the other thread's container was disturbed: %v", err)
+	}
+}
