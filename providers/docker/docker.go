@@ -169,6 +169,16 @@ func setDefaults(cfg *Config) {
 }
 
 func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provider, error) {
+	// The thread dirs hold what containers write, setuid programs
+	// included: only the server's user may reach them (the engine's bind
+	// mounts need no traversal rights on the host).
+	threads := filepath.Join(cfg.StateDir, "threads")
+	if err := os.MkdirAll(threads, 0o700); err != nil {
+		return nil, fmt.Errorf("docker provider: state dir: %w", err)
+	}
+	if err := os.Chmod(threads, 0o700); err != nil {
+		return nil, fmt.Errorf("docker provider: state dir: %w", err)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := cli.Ping(pctx); err != nil {
@@ -190,16 +200,16 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	p.user = cfg.User
-	if p.user == "" && img.Config != nil {
-		p.user = img.Config.User
+	var imageUser string
+	if img.Config != nil {
+		imageUser = img.Config.User
 	}
-	p.uid, p.gid = numericUser(p.user)
-	if os.Geteuid() != 0 {
-		// Not root: the server cannot hand the thread's files to another
-		// uid, so the container runs as the server's user.
-		p.uid, p.gid = os.Geteuid(), os.Getegid()
-		p.user = fmt.Sprintf("%d:%d", p.uid, p.gid)
+	p.user, p.uid, p.gid = containerUser(cfg.User, imageUser, os.Geteuid(), os.Getegid())
+	switch {
+	case p.uid == 0:
+		p.log.Warn("docker provider: containers run as root (docker.user: root): files they write in the thread dirs, setuid ones too, belong to root on the host", "user", p.user)
+	case cfg.User == "" && isRootUser(imageUser):
+		p.log.Info("docker provider: the image runs as root; containers run as a non-root user instead (set docker.user: root to keep root)", "image", cfg.Image, "user", p.user)
 	}
 	if err := p.adopt(pctx); err != nil {
 		return nil, err
@@ -208,10 +218,49 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	return p, nil
 }
 
-// numericUser parses "uid[:gid]"; names give -1.
-func numericUser(u string) (int, int) {
+// defaultUser is the containers' user when the image's is root and
+// docker.user does not say root: the base image's sandbox user, the
+// kubernetes provider's default uid.
+const defaultUser = "1000:1000"
+
+// containerUser is the user containers run as, and its uid and gid (-1
+// when it is a name other than root):
+//   - a server that is not root cannot hand the thread's files to another
+//     uid: its own uid and gid;
+//   - docker.user when set (root only this way);
+//   - else the image's user, unless that is root (or unset, or group root):
+//     then defaultUser. A user without a group gets gid = uid, never the
+//     root group the engine would give a uid the image's passwd lacks.
+func containerUser(configured, image string, euid, egid int) (string, int, int) {
+	if euid != 0 {
+		return fmt.Sprintf("%d:%d", euid, egid), euid, egid
+	}
+	u := configured
 	if u == "" {
-		return 0, 0 // the image's default: root
+		u = image
+		if isRootUser(u) {
+			u = defaultUser
+		}
+	}
+	uid, gid := numericUser(u)
+	if uid >= 0 {
+		u = fmt.Sprintf("%d:%d", uid, gid)
+	}
+	return u, uid, gid
+}
+
+// isRootUser: the user is root, or root's group ("", "root", "0", "0:0",
+// "1000:0", "x:root").
+func isRootUser(u string) bool {
+	us, gs, _ := strings.Cut(u, ":")
+	return us == "" || us == "root" || us == "0" || gs == "root" || gs == "0"
+}
+
+// numericUser parses "uid[:gid]" (gid = uid when absent); "root" is 0;
+// other names give -1.
+func numericUser(u string) (int, int) {
+	if u == "" || u == "root" || u == "root:root" {
+		return 0, 0
 	}
 	us, gs, hasGroup := strings.Cut(u, ":")
 	uid, err := strconv.Atoi(us)

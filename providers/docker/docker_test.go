@@ -5,11 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -495,4 +498,82 @@ func TestContainerOfAnotherThreadIsRefused(t *testing.T) {
 	if err != nil || !info.State.Running {
 		t.Fatalf("the other thread's container was disturbed: %v", err)
 	}
+}
+
+// An image whose user is root (busybox) runs as a non-root user unless
+// docker.user says root; either way a setuid program planted in the
+// workspace is no setuid-root file another host user can reach and run.
+func TestRootImageAndSetuidPrograms(t *testing.T) {
+	t.Parallel()
+	requireDocker(t, busyboxImage)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: needs root (the server's ownership handling and setpriv)")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("SKIPPED: no setpriv")
+	}
+	for _, c := range []struct {
+		user, wantUID string
+		warn          bool
+	}{{"", "1000", false}, {"root", "0", true}} {
+		var logs syncBuffer
+		f := newFixture(t, func(cfg *Config) {
+			cfg.Image = busyboxImage
+			cfg.User = c.user
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		})
+		// Every directory above the state dir open to all, as a home or
+		// /var/lib would be: only the provider's own modes may protect.
+		for d := f.cfg.StateDir; d != "/"; d = filepath.Dir(d) {
+			if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o005 != 0o005 {
+				os.Chmod(d, fi.Mode().Perm()|0o005)
+			}
+		}
+		thread := "suid-" + map[string]string{"": "default", "root": "root"}[c.user]
+		sb := f.acquire(t, thread)
+		out, res := execOut(t, sb, "id -u; cp /bin/busybox ./bb && chmod 4755 ./bb && chmod 4755 /mnt/user-data/outputs && echo planted")
+		if lines := strings.Fields(out); len(lines) == 0 || lines[0] != c.wantUID {
+			t.Fatalf("user %q: container runs as %q (want uid %s); exit %d", c.user, out, c.wantUID, res.ExitCode)
+		}
+		if got := strings.Contains(logs.String(), "containers run as root"); got != c.warn {
+			t.Errorf("user %q: root warning logged %v; logs: %s", c.user, got, logs.String())
+		}
+		bb := filepath.Join(sandbox.ThreadDir(f.cfg.StateDir, thread), "workspace", "bb")
+		fi, err := os.Stat(bb)
+		if err != nil {
+			t.Fatalf("user %q: %v (bash said %q)", c.user, err, out)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if c.user == "" && st.Uid == 0 {
+			t.Errorf("a file written in the container belongs to root on the host: %v", fi.Mode())
+		}
+		// An ordinary host user (and the container's own uid, should it be a
+		// host user's) can neither reach nor run it.
+		for _, uid := range []string{"4242", "1000", "65534"} {
+			// Through sh: setpriv itself execs with root's capabilities still
+			// in effect, which would reach any path.
+			cmd := exec.Command("setpriv", "--reuid="+uid, "--regid="+uid, "--clear-groups", "--inh-caps=-all", "/bin/sh", "-c", `"$0" id -u`, bb)
+			if got, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(got), "ermission denied") {
+				t.Errorf("user %q: host uid %s runs the planted program: %v %q", c.user, uid, err, got)
+			}
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
