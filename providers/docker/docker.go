@@ -191,10 +191,13 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 		}
 		return nil, fmt.Errorf("docker provider: image %s: %w", cfg.Image, err)
 	}
-	sum := sha256.Sum256([]byte(cfg.StateDir))
+	tag, err := stateTag(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("docker provider: state dir: %w", err)
+	}
 	p := &Provider{
 		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem, env: envList(cfg),
-		stateTag: hex.EncodeToString(sum[:8]),
+		stateTag: tag,
 		threads:  map[string]*Sandbox{},
 		running:  map[string]*run{},
 		stop:     make(chan struct{}),
@@ -285,14 +288,37 @@ func (p *Provider) Network() string { return p.cfg.Network }
 // Name is "docker".
 func (p *Provider) Name() string { return "docker" }
 
-// ContainerName is the container of a thread: <prefix>-<first 16 hex of
-// sha256(thread)>. 64 bits make an accidental collision of two threads'
-// names practically impossible (32 bits did not: t26821 and t49091 share
-// their first 8 hex), and a name is never trusted alone: a container is a
-// thread's only when its labels name that thread (startContainer).
-func ContainerName(prefix, thread string) string {
-	sum := sha256.Sum256([]byte(thread))
+// ContainerName is the container of a thread of the state dir with tag
+// state (stateTag): <prefix>-<first 16 hex of sha256(state, thread)>. The
+// state dir is in the hash so that two installs on one engine never meet
+// at a name, whatever their threads and prefixes; 64 bits make an
+// accidental collision of two names practically impossible (32 bits of
+// sha256(thread) did not: t26821 and t49091 share them). A name is still
+// never trusted alone: a container is a thread's only when its labels name
+// that thread and state dir (mine).
+func ContainerName(prefix, state, thread string) string {
+	sum := sha256.Sum256([]byte(state + "\x00" + thread))
 	return prefix + "-" + hex.EncodeToString(sum[:8])
+}
+
+// stateTag identifies a state dir: the first 16 hex of sha256 of its
+// absolute, symlink-resolved path, so that every server process on one
+// state dir — however each was told its path — agrees on it.
+func stateTag(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+// containerName is thread's container.
+func (p *Provider) containerName(thread string) string {
+	return ContainerName(p.cfg.ContainerPrefix, p.stateTag, thread)
 }
 
 func (p *Provider) ourFilters() filters.Args {
@@ -313,7 +339,7 @@ func (p *Provider) adopt(ctx context.Context) error {
 	for _, c := range list {
 		name := strings.TrimPrefix(firstName(c.Names), "/")
 		key := c.Labels[labelThread]
-		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != ContainerName(p.cfg.ContainerPrefix, key) {
+		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != p.containerName(key) {
 			p.remove(ctx, c.ID)
 			continue
 		}
@@ -427,7 +453,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 	if err != nil {
 		return nil, fmt.Errorf("open thread %s: %w", thread, err)
 	}
-	sb := &Sandbox{p: p, key: thread, name: ContainerName(p.cfg.ContainerPrefix, thread), mounts: mounts, host: hfs, refs: 1}
+	sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts, host: hfs, refs: 1}
 	p.threads[thread] = sb
 	return sb, nil
 }

@@ -165,7 +165,7 @@ func TestHardenedLabelledLazyContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "/"+ContainerName(f.prefix, "hard") || info.Config.Labels[labelThread] != "hard" || info.Config.Labels[labelManaged] != "true" {
+	if info.Name != "/"+f.p.containerName("hard") || info.Config.Labels[labelThread] != "hard" || info.Config.Labels[labelManaged] != "true" {
 		t.Errorf("name %s labels %v", info.Name, info.Config.Labels)
 	}
 	hc := info.HostConfig
@@ -444,8 +444,8 @@ func TestShOnlyImage(t *testing.T) {
 func TestCollidingThreadsGetTheirOwnContainers(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	if ContainerName(f.prefix, "t26821") == ContainerName(f.prefix, "t49091") {
-		t.Fatalf("t26821 and t49091 have one container name: %s", ContainerName(f.prefix, "t26821"))
+	if f.p.containerName("t26821") == f.p.containerName("t49091") {
+		t.Fatalf("t26821 and t49091 have one container name: %s", f.p.containerName("t26821"))
 	}
 	a, b := f.acquire(t, "t26821"), f.acquire(t, "t49091")
 	execOut(t, a, "echo secret > secret.txt; echo mine > /tmp/mine.txt")
@@ -464,7 +464,7 @@ func TestCollidingThreadsGetTheirOwnContainers(t *testing.T) {
 func TestContainerOfAnotherThreadIsRefused(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	name := ContainerName(f.prefix, "t26821")
+	name := f.p.containerName("t26821")
 	resp, err := f.cli.ContainerCreate(t.Context(), &container.Config{
 		Image: baseImage,
 		Cmd:   []string{"sleep", "infinity"},
@@ -576,4 +576,44 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Two installs (state dirs) on one engine, with the same prefix and the
+// same thread, each get their own container and files.
+func TestTwoStateDirsOneEngine(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	g := newFixture(t, func(c *Config) { c.ContainerPrefix = f.prefix })
+	a, b := f.acquire(t, "shared-id"), g.acquire(t, "shared-id")
+	execOut(t, a, "echo first > install.txt")
+	out, res := execOut(t, b, "cat install.txt 2>/dev/null || echo absent")
+	if out != "absent\n" || res.ExitCode != 0 {
+		t.Fatalf("the second install's thread: exit %d %q", res.ExitCode, out)
+	}
+	if got := f.ours(t, false); len(got) != 2 {
+		t.Fatalf("%d containers for one thread id of two installs", len(got))
+	}
+	// One state dir named two ways (a symlink) is one install.
+	link := filepath.Join(t.TempDir(), "state-link")
+	if err := os.Symlink(f.cfg.StateDir, link); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.cfg
+	cfg.StateDir = link
+	p3, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p3.Close()
+	sb3, err := p3.Acquire(t.Context(), "shared-id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p3.Release("shared-id")
+	if out, _ := execOut(t, sb3, "cat install.txt"); out != "first\n" {
+		t.Fatalf("the same state dir through a symlink: %q", out)
+	}
+	if got := f.ours(t, false); len(got) != 2 {
+		t.Fatalf("%d containers after the symlinked server's call, want 2", len(got))
+	}
 }
