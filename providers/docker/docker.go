@@ -91,6 +91,7 @@ type Provider struct {
 	uid, gid int    // that user's ids, -1 when unknown
 	memory   int64
 	env      []string // every command's environment, KEY=VALUE (envList)
+	keeper   []byte   // the containers' keep-alive program (keeperELF); nil: the image's CMD
 
 	mu      sync.Mutex
 	threads map[string]*Sandbox // acquired sandboxes, by thread key
@@ -206,6 +207,9 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	var imageUser string
 	if img.Config != nil {
 		imageUser = img.Config.User
+	}
+	if p.keeper = keeperELF(img.Architecture); p.keeper == nil {
+		p.log.Warn("docker provider: no keep-alive program for the image's architecture: containers run the image's own CMD, which must keep running", "image", cfg.Image, "architecture", img.Architecture)
 	}
 	p.user, p.uid, p.gid = containerUser(cfg.User, imageUser, os.Geteuid(), os.Getegid())
 	switch {
@@ -595,6 +599,12 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 		if err != nil {
 			return "", engineError(err)
 		}
+		if p.keeper != nil {
+			if err := p.cli.CopyToContainer(ctx, resp.ID, "/", keeperArchive(p.keeper), container.CopyToContainerOptions{}); err != nil {
+				p.remove(ctx, resp.ID)
+				return "", engineError(err)
+			}
+		}
 		if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 			p.remove(ctx, resp.ID)
 			return "", engineError(err)
@@ -624,8 +634,17 @@ func (p *Provider) mine(info container.InspectResponse, name, key string) error 
 	return nil
 }
 
+// containerConfig is the container of thread key. Its main process is the
+// keep-alive program, whatever the image's ENTRYPOINT and CMD (a stock
+// image's CMD is often a shell or python3 that exits at once without a
+// terminal), so that the container stays up for exec.
 func (p *Provider) containerConfig(key string) *container.Config {
+	var entrypoint []string
+	if p.keeper != nil {
+		entrypoint = []string{keeperPath}
+	}
 	return &container.Config{
+		Entrypoint: entrypoint,
 		Image:      p.cfg.Image,
 		User:       p.user,
 		WorkingDir: sandbox.WorkspaceDir,

@@ -28,6 +28,9 @@ const (
 	baseImage    = "sandbox-mcp-base:latest"
 	noShellImage = "sandbox-mcp-test:noshell"
 	busyboxImage = "sandbox-mcp-test:busybox"
+	// Stock-like images whose CMD exits at once without a terminal.
+	busyboxShImage    = "sandbox-mcp-test:busybox-sh"
+	debianPythonImage = "sandbox-mcp-test:debian-python"
 )
 
 // requireDocker skips when no engine answers or the images are missing,
@@ -615,5 +618,32 @@ func TestTwoStateDirsOneEngine(t *testing.T) {
 	}
 	if got := f.ours(t, false); len(got) != 2 {
 		t.Fatalf("%d containers after the symlinked server's call, want 2", len(got))
+	}
+}
+
+// Images whose own CMD exits at once (a shell, python3 without a
+// terminal) still make a container that stays up: the provider runs its
+// own keep-alive program, nothing from the image.
+func TestStockImagesStayUp(t *testing.T) {
+	t.Parallel()
+	requireDocker(t, busyboxShImage, debianPythonImage)
+	for _, img := range []string{busyboxShImage, debianPythonImage} {
+		f := newFixture(t, func(c *Config) { c.Image = img })
+		sb := f.acquire(t, "stock")
+		out, res := execOut(t, sb, "echo up; id -u")
+		if out != "up\n1000\n" || res.ExitCode != 0 {
+			t.Fatalf("%s: exit %d %q", img, res.ExitCode, out)
+		}
+		time.Sleep(time.Second)
+		list := f.ours(t, false)
+		if len(list) != 1 {
+			t.Fatalf("%s: %d running containers a second later", img, len(list))
+		}
+		if out, _ := execOut(t, sb, "echo still"); out != "still\n" {
+			t.Fatalf("%s: second call %q", img, out)
+		}
+		if out, err := f.cli.ContainerInspect(t.Context(), list[0].ID); err != nil || !out.State.Running || out.RestartCount != 0 {
+			t.Fatalf("%s: state %+v %v", img, out.State, err)
+		}
 	}
 }
