@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -87,11 +88,16 @@ type Provider struct {
 	cli      engine
 	log      *slog.Logger
 	stateTag string // labels our containers with the state dir they serve
-	user     string // the containers' user
-	uid, gid int    // that user's ids, -1 when unknown
 	memory   int64
 	env      []string // every command's environment, KEY=VALUE (envList)
-	keeper   []byte   // the containers' keep-alive program (keeperELF); nil: the image's CMD
+
+	// Known once connect succeeded (connected), which may be after New.
+	connectMu sync.Mutex
+	connected atomic.Bool
+	downErr   string // why the engine did not answer (connectMu)
+	user      string // the containers' user
+	uid, gid  int    // that user's ids, -1 when unknown
+	keeper    []byte // the containers' keep-alive program (keeperELF); nil: the image's CMD
 
 	mu      sync.Mutex
 	threads map[string]*Sandbox // acquired sandboxes, by thread key
@@ -180,18 +186,6 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	if err := os.Chmod(threads, 0o700); err != nil {
 		return nil, fmt.Errorf("docker provider: state dir: %w", err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(pctx); err != nil {
-		return nil, fmt.Errorf("docker provider: engine not reachable: %w", err)
-	}
-	img, err := cli.ImageInspect(pctx, cfg.Image)
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("docker provider: image %s not found: build it with deploy/docker/build-images.sh (no registry is used)", cfg.Image)
-		}
-		return nil, fmt.Errorf("docker provider: image %s: %w", cfg.Image, err)
-	}
 	tag, err := stateTag(cfg.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("docker provider: state dir: %w", err)
@@ -203,6 +197,53 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 		running:  map[string]*run{},
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.connect(pctx); errors.Is(err, errEngineDown) {
+		// Serve anyway: each call says the engine is down, and the first
+		// call after it is back connects.
+		p.log.Warn("docker provider: engine not reachable; serving anyway, each call answers an error until it is back", "err", p.downErr)
+	} else if err != nil {
+		return nil, err
+	}
+	go p.reap()
+	return p, nil
+}
+
+// errEngineDown: the engine does not answer.
+var errEngineDown = errors.New("docker engine not reachable: the sandbox needs Docker running; call again once it is")
+
+// connect does, once it succeeds, what needs the engine before a thread's
+// sandbox can be handed out: ping, the image (its user and architecture),
+// and the containers an earlier run of this state dir left. It returns
+// errEngineDown (the cause, which may name host paths, is logged and kept
+// in downErr) while the engine does not answer.
+func (p *Provider) connect(ctx context.Context) error {
+	if p.connected.Load() {
+		return nil
+	}
+	p.connectMu.Lock()
+	defer p.connectMu.Unlock()
+	if p.connected.Load() {
+		return nil
+	}
+	cfg := p.cfg
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second) // a hung engine is a down one
+	defer cancel()
+	if _, err := p.cli.Ping(ctx); err != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ctx.Err()
+		}
+		p.downErr = strings.ReplaceAll(err.Error(), "\n", " ")
+		return errEngineDown
+	}
+	img, err := p.cli.ImageInspect(ctx, cfg.Image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("docker provider: image %s not found: build it with deploy/docker/build-images.sh (no registry is used)", cfg.Image)
+		}
+		return fmt.Errorf("docker provider: image %s: %w", cfg.Image, engineError(err))
 	}
 	var imageUser string
 	if img.Config != nil {
@@ -218,11 +259,22 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	case cfg.User == "" && isRootUser(imageUser):
 		p.log.Info("docker provider: the image runs as root; containers run as a non-root user instead (set docker.user: root to keep root)", "image", cfg.Image, "user", p.user)
 	}
-	if err := p.adopt(pctx); err != nil {
-		return nil, err
+	if err := p.adopt(ctx); err != nil {
+		return err
 	}
-	go p.reap()
-	return p, nil
+	if p.downErr != "" {
+		p.log.Info("docker provider: engine reachable again")
+		p.downErr = ""
+	}
+	p.connected.Store(true)
+	return nil
+}
+
+// downReason is why the engine last did not answer.
+func (p *Provider) downReason() string {
+	p.connectMu.Lock()
+	defer p.connectMu.Unlock()
+	return p.downErr
 }
 
 // defaultUser is the containers' user when the image's is root and
@@ -439,6 +491,12 @@ func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
 // container itself is made on first use (Exec, or a path of its own).
 func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox, error) {
 	if err := sandbox.ValidThreadKey(thread); err != nil {
+		return nil, err
+	}
+	if err := p.connect(ctx); err != nil {
+		if errors.Is(err, errEngineDown) {
+			p.log.Warn("docker provider: engine not reachable", "thread", thread, "err", p.downReason())
+		}
 		return nil, err
 	}
 	p.mu.Lock()
@@ -696,7 +754,8 @@ func envList(cfg Config) []string {
 func engineError(err error) error {
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
 	if client.IsErrConnectionFailed(err) || strings.Contains(msg, "Cannot connect to the Docker daemon") {
-		return fmt.Errorf("docker engine unavailable: %s", msg)
+		// The cause names the engine's socket, a host path.
+		return errEngineDown
 	}
 	return fmt.Errorf("docker engine: %s", msg)
 }

@@ -327,43 +327,59 @@ func TestContainerPathsAndNoShellImage(t *testing.T) {
 	}
 }
 
-func TestEngineDownIsAClearError(t *testing.T) {
+// The engine down at start-up: the provider starts anyway, each call gets
+// a clear error naming the engine (and no host path: not the socket's),
+// and calls work once the engine is back.
+func TestEngineDownAtStartThenBack(t *testing.T) {
 	requireDocker(t)
-	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no.sock"))
+	upstream := engineSocket()
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+upstream), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{StateDir: t.TempDir(), ContainerPrefix: randomPrefix(t), Image: baseImage, Memory: "256m"}
 	start := time.Now()
-	_, err := New(context.Background(), Config{StateDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "engine not reachable") {
-		t.Fatalf("err = %v", err)
+	p, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start-up with the engine down: %v", err)
 	}
+	f := &fixture{p: p, cli: cli, cfg: cfg, prefix: cfg.ContainerPrefix}
+	t.Cleanup(func() {
+		p.Close()
+		f.removeAll()
+		cli.Close()
+	})
 	if time.Since(start) > 15*time.Second {
-		t.Fatalf("took %v", time.Since(start))
+		t.Fatalf("start-up took %v", time.Since(start))
+	}
+	for range 2 {
+		_, err := f.p.Acquire(t.Context(), "later")
+		if err == nil || !strings.Contains(err.Error(), "docker engine not reachable") || strings.Contains(err.Error(), sock) {
+			t.Fatalf("a call with the engine down: err = %v", err)
+		}
+	}
+	stop := proxy(t, sock, upstream)
+	defer stop()
+	sb := f.acquire(t, "later")
+	if out, res := execOut(t, sb, "echo back"); out != "back\n" || res.ExitCode != 0 {
+		t.Fatalf("after the engine came back: exit %d %q", res.ExitCode, out)
 	}
 }
 
-func TestTwoThreadsTwoContainers(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	a, b := f.acquire(t, "one"), f.acquire(t, "two")
-	execOut(t, a, "echo a > mine.txt")
-	out, _ := execOut(t, b, "cat mine.txt 2>&1 || echo absent")
-	if out != "cat: mine.txt: No such file or directory\nabsent\n" {
-		t.Fatalf("thread two sees %q", out)
+// engineSocket is the real engine's socket.
+func engineSocket() string {
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") && !strings.Contains(h, os.TempDir()) {
+		return strings.TrimPrefix(h, "unix://")
 	}
-	if got := f.ours(t, false); len(got) != 2 || got[0].ID == got[1].ID {
-		t.Fatalf("%d containers for two threads", len(got))
-	}
+	return "/var/run/docker.sock"
 }
 
-// The engine going away mid-run gives the next call a clear error, not a
-// hang: the provider talks to the real engine through a proxy socket that
-// the test then shuts.
-func TestEngineGoneMidRun(t *testing.T) {
-	requireDocker(t)
-	upstream := strings.TrimPrefix(os.Getenv("DOCKER_HOST"), "unix://")
-	if upstream == "" {
-		upstream = "/var/run/docker.sock"
-	}
-	sock := filepath.Join(t.TempDir(), "proxy.sock")
+// proxy forwards connections to the unix socket at sock to upstream until
+// stop is called; stop also closes the connections it forwards.
+func proxy(t testing.TB, sock, upstream string) (stop func()) {
+	t.Helper()
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -388,6 +404,43 @@ func TestEngineGoneMidRun(t *testing.T) {
 			go func() { io.Copy(c, up); c.Close() }()
 		}
 	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ln.Close()
+			mu.Lock()
+			for _, c := range conns {
+				c.Close()
+			}
+			mu.Unlock()
+			os.Remove(sock)
+		})
+	}
+}
+
+func TestTwoThreadsTwoContainers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.acquire(t, "one"), f.acquire(t, "two")
+	execOut(t, a, "echo a > mine.txt")
+	out, _ := execOut(t, b, "cat mine.txt 2>&1 || echo absent")
+	if out != "cat: mine.txt: No such file or directory\nabsent\n" {
+		t.Fatalf("thread two sees %q", out)
+	}
+	if got := f.ours(t, false); len(got) != 2 || got[0].ID == got[1].ID {
+		t.Fatalf("%d containers for two threads", len(got))
+	}
+}
+
+// The engine going away mid-run gives the next call a clear error, not a
+// hang: the provider talks to the real engine through a proxy socket that
+// the test then shuts.
+func TestEngineGoneMidRun(t *testing.T) {
+	requireDocker(t)
+	upstream := engineSocket()
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	stop := proxy(t, sock, upstream)
+	defer stop()
 	t.Setenv("DOCKER_HOST", "unix://"+sock)
 	f := newFixture(t)
 	// The fixture's own cleanup talks through the shut proxy: remove the
@@ -403,16 +456,10 @@ func TestEngineGoneMidRun(t *testing.T) {
 	})
 	sb := f.acquire(t, "gone")
 	execOut(t, sb, "true")
-	ln.Close()
-	mu.Lock()
-	for _, c := range conns {
-		c.Close()
-	}
-	mu.Unlock()
-	os.Remove(sock)
+	stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	_, err = sb.Exec(ctx, sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+	_, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "docker engine") || ctx.Err() != nil {
 		t.Fatalf("err = %v (ctx %v)", err, ctx.Err())
 	}
