@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,7 @@ const (
 	labelThread  = "sandbox-mcp.thread"
 	labelState   = "sandbox-mcp.state"
 	labelPrefix  = "sandbox-mcp.prefix"
+	labelSpec    = "sandbox-mcp.spec" // the settings it was made with (specTag)
 )
 
 // Config configures the provider; zero values take the defaults of SPEC §8.
@@ -56,7 +58,7 @@ type Config struct {
 	PidsLimit       int64             // default 512
 	Environment     map[string]string // added to every command's environment
 	Runtime         string            // e.g. runsc; default the engine's
-	User            string            // default: the image's user
+	User            string            // default: the image's, 1000:1000 where that is root; "root" only when set
 	RemoveOnExit    bool              // remove this server's containers when it stops
 	Logger          *slog.Logger
 }
@@ -98,6 +100,8 @@ type Provider struct {
 	user      string // the containers' user
 	uid, gid  int    // that user's ids, -1 when unknown
 	keeper    []byte // the containers' keep-alive program (keeperELF); nil: the image's CMD
+	imageID   string // the image's id, as it was when connect succeeded
+	spec      string // specTag
 
 	mu      sync.Mutex
 	threads map[string]*Sandbox // acquired sandboxes, by thread key
@@ -259,6 +263,8 @@ func (p *Provider) connect(ctx context.Context) error {
 	case cfg.User == "" && isRootUser(imageUser):
 		p.log.Info("docker provider: the image runs as root; containers run as a non-root user instead (set docker.user: root to keep root)", "image", cfg.Image, "user", p.user)
 	}
+	p.imageID = img.ID
+	p.spec = p.specTag()
 	if err := p.adopt(ctx); err != nil {
 		return err
 	}
@@ -395,7 +401,7 @@ func (p *Provider) adopt(ctx context.Context) error {
 	for _, c := range list {
 		name := strings.TrimPrefix(firstName(c.Names), "/")
 		key := c.Labels[labelThread]
-		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != p.containerName(key) {
+		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != p.containerName(key) || c.Labels[labelSpec] != p.spec {
 			p.remove(ctx, c.ID)
 			continue
 		}
@@ -636,6 +642,13 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 			if err := p.mine(info, name, key); err != nil {
 				return "", err
 			}
+			if info.Config.Labels[labelSpec] != p.spec {
+				// Made with other settings (another user, image, limits,
+				// mounts): the thread's container is made anew with these.
+				p.log.Info("docker provider: container made with other settings replaced", "name", name)
+				p.remove(ctx, info.ID)
+				continue
+			}
 			if info.State != nil && info.State.Running {
 				return info.ID, nil
 			}
@@ -712,8 +725,28 @@ func (p *Provider) containerConfig(key string) *container.Config {
 			labelThread:  key,
 			labelState:   p.stateTag,
 			labelPrefix:  p.cfg.ContainerPrefix,
+			labelSpec:    p.spec,
 		},
 	}
+}
+
+// specTag is 16 hex of sha256 of every setting a container is made with
+// but its thread's own directories: the image (by id), user, entrypoint,
+// environment, limits, network, runtime, skills dir and custom mounts. A
+// container whose label differs (the config or the image changed since it
+// was made — e.g. docker.user: root removed) is replaced, never reused.
+func (p *Provider) specTag() string {
+	c := p.containerConfig("")
+	c.Labels = nil
+	b, _ := json.Marshal(struct {
+		Image  string
+		C      *container.Config
+		H      *container.HostConfig
+		Skills string
+		Mounts []sandbox.Mount
+	}{p.imageID, c, p.hostConfig(nil), p.cfg.SkillsDir, p.cfg.Mounts})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 func (p *Provider) hostConfig(mounts []sandbox.Mount) *container.HostConfig {

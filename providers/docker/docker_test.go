@@ -727,3 +727,45 @@ func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
 		}
 	}
 }
+
+// A container made with other settings is not reused: one made as root
+// (docker.user: root) is replaced once the config no longer says root —
+// by a restarted server (adopting) as by another on the same state dir.
+func TestContainerOfOtherSettingsReplaced(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.User = "root" })
+	if out, _ := execOut(t, f.acquire(t, "settings"), "id -u"); out != "0\n" {
+		t.Fatalf("docker.user root: uid %q", out)
+	}
+	cfg := f.cfg
+	cfg.User = ""
+	// Another server on the same state dir, while the first still runs.
+	p2, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	sb2, err := p2.Acquire(t.Context(), "settings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Release("settings")
+	if out, _ := execOut(t, sb2, "id -u"); out != "1000\n" {
+		t.Fatalf("without docker.user: uid %q", out)
+	}
+	if got := f.ours(t, true); len(got) != 1 {
+		t.Fatalf("%d containers for one thread", len(got))
+	}
+	// A restart adopts nothing made with other settings.
+	f.p.Close()
+	p2.Close()
+	cfg.User = "root"
+	p3, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p3.Close()
+	if got := f.ours(t, true); len(got) != 0 {
+		t.Fatalf("a restart with other settings kept %d containers", len(got))
+	}
+}
