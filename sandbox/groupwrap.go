@@ -56,9 +56,12 @@ func InbandCommand(shell, keep, command string) []string {
 }
 
 // InbandKillCommand is the argv that kills the process group pid of a
-// command started with InbandCommand.
+// command started with InbandCommand. It runs with whatever sh the image
+// has, so it uses the one form every kill takes — dash's and busybox's
+// builtins refuse "--" ("Illegal number: -"), dash reads "-s KILL -PGID"'s
+// group as an option — and a negative pid after "-9" is the group.
 func InbandKillCommand(pid int) []string {
-	return []string{"sh", "-c", `kill -9 -- "-$1" 2>/dev/null; true`, "sandbox-mcp-kill", strconv.Itoa(pid)}
+	return []string{"sh", "-c", `kill -9 "-$1" 2>/dev/null; true`, "sandbox-mcp-kill", strconv.Itoa(pid)}
 }
 
 // InbandStatus reads the wrapper's lines from the exec's stderr stream.

@@ -5,6 +5,9 @@
 #                              procps, ca-certificates; user sandbox (1000:1000); ~170 MB
 #   sandbox-mcp-test:busybox   busybox-static only: sh and the applets; ~2 MB (tests)
 #   sandbox-mcp-test:noshell   one static binary and nothing else, no shell (tests)
+#   sandbox-mcp-test:busybox-sh      busybox's files, CMD ["/bin/sh"] as a stock busybox image (tests)
+#   sandbox-mcp-test:debian-python   the base image's files, user root, CMD ["python3"] as a stock
+#                                    python image (tests)
 # An image that exists already is kept unless FORCE=1. Needs root, docker,
 # debootstrap and busybox-static (installed here when missing, with apt-get).
 set -euo pipefail
@@ -63,9 +66,27 @@ busybox_images() {
   fi
 }
 
+# reimage SRC DST CHANGE...: DST has SRC's files and only the given image
+# settings (docker import drops the rest), as a stock image would.
+reimage() {
+  local src=$1 dst=$2 c change=()
+  shift 2
+  have "$dst" && { echo "$dst: present"; return; }
+  for ch in "$@"; do change+=(--change "$ch"); done
+  c=$(docker create "$src")
+  docker export "$c" | docker import "${change[@]}" - "$dst" >/dev/null
+  docker rm "$c" >/dev/null
+  echo "$dst: built"
+}
+
+stock_images() {
+  reimage sandbox-mcp-test:busybox sandbox-mcp-test:busybox-sh 'ENV PATH=/bin' 'CMD ["/bin/sh"]'
+  reimage sandbox-mcp-base:latest sandbox-mcp-test:debian-python 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' 'CMD ["python3"]'
+}
+
 case "$only" in
-  all) base; busybox_images ;;
+  all) base; busybox_images; stock_images ;;
   base) base ;;
-  test) busybox_images ;;
+  test) busybox_images; stock_images ;;
   *) echo "usage: $0 [all|base|test]" >&2; exit 2 ;;
 esac

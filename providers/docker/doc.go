@@ -11,8 +11,13 @@
 // timeout can kill every process the command started (the Engine API has no
 // exec-kill) and no inspect call is needed.
 //
-// Containers are created on a thread's first use, kept warm after its
-// sessions end, stopped and removed after IdleTimeout, capped at Replicas
-// running (least recently used goes first), labelled with their thread and
-// found again by label when the server restarts.
+// Containers are named <prefix>-<16 hex of sha256(state dir, thread)> and
+// used only when their labels name the thread and the state dir; created
+// on a thread's first use, kept warm after its sessions end, stopped and
+// removed after IdleTimeout, capped at Replicas running (least recently
+// used goes first), and found again by label when the server restarts.
+// Their main process is a keep-alive program of the provider's own
+// (keeper.go), whatever the image's CMD; their user is not root unless
+// docker.user says so. The engine may be down at start-up: each call then
+// says so, until it is back.
 package docker

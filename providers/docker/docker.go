@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -36,6 +38,7 @@ const (
 	labelThread  = "sandbox-mcp.thread"
 	labelState   = "sandbox-mcp.state"
 	labelPrefix  = "sandbox-mcp.prefix"
+	labelSpec    = "sandbox-mcp.spec" // the settings it was made with (specTag)
 )
 
 // Config configures the provider; zero values take the defaults of SPEC §8.
@@ -55,7 +58,7 @@ type Config struct {
 	PidsLimit       int64             // default 512
 	Environment     map[string]string // added to every command's environment
 	Runtime         string            // e.g. runsc; default the engine's
-	User            string            // default: the image's user
+	User            string            // default: the image's, 1000:1000 where that is root; "root" only when set
 	RemoveOnExit    bool              // remove this server's containers when it stops
 	Logger          *slog.Logger
 }
@@ -87,10 +90,18 @@ type Provider struct {
 	cli      engine
 	log      *slog.Logger
 	stateTag string // labels our containers with the state dir they serve
-	user     string // the containers' user
-	uid, gid int    // that user's ids, -1 when unknown
 	memory   int64
 	env      []string // every command's environment, KEY=VALUE (envList)
+
+	// Known once connect succeeded (connected), which may be after New.
+	connectMu sync.Mutex
+	connected atomic.Bool
+	downErr   string // why the engine did not answer (connectMu)
+	user      string // the containers' user
+	uid, gid  int    // that user's ids, -1 when unknown
+	keeper    []byte // the containers' keep-alive program (keeperELF); nil: the image's CMD
+	imageID   string // the image's id, as it was when connect succeeded
+	spec      string // specTag
 
 	mu      sync.Mutex
 	threads map[string]*Sandbox // acquired sandboxes, by thread key
@@ -169,49 +180,152 @@ func setDefaults(cfg *Config) {
 }
 
 func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provider, error) {
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(pctx); err != nil {
-		return nil, fmt.Errorf("docker provider: engine not reachable: %w", err)
+	// The thread dirs hold what containers write, setuid programs
+	// included: only the server's user may reach them (the engine's bind
+	// mounts need no traversal rights on the host).
+	threads := filepath.Join(cfg.StateDir, "threads")
+	if err := os.MkdirAll(threads, 0o700); err != nil {
+		return nil, fmt.Errorf("docker provider: state dir: %w", err)
 	}
-	img, err := cli.ImageInspect(pctx, cfg.Image)
+	if err := os.Chmod(threads, 0o700); err != nil {
+		return nil, fmt.Errorf("docker provider: state dir: %w", err)
+	}
+	tag, err := stateTag(cfg.StateDir)
 	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("docker provider: image %s not found: build it with deploy/docker/build-images.sh (no registry is used)", cfg.Image)
-		}
-		return nil, fmt.Errorf("docker provider: image %s: %w", cfg.Image, err)
+		return nil, fmt.Errorf("docker provider: state dir: %w", err)
 	}
-	sum := sha256.Sum256([]byte(cfg.StateDir))
 	p := &Provider{
 		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem, env: envList(cfg),
-		stateTag: hex.EncodeToString(sum[:8]),
+		stateTag: tag,
 		threads:  map[string]*Sandbox{},
 		running:  map[string]*run{},
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	p.user = cfg.User
-	if p.user == "" && img.Config != nil {
-		p.user = img.Config.User
-	}
-	p.uid, p.gid = numericUser(p.user)
-	if os.Geteuid() != 0 {
-		// Not root: the server cannot hand the thread's files to another
-		// uid, so the container runs as the server's user.
-		p.uid, p.gid = os.Geteuid(), os.Getegid()
-		p.user = fmt.Sprintf("%d:%d", p.uid, p.gid)
-	}
-	if err := p.adopt(pctx); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.connect(pctx); errors.Is(err, errEngineDown) {
+		// Serve anyway: each call says the engine is down, and the first
+		// call after it is back connects.
+		p.log.Warn("docker provider: engine not reachable; serving anyway, each call answers an error until it is back", "err", p.downErr)
+	} else if err != nil {
 		return nil, err
 	}
 	go p.reap()
 	return p, nil
 }
 
-// numericUser parses "uid[:gid]"; names give -1.
-func numericUser(u string) (int, int) {
+// errEngineDown: the engine does not answer.
+var errEngineDown = errors.New("docker engine not reachable: the sandbox needs Docker running; call again once it is")
+
+// connect does, once it succeeds, what needs the engine before a thread's
+// sandbox can be handed out: ping, the image (its user and architecture),
+// and the containers an earlier run of this state dir left. It returns
+// errEngineDown (the cause, which may name host paths, is logged and kept
+// in downErr) while the engine does not answer.
+func (p *Provider) connect(ctx context.Context) error {
+	if p.connected.Load() {
+		return nil
+	}
+	p.connectMu.Lock()
+	defer p.connectMu.Unlock()
+	if p.connected.Load() {
+		return nil
+	}
+	cfg := p.cfg
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second) // a hung engine is a down one
+	defer cancel()
+	if _, err := p.cli.Ping(ctx); err != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ctx.Err()
+		}
+		p.downErr = strings.ReplaceAll(err.Error(), "\n", " ")
+		return errEngineDown
+	}
+	img, err := p.cli.ImageInspect(ctx, cfg.Image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("docker provider: image %s not found: build it with deploy/docker/build-images.sh (no registry is used)", cfg.Image)
+		}
+		return fmt.Errorf("docker provider: image %s: %w", cfg.Image, engineError(err))
+	}
+	var imageUser string
+	if img.Config != nil {
+		imageUser = img.Config.User
+	}
+	if p.keeper = keeperELF(img.Architecture); p.keeper == nil {
+		p.log.Warn("docker provider: no keep-alive program for the image's architecture: containers run the image's own CMD, which must keep running", "image", cfg.Image, "architecture", img.Architecture)
+	}
+	p.user, p.uid, p.gid = containerUser(cfg.User, imageUser, os.Geteuid(), os.Getegid())
+	switch {
+	case p.uid == 0:
+		p.log.Warn("docker provider: containers run as root (docker.user: root): files they write in the thread dirs, setuid ones too, belong to root on the host", "user", p.user)
+	case cfg.User == "" && isRootUser(imageUser):
+		p.log.Info("docker provider: the image runs as root; containers run as a non-root user instead (set docker.user: root to keep root)", "image", cfg.Image, "user", p.user)
+	}
+	p.imageID = img.ID
+	p.spec = p.specTag()
+	if err := p.adopt(ctx); err != nil {
+		return err
+	}
+	if p.downErr != "" {
+		p.log.Info("docker provider: engine reachable again")
+		p.downErr = ""
+	}
+	p.connected.Store(true)
+	return nil
+}
+
+// downReason is why the engine last did not answer.
+func (p *Provider) downReason() string {
+	p.connectMu.Lock()
+	defer p.connectMu.Unlock()
+	return p.downErr
+}
+
+// defaultUser is the containers' user when the image's is root and
+// docker.user does not say root: the base image's sandbox user, the
+// kubernetes provider's default uid.
+const defaultUser = "1000:1000"
+
+// containerUser is the user containers run as, and its uid and gid (-1
+// when it is a name other than root):
+//   - a server that is not root cannot hand the thread's files to another
+//     uid: its own uid and gid;
+//   - docker.user when set (root only this way);
+//   - else the image's user, unless that is root (or unset, or group root):
+//     then defaultUser. A user without a group gets gid = uid, never the
+//     root group the engine would give a uid the image's passwd lacks.
+func containerUser(configured, image string, euid, egid int) (string, int, int) {
+	if euid != 0 {
+		return fmt.Sprintf("%d:%d", euid, egid), euid, egid
+	}
+	u := configured
 	if u == "" {
-		return 0, 0 // the image's default: root
+		u = image
+		if isRootUser(u) {
+			u = defaultUser
+		}
+	}
+	uid, gid := numericUser(u)
+	if uid >= 0 {
+		u = fmt.Sprintf("%d:%d", uid, gid)
+	}
+	return u, uid, gid
+}
+
+// isRootUser: the user is root, or root's group ("", "root", "0", "0:0",
+// "1000:0", "x:root").
+func isRootUser(u string) bool {
+	us, gs, _ := strings.Cut(u, ":")
+	return us == "" || us == "root" || us == "0" || gs == "root" || gs == "0"
+}
+
+// numericUser parses "uid[:gid]" (gid = uid when absent); "root" is 0;
+// other names give -1.
+func numericUser(u string) (int, int) {
+	if u == "" || u == "root" || u == "root:root" {
+		return 0, 0
 	}
 	us, gs, hasGroup := strings.Cut(u, ":")
 	uid, err := strconv.Atoi(us)
@@ -236,10 +350,37 @@ func (p *Provider) Network() string { return p.cfg.Network }
 // Name is "docker".
 func (p *Provider) Name() string { return "docker" }
 
-// ContainerName is the container of a thread: <prefix>-<first 8 hex of sha256(thread)>.
-func ContainerName(prefix, thread string) string {
-	sum := sha256.Sum256([]byte(thread))
-	return prefix + "-" + hex.EncodeToString(sum[:4])
+// ContainerName is the container of a thread of the state dir with tag
+// state (stateTag): <prefix>-<first 16 hex of sha256(state, thread)>. The
+// state dir is in the hash so that two installs on one engine never meet
+// at a name, whatever their threads and prefixes; 64 bits make an
+// accidental collision of two names practically impossible (32 bits of
+// sha256(thread) did not: t26821 and t49091 share them). A name is still
+// never trusted alone: a container is a thread's only when its labels name
+// that thread and state dir (mine).
+func ContainerName(prefix, state, thread string) string {
+	sum := sha256.Sum256([]byte(state + "\x00" + thread))
+	return prefix + "-" + hex.EncodeToString(sum[:8])
+}
+
+// stateTag identifies a state dir: the first 16 hex of sha256 of its
+// absolute, symlink-resolved path, so that every server process on one
+// state dir — however each was told its path — agrees on it.
+func stateTag(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+// containerName is thread's container.
+func (p *Provider) containerName(thread string) string {
+	return ContainerName(p.cfg.ContainerPrefix, p.stateTag, thread)
 }
 
 func (p *Provider) ourFilters() filters.Args {
@@ -260,7 +401,7 @@ func (p *Provider) adopt(ctx context.Context) error {
 	for _, c := range list {
 		name := strings.TrimPrefix(firstName(c.Names), "/")
 		key := c.Labels[labelThread]
-		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != ContainerName(p.cfg.ContainerPrefix, key) {
+		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != p.containerName(key) || c.Labels[labelSpec] != p.spec {
 			p.remove(ctx, c.ID)
 			continue
 		}
@@ -358,6 +499,12 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 	if err := sandbox.ValidThreadKey(thread); err != nil {
 		return nil, err
 	}
+	if err := p.connect(ctx); err != nil {
+		if errors.Is(err, errEngineDown) {
+			p.log.Warn("docker provider: engine not reachable", "thread", thread, "err", p.downReason())
+		}
+		return nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if sb := p.threads[thread]; sb != nil {
@@ -374,7 +521,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 	if err != nil {
 		return nil, fmt.Errorf("open thread %s: %w", thread, err)
 	}
-	sb := &Sandbox{p: p, key: thread, name: ContainerName(p.cfg.ContainerPrefix, thread), mounts: mounts, host: hfs, refs: 1}
+	sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts, host: hfs, refs: 1}
 	p.threads[thread] = sb
 	return sb, nil
 }
@@ -428,7 +575,7 @@ func (p *Provider) Close() error {
 // uses of a thread — in this process or another on the same state dir —
 // make one container: creation holds the thread's lock (an flock).
 func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbox.Mount) (id string, done func(), err error) {
-	if id, done := p.use(name); id != "" {
+	if id, done := p.use(name, key); id != "" {
 		return id, done, nil
 	}
 	unlock, err := p.cfg.Locks.Lock(ctx, "container\x00"+name)
@@ -436,7 +583,7 @@ func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbo
 		return "", nil, err
 	}
 	defer unlock()
-	if id, done := p.use(name); id != "" {
+	if id, done := p.use(name, key); id != "" {
 		return id, done, nil
 	}
 	id, err = p.startContainer(ctx, name, key, mounts)
@@ -447,19 +594,19 @@ func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbo
 	p.running[name] = &run{id: id, key: key, lastUsed: time.Now()}
 	p.mu.Unlock()
 	p.enforceReplicas(ctx, name)
-	id, done = p.use(name)
+	id, done = p.use(name, key)
 	if id == "" {
 		return "", nil, errors.New("docker provider: container went away while starting")
 	}
 	return id, done, nil
 }
 
-// use marks a known running container busy.
-func (p *Provider) use(name string) (string, func()) {
+// use marks a known running container of thread key busy.
+func (p *Provider) use(name, key string) (string, func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.running[name]
-	if r == nil {
+	if r == nil || r.key != key {
 		return "", nil
 	}
 	r.busy++
@@ -492,8 +639,15 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 		info, err := p.cli.ContainerInspect(ctx, name)
 		switch {
 		case err == nil:
-			if info.Config == nil || info.Config.Labels[labelState] != p.stateTag {
-				return "", fmt.Errorf("container %s belongs to another sandbox-mcp (state dir or prefix): choose another docker.container_prefix", name)
+			if err := p.mine(info, name, key); err != nil {
+				return "", err
+			}
+			if info.Config.Labels[labelSpec] != p.spec {
+				// Made with other settings (another user, image, limits,
+				// mounts): the thread's container is made anew with these.
+				p.log.Info("docker provider: container made with other settings replaced", "name", name)
+				p.remove(ctx, info.ID)
+				continue
 			}
 			if info.State != nil && info.State.Running {
 				return info.ID, nil
@@ -516,6 +670,12 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 		if err != nil {
 			return "", engineError(err)
 		}
+		if p.keeper != nil {
+			if err := p.cli.CopyToContainer(ctx, resp.ID, "/", keeperArchive(p.keeper), container.CopyToContainerOptions{}); err != nil {
+				p.remove(ctx, resp.ID)
+				return "", engineError(err)
+			}
+		}
 		if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 			p.remove(ctx, resp.ID)
 			return "", engineError(err)
@@ -525,8 +685,37 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 	}
 }
 
+// mine checks that a container found by name is thread key's sandbox of
+// this state dir: its labels, not its name, say whose it is. Anything else
+// (another thread's container under a colliding name, another install's,
+// a container that is not ours at all) is never used, and never removed.
+func (p *Provider) mine(info container.InspectResponse, name, key string) error {
+	var labels map[string]string
+	if info.Config != nil {
+		labels = info.Config.Labels
+	}
+	switch {
+	case labels[labelManaged] != "true":
+		return fmt.Errorf("docker provider: container %s is not a sandbox-mcp sandbox; left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name)
+	case labels[labelState] != p.stateTag || labels[labelPrefix] != p.cfg.ContainerPrefix:
+		return fmt.Errorf("docker provider: container %s belongs to another sandbox-mcp state dir; left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name)
+	case labels[labelThread] != key:
+		return fmt.Errorf("docker provider: container %s is another thread's sandbox (its label names another thread); it is never used for this thread", name)
+	}
+	return nil
+}
+
+// containerConfig is the container of thread key. Its main process is the
+// keep-alive program, whatever the image's ENTRYPOINT and CMD (a stock
+// image's CMD is often a shell or python3 that exits at once without a
+// terminal), so that the container stays up for exec.
 func (p *Provider) containerConfig(key string) *container.Config {
+	var entrypoint []string
+	if p.keeper != nil {
+		entrypoint = []string{keeperPath}
+	}
 	return &container.Config{
+		Entrypoint: entrypoint,
 		Image:      p.cfg.Image,
 		User:       p.user,
 		WorkingDir: sandbox.WorkspaceDir,
@@ -536,8 +725,28 @@ func (p *Provider) containerConfig(key string) *container.Config {
 			labelThread:  key,
 			labelState:   p.stateTag,
 			labelPrefix:  p.cfg.ContainerPrefix,
+			labelSpec:    p.spec,
 		},
 	}
+}
+
+// specTag is 16 hex of sha256 of every setting a container is made with
+// but its thread's own directories: the image (by id), user, entrypoint,
+// environment, limits, network, runtime, skills dir and custom mounts. A
+// container whose label differs (the config or the image changed since it
+// was made — e.g. docker.user: root removed) is replaced, never reused.
+func (p *Provider) specTag() string {
+	c := p.containerConfig("")
+	c.Labels = nil
+	b, _ := json.Marshal(struct {
+		Image  string
+		C      *container.Config
+		H      *container.HostConfig
+		Skills string
+		Mounts []sandbox.Mount
+	}{p.imageID, c, p.hostConfig(nil), p.cfg.SkillsDir, p.cfg.Mounts})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 func (p *Provider) hostConfig(mounts []sandbox.Mount) *container.HostConfig {
@@ -578,7 +787,8 @@ func envList(cfg Config) []string {
 func engineError(err error) error {
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
 	if client.IsErrConnectionFailed(err) || strings.Contains(msg, "Cannot connect to the Docker daemon") {
-		return fmt.Errorf("docker engine unavailable: %s", msg)
+		// The cause names the engine's socket, a host path.
+		return errEngineDown
 	}
 	return fmt.Errorf("docker engine: %s", msg)
 }

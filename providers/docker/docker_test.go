@@ -5,11 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +28,9 @@ const (
 	baseImage    = "sandbox-mcp-base:latest"
 	noShellImage = "sandbox-mcp-test:noshell"
 	busyboxImage = "sandbox-mcp-test:busybox"
+	// Stock-like images whose CMD exits at once without a terminal.
+	busyboxShImage    = "sandbox-mcp-test:busybox-sh"
+	debianPythonImage = "sandbox-mcp-test:debian-python"
 )
 
 // requireDocker skips when no engine answers or the images are missing,
@@ -162,7 +168,7 @@ func TestHardenedLabelledLazyContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "/"+ContainerName(f.prefix, "hard") || info.Config.Labels[labelThread] != "hard" || info.Config.Labels[labelManaged] != "true" {
+	if info.Name != "/"+f.p.containerName("hard") || info.Config.Labels[labelThread] != "hard" || info.Config.Labels[labelManaged] != "true" {
 		t.Errorf("name %s labels %v", info.Name, info.Config.Labels)
 	}
 	hc := info.HostConfig
@@ -321,43 +327,59 @@ func TestContainerPathsAndNoShellImage(t *testing.T) {
 	}
 }
 
-func TestEngineDownIsAClearError(t *testing.T) {
+// The engine down at start-up: the provider starts anyway, each call gets
+// a clear error naming the engine (and no host path: not the socket's),
+// and calls work once the engine is back.
+func TestEngineDownAtStartThenBack(t *testing.T) {
 	requireDocker(t)
-	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no.sock"))
+	upstream := engineSocket()
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+upstream), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{StateDir: t.TempDir(), ContainerPrefix: randomPrefix(t), Image: baseImage, Memory: "256m"}
 	start := time.Now()
-	_, err := New(context.Background(), Config{StateDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "engine not reachable") {
-		t.Fatalf("err = %v", err)
+	p, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start-up with the engine down: %v", err)
 	}
+	f := &fixture{p: p, cli: cli, cfg: cfg, prefix: cfg.ContainerPrefix}
+	t.Cleanup(func() {
+		p.Close()
+		f.removeAll()
+		cli.Close()
+	})
 	if time.Since(start) > 15*time.Second {
-		t.Fatalf("took %v", time.Since(start))
+		t.Fatalf("start-up took %v", time.Since(start))
+	}
+	for range 2 {
+		_, err := f.p.Acquire(t.Context(), "later")
+		if err == nil || !strings.Contains(err.Error(), "docker engine not reachable") || strings.Contains(err.Error(), sock) {
+			t.Fatalf("a call with the engine down: err = %v", err)
+		}
+	}
+	stop := proxy(t, sock, upstream)
+	defer stop()
+	sb := f.acquire(t, "later")
+	if out, res := execOut(t, sb, "echo back"); out != "back\n" || res.ExitCode != 0 {
+		t.Fatalf("after the engine came back: exit %d %q", res.ExitCode, out)
 	}
 }
 
-func TestTwoThreadsTwoContainers(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	a, b := f.acquire(t, "one"), f.acquire(t, "two")
-	execOut(t, a, "echo a > mine.txt")
-	out, _ := execOut(t, b, "cat mine.txt 2>&1 || echo absent")
-	if out != "cat: mine.txt: No such file or directory\nabsent\n" {
-		t.Fatalf("thread two sees %q", out)
+// engineSocket is the real engine's socket.
+func engineSocket() string {
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") && !strings.Contains(h, os.TempDir()) {
+		return strings.TrimPrefix(h, "unix://")
 	}
-	if got := f.ours(t, false); len(got) != 2 || got[0].ID == got[1].ID {
-		t.Fatalf("%d containers for two threads", len(got))
-	}
+	return "/var/run/docker.sock"
 }
 
-// The engine going away mid-run gives the next call a clear error, not a
-// hang: the provider talks to the real engine through a proxy socket that
-// the test then shuts.
-func TestEngineGoneMidRun(t *testing.T) {
-	requireDocker(t)
-	upstream := strings.TrimPrefix(os.Getenv("DOCKER_HOST"), "unix://")
-	if upstream == "" {
-		upstream = "/var/run/docker.sock"
-	}
-	sock := filepath.Join(t.TempDir(), "proxy.sock")
+// proxy forwards connections to the unix socket at sock to upstream until
+// stop is called; stop also closes the connections it forwards.
+func proxy(t testing.TB, sock, upstream string) (stop func()) {
+	t.Helper()
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -382,6 +404,43 @@ func TestEngineGoneMidRun(t *testing.T) {
 			go func() { io.Copy(c, up); c.Close() }()
 		}
 	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ln.Close()
+			mu.Lock()
+			for _, c := range conns {
+				c.Close()
+			}
+			mu.Unlock()
+			os.Remove(sock)
+		})
+	}
+}
+
+func TestTwoThreadsTwoContainers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.acquire(t, "one"), f.acquire(t, "two")
+	execOut(t, a, "echo a > mine.txt")
+	out, _ := execOut(t, b, "cat mine.txt 2>&1 || echo absent")
+	if out != "cat: mine.txt: No such file or directory\nabsent\n" {
+		t.Fatalf("thread two sees %q", out)
+	}
+	if got := f.ours(t, false); len(got) != 2 || got[0].ID == got[1].ID {
+		t.Fatalf("%d containers for two threads", len(got))
+	}
+}
+
+// The engine going away mid-run gives the next call a clear error, not a
+// hang: the provider talks to the real engine through a proxy socket that
+// the test then shuts.
+func TestEngineGoneMidRun(t *testing.T) {
+	requireDocker(t)
+	upstream := engineSocket()
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	stop := proxy(t, sock, upstream)
+	defer stop()
 	t.Setenv("DOCKER_HOST", "unix://"+sock)
 	f := newFixture(t)
 	// The fixture's own cleanup talks through the shut proxy: remove the
@@ -397,16 +456,10 @@ func TestEngineGoneMidRun(t *testing.T) {
 	})
 	sb := f.acquire(t, "gone")
 	execOut(t, sb, "true")
-	ln.Close()
-	mu.Lock()
-	for _, c := range conns {
-		c.Close()
-	}
-	mu.Unlock()
-	os.Remove(sock)
+	stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	_, err = sb.Exec(ctx, sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+	_, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "docker engine") || ctx.Err() != nil {
 		t.Fatalf("err = %v (ctx %v)", err, ctx.Err())
 	}
@@ -432,5 +485,287 @@ func TestShOnlyImage(t *testing.T) {
 	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 30", Timeout: time.Second, Output: io.Discard})
 	if err != nil || !res.TimedOut || time.Since(start) > 15*time.Second {
 		t.Fatalf("timeout: %+v %v after %v", res, err, time.Since(start))
+	}
+}
+
+// t26821 and t49091 share the first 8 hex of their sha256, the length of
+// the names the provider once used: each must still get its own container
+// and files.
+func TestCollidingThreadsGetTheirOwnContainers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if f.p.containerName("t26821") == f.p.containerName("t49091") {
+		t.Fatalf("t26821 and t49091 have one container name: %s", f.p.containerName("t26821"))
+	}
+	a, b := f.acquire(t, "t26821"), f.acquire(t, "t49091")
+	execOut(t, a, "echo secret > secret.txt; echo mine > /tmp/mine.txt")
+	out, _ := execOut(t, b, "cat secret.txt /tmp/mine.txt 2>/dev/null || echo absent")
+	if out != "absent\n" {
+		t.Fatalf("thread t49091 sees t26821's files: %q", out)
+	}
+	if got := f.ours(t, false); len(got) != 2 {
+		t.Fatalf("%d containers for two threads", len(got))
+	}
+}
+
+// A container found under a thread's name whose label names another thread
+// is never used for it: each call gets a clear error, the container is
+// left as it is.
+func TestContainerOfAnotherThreadIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	name := f.p.containerName("t26821")
+	resp, err := f.cli.ContainerCreate(t.Context(), &container.Config{
+		Image: baseImage,
+		Cmd:   []string{"sleep", "infinity"},
+		Labels: map[string]string{
+			labelManaged: "true",
+			labelThread:  "t49091",
+			labelState:   f.p.stateTag,
+			labelPrefix:  f.prefix,
+		},
+	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cli.ContainerStart(t.Context(), resp.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sb := f.acquire(t, "t26821")
+	for range 2 {
+		_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "touch /tmp/intruder", Timeout: time.Minute, Output: io.Discard})
+		if err == nil || !strings.Contains(err.Error(), "another thread") || !strings.Contains(err.Error(), name) {
+			t.Fatalf("exec in another thread's container: err = %v", err)
+		}
+		if _, err := sb.FS().Stat(t.Context(), "/etc/os-release"); err == nil || !strings.Contains(err.Error(), "another thread") {
+			t.Fatalf("stat in another thread's container: err = %v", err)
+		}
+	}
+	if _, err := f.cli.ContainerStatPath(t.Context(), resp.ID, "/tmp/intruder"); err == nil {
+		t.Fatal("the command ran in another thread's container")
+	}
+	info, err := f.cli.ContainerInspect(t.Context(), resp.ID)
+	if err != nil || !info.State.Running {
+		t.Fatalf("the other thread's container was disturbed: %v", err)
+	}
+}
+
+// An image whose user is root (busybox) runs as a non-root user unless
+// docker.user says root; either way a setuid program planted in the
+// workspace is no setuid-root file another host user can reach and run.
+func TestRootImageAndSetuidPrograms(t *testing.T) {
+	t.Parallel()
+	requireDocker(t, busyboxImage)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: needs root (the server's ownership handling and setpriv)")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("SKIPPED: no setpriv")
+	}
+	for _, c := range []struct {
+		user, wantUID string
+		warn          bool
+	}{{"", "1000", false}, {"root", "0", true}} {
+		var logs syncBuffer
+		f := newFixture(t, func(cfg *Config) {
+			cfg.Image = busyboxImage
+			cfg.User = c.user
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		})
+		// Every directory above the state dir open to all, as a home or
+		// /var/lib would be: only the provider's own modes may protect.
+		for d := f.cfg.StateDir; d != "/"; d = filepath.Dir(d) {
+			if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o005 != 0o005 {
+				os.Chmod(d, fi.Mode().Perm()|0o005)
+			}
+		}
+		thread := "suid-" + map[string]string{"": "default", "root": "root"}[c.user]
+		sb := f.acquire(t, thread)
+		out, res := execOut(t, sb, "id -u; cp /bin/busybox ./bb && chmod 4755 ./bb && chmod 4755 /mnt/user-data/outputs && echo planted")
+		if lines := strings.Fields(out); len(lines) == 0 || lines[0] != c.wantUID {
+			t.Fatalf("user %q: container runs as %q (want uid %s); exit %d", c.user, out, c.wantUID, res.ExitCode)
+		}
+		if got := strings.Contains(logs.String(), "containers run as root"); got != c.warn {
+			t.Errorf("user %q: root warning logged %v; logs: %s", c.user, got, logs.String())
+		}
+		bb := filepath.Join(sandbox.ThreadDir(f.cfg.StateDir, thread), "workspace", "bb")
+		fi, err := os.Stat(bb)
+		if err != nil {
+			t.Fatalf("user %q: %v (bash said %q)", c.user, err, out)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if c.user == "" && st.Uid == 0 {
+			t.Errorf("a file written in the container belongs to root on the host: %v", fi.Mode())
+		}
+		// An ordinary host user (and the container's own uid, should it be a
+		// host user's) can neither reach nor run it.
+		for _, uid := range []string{"4242", "1000", "65534"} {
+			// Through sh: setpriv itself execs with root's capabilities still
+			// in effect, which would reach any path.
+			cmd := exec.Command("setpriv", "--reuid="+uid, "--regid="+uid, "--clear-groups", "--inh-caps=-all", "/bin/sh", "-c", `"$0" id -u`, bb)
+			if got, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(got), "ermission denied") {
+				t.Errorf("user %q: host uid %s runs the planted program: %v %q", c.user, uid, err, got)
+			}
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Two installs (state dirs) on one engine, with the same prefix and the
+// same thread, each get their own container and files.
+func TestTwoStateDirsOneEngine(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	g := newFixture(t, func(c *Config) { c.ContainerPrefix = f.prefix })
+	a, b := f.acquire(t, "shared-id"), g.acquire(t, "shared-id")
+	execOut(t, a, "echo first > install.txt")
+	out, res := execOut(t, b, "cat install.txt 2>/dev/null || echo absent")
+	if out != "absent\n" || res.ExitCode != 0 {
+		t.Fatalf("the second install's thread: exit %d %q", res.ExitCode, out)
+	}
+	if got := f.ours(t, false); len(got) != 2 {
+		t.Fatalf("%d containers for one thread id of two installs", len(got))
+	}
+	// One state dir named two ways (a symlink) is one install.
+	link := filepath.Join(t.TempDir(), "state-link")
+	if err := os.Symlink(f.cfg.StateDir, link); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.cfg
+	cfg.StateDir = link
+	p3, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p3.Close()
+	sb3, err := p3.Acquire(t.Context(), "shared-id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p3.Release("shared-id")
+	if out, _ := execOut(t, sb3, "cat install.txt"); out != "first\n" {
+		t.Fatalf("the same state dir through a symlink: %q", out)
+	}
+	if got := f.ours(t, false); len(got) != 2 {
+		t.Fatalf("%d containers after the symlinked server's call, want 2", len(got))
+	}
+}
+
+// Images whose own CMD exits at once (a shell, python3 without a
+// terminal) still make a container that stays up: the provider runs its
+// own keep-alive program, nothing from the image.
+func TestStockImagesStayUp(t *testing.T) {
+	t.Parallel()
+	requireDocker(t, busyboxShImage, debianPythonImage)
+	for _, img := range []string{busyboxShImage, debianPythonImage} {
+		f := newFixture(t, func(c *Config) { c.Image = img })
+		sb := f.acquire(t, "stock")
+		out, res := execOut(t, sb, "echo up; id -u")
+		if out != "up\n1000\n" || res.ExitCode != 0 {
+			t.Fatalf("%s: exit %d %q", img, res.ExitCode, out)
+		}
+		time.Sleep(time.Second)
+		list := f.ours(t, false)
+		if len(list) != 1 {
+			t.Fatalf("%s: %d running containers a second later", img, len(list))
+		}
+		if out, _ := execOut(t, sb, "echo still"); out != "still\n" {
+			t.Fatalf("%s: second call %q", img, out)
+		}
+		if out, err := f.cli.ContainerInspect(t.Context(), list[0].ID); err != nil || !out.State.Running || out.RestartCount != 0 {
+			t.Fatalf("%s: state %+v %v", img, out.State, err)
+		}
+	}
+}
+
+// A timeout kills only its own command: another one running in the same
+// container goes on and ends normally — with sh being dash (Debian images),
+// busybox sh, whatever shell the wrapper runs with.
+func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
+	t.Parallel()
+	requireDocker(t, busyboxImage, debianPythonImage)
+	for _, img := range []string{baseImage, debianPythonImage, busyboxImage} {
+		f := newFixture(t, func(c *Config) { c.Image = img })
+		sb := f.acquire(t, "two-calls")
+		execOut(t, sb, "true")
+		var wg sync.WaitGroup
+		var out string
+		var res sandbox.ExecResult
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, res = execOut(t, sb, "i=0; while [ $i -lt 8 ]; do sleep 1; i=$((i+1)); done; echo finished $i")
+		}()
+		time.Sleep(500 * time.Millisecond)
+		tres, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 60", Timeout: time.Second, Output: io.Discard})
+		if err != nil || !tres.TimedOut {
+			t.Fatalf("%s: the timed-out call: %+v %v", img, tres, err)
+		}
+		wg.Wait()
+		if res.ExitCode != 0 || out != "finished 8\n" {
+			t.Fatalf("%s: the other call: exit %d %q", img, res.ExitCode, out)
+		}
+		if o, _ := execOut(t, sb, "ps -o pid,args 2>/dev/null | grep -c 'sleep 6[0]' || true"); strings.TrimSpace(o) != "0" {
+			t.Errorf("%s: the timed-out command still runs: %q", img, o)
+		}
+	}
+}
+
+// A container made with other settings is not reused: one made as root
+// (docker.user: root) is replaced once the config no longer says root —
+// by a restarted server (adopting) as by another on the same state dir.
+func TestContainerOfOtherSettingsReplaced(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.User = "root" })
+	if out, _ := execOut(t, f.acquire(t, "settings"), "id -u"); out != "0\n" {
+		t.Fatalf("docker.user root: uid %q", out)
+	}
+	cfg := f.cfg
+	cfg.User = ""
+	// Another server on the same state dir, while the first still runs.
+	p2, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	sb2, err := p2.Acquire(t.Context(), "settings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Release("settings")
+	if out, _ := execOut(t, sb2, "id -u"); out != "1000\n" {
+		t.Fatalf("without docker.user: uid %q", out)
+	}
+	if got := f.ours(t, true); len(got) != 1 {
+		t.Fatalf("%d containers for one thread", len(got))
+	}
+	// A restart adopts nothing made with other settings.
+	f.p.Close()
+	p2.Close()
+	cfg.User = "root"
+	p3, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p3.Close()
+	if got := f.ours(t, true); len(got) != 0 {
+		t.Fatalf("a restart with other settings kept %d containers", len(got))
 	}
 }

@@ -2,8 +2,9 @@
 // hardened Pod, through the Kubernetes API. It is the only importer of
 // k8s.io/client-go.
 //
-// A thread's Pod is named <pod_prefix>-<first 8 hex of sha256(thread)>, so
-// every server replica finds it by name; it is made on the thread's first
+// A thread's Pod is named <pod_prefix>-<first 16 hex of sha256(thread)>, so
+// every server replica finds it by name, and used only when its annotation
+// names the thread; it is made on the thread's first
 // command or file operation, and AlreadyExists means another replica (or a
 // concurrent call) made it: that one is used. The thread's files live
 // outside the Pod — in a host directory (storage mode host_path) or a

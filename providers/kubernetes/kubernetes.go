@@ -113,6 +113,7 @@ type Provider struct {
 // podUse is what this replica knows of one running Pod.
 type podUse struct {
 	uid      types.UID
+	key      string // the thread it serves
 	lastUsed time.Time
 	patched  time.Time // when last-used was last written
 	patching bool
@@ -305,10 +306,14 @@ func (p *Provider) Namespace() string { return p.cfg.Namespace }
 // Image is the image sandbox Pods run.
 func (p *Provider) Image() string { return p.cfg.Image }
 
-// PodName is the Pod of a thread: <prefix>-<first 8 hex of sha256(thread)>.
+// PodName is the Pod of a thread: <prefix>-<first 16 hex of
+// sha256(thread)>. 64 bits make an accidental collision of two threads'
+// names practically impossible (32 bits did not: t26821 and t49091 share
+// their first 8 hex), and a name is never trusted alone: a Pod is a
+// thread's only when its annotation names that thread (startPod).
 func PodName(prefix, thread string) string {
 	sum := sha256.Sum256([]byte(thread))
-	return prefix + "-" + hex.EncodeToString(sum[:4])
+	return prefix + "-" + hex.EncodeToString(sum[:8])
 }
 
 // threadDir is the node directory of a thread's files (host_path mode).

@@ -606,3 +606,76 @@ func TestPVCStorage(t *testing.T) {
 }
 
 func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }
+
+// t26821 and t49091 share the first 8 hex of their sha256, the length of
+// the names the provider once used.
+func TestPodNamesOfCollidingThreads(t *testing.T) {
+	if a, b := PodName("sandbox-mcp", "t26821"), PodName("sandbox-mcp", "t49091"); a == b || len(a) != len("sandbox-mcp-")+16 {
+		t.Fatalf("t26821 -> %s, t49091 -> %s", a, b)
+	}
+}
+
+// Each of two threads whose 8-hex names collide gets its own Pod and
+// files; a Pod under a thread's name whose annotation names another thread
+// is never used for it (a clear error on each call, the Pod left alone).
+func TestPodOfAnotherThreadIsRefused(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	p := newProviderT(t, cfg)
+	f := &fixture{p: p, cfg: cfg}
+	a, b := acquire(t, p, "t26821"), acquire(t, p, "t49091")
+	execOut(t, a, "echo secret > secret.txt")
+	if out, _ := execOut(t, b, "cat secret.txt 2>/dev/null || echo absent"); out != "absent\n" {
+		t.Fatalf("t49091 sees t26821's files: %q", out)
+	}
+	if pods := f.pods(t); len(pods) != 2 {
+		t.Fatalf("%d Pods for two threads", len(pods))
+	}
+
+	// Another thread's Pod under c's name.
+	c := acquire(t, p, "victim-"+randomHex(4))
+	other := p.podSpec(b)
+	other.Name = c.PodName()
+	created, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Create(t.Context(), other, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, err := c.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+		if err == nil || !strings.Contains(err.Error(), "another thread") || !strings.Contains(err.Error(), c.PodName()) {
+			t.Fatalf("exec in another thread's Pod: err = %v", err)
+		}
+	}
+	got, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(t.Context(), c.PodName(), metav1.GetOptions{})
+	if err != nil || got.UID != created.UID || got.DeletionTimestamp != nil {
+		t.Fatalf("the other thread's Pod was disturbed: %v", err)
+	}
+}
+
+// A timeout kills only its own command: another one running in the same
+// Pod goes on and ends normally (the kill runs with the image's sh: dash
+// on Debian images, busybox sh on busybox).
+func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	p := newProviderT(t, cfg)
+	sb := acquire(t, p, "two-calls-"+randomHex(4))
+	execOut(t, sb, "true")
+	var wg sync.WaitGroup
+	var out string
+	var res sandbox.ExecResult
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		out, res = execOut(t, sb, "i=0; while [ $i -lt 8 ]; do sleep 1; i=$((i+1)); done; echo finished $i")
+	}()
+	time.Sleep(500 * time.Millisecond)
+	tres, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 60", Timeout: time.Second, Output: io.Discard})
+	if err != nil || !tres.TimedOut {
+		t.Fatalf("the timed-out call: %+v %v", tres, err)
+	}
+	wg.Wait()
+	if res.ExitCode != 0 || out != "finished 8\n" {
+		t.Fatalf("the other call: exit %d %q", res.ExitCode, out)
+	}
+}

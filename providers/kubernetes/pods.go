@@ -31,7 +31,7 @@ while :; do sleep 3600 & wait $!; done`
 // creators in other replicas meet at the API: AlreadyExists means use
 // that Pod.
 func (p *Provider) ensure(ctx context.Context, sb *Sandbox) (done func(), err error) {
-	if done := p.use(sb.name); done != nil {
+	if done := p.use(sb.name, sb.key); done != nil {
 		return done, nil
 	}
 	unlock, err := p.locks.Lock(ctx, "pod\x00"+sb.name)
@@ -39,7 +39,7 @@ func (p *Provider) ensure(ctx context.Context, sb *Sandbox) (done func(), err er
 		return nil, err
 	}
 	defer unlock()
-	if done := p.use(sb.name); done != nil {
+	if done := p.use(sb.name, sb.key); done != nil {
 		return done, nil
 	}
 	uid, err := p.startPod(ctx, sb)
@@ -47,25 +47,26 @@ func (p *Provider) ensure(ctx context.Context, sb *Sandbox) (done func(), err er
 		return nil, err
 	}
 	p.mu.Lock()
-	p.pods[sb.name] = &podUse{uid: uid, lastUsed: time.Now()}
+	p.pods[sb.name] = &podUse{uid: uid, key: sb.key, lastUsed: time.Now()}
 	p.mu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		p.enforceReplicas(ctx, sb.name)
 	}()
-	if done = p.use(sb.name); done == nil {
+	if done = p.use(sb.name, sb.key); done == nil {
 		return nil, errors.New("kubernetes provider: Pod went away while starting")
 	}
 	return done, nil
 }
 
-// use marks a known running Pod busy; nil when the Pod is not known.
-func (p *Provider) use(name string) func() {
+// use marks a known running Pod of thread key busy; nil when the Pod is
+// not known (as that thread's).
+func (p *Provider) use(name, key string) func() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	u := p.pods[name]
-	if u == nil {
+	if u == nil || u.key != key {
 		return nil
 	}
 	u.busy++
@@ -166,8 +167,8 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 		pod, err := pods.Get(ctx, sb.name, metav1.GetOptions{})
 		switch {
 		case err == nil:
-			if pod.Annotations[annThread] != sb.key || pod.Labels[labelManagedBy] != managedBy {
-				return "", fmt.Errorf("kubernetes provider: Pod %s/%s belongs to another thread or program: choose another kubernetes.pod_prefix", p.cfg.Namespace, sb.name)
+			if err := p.mine(pod.ObjectMeta, "Pod", sb); err != nil {
+				return "", err
 			}
 			if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 				if pod.DeletionTimestamp == nil {
@@ -205,6 +206,20 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 		}
 		return uid, err
 	}
+}
+
+// mine checks that an object found by the name of sb's Pod (or claim) is
+// that thread's: its annotation, not its name, says whose it is. Another
+// thread's (a colliding name) or another program's is never used, and
+// never deleted.
+func (p *Provider) mine(m metav1.ObjectMeta, kind string, sb *Sandbox) error {
+	switch {
+	case m.Labels[labelManagedBy] != managedBy || m.Labels[labelPrefix] != p.cfg.PodPrefix:
+		return fmt.Errorf("kubernetes provider: %s %s/%s is not a sandbox-mcp sandbox of this pod_prefix; left alone, so this thread has no sandbox until it is removed or kubernetes.pod_prefix changed", kind, p.cfg.Namespace, m.Name)
+	case m.Annotations[annThread] != sb.key:
+		return fmt.Errorf("kubernetes provider: %s %s/%s is another thread's sandbox (its annotation names another thread); it is never used for this thread", kind, p.cfg.Namespace, m.Name)
+	}
+	return nil
 }
 
 // errRestart: the Pod being waited for went away; look again.
@@ -417,10 +432,7 @@ func (p *Provider) ensureClaim(ctx context.Context, sb *Sandbox) error {
 	name := claimName(sb.name)
 	c, err := claims.Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
-		if c.Annotations[annThread] != sb.key {
-			return fmt.Errorf("kubernetes provider: claim %s/%s belongs to another thread or program: choose another kubernetes.pod_prefix", p.cfg.Namespace, name)
-		}
-		return nil
+		return p.mine(c.ObjectMeta, "claim", sb)
 	}
 	if !apierrors.IsNotFound(err) {
 		return apiError(err)

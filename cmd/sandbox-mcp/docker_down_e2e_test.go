@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The real binary with --provider docker started while the engine is down
+// (DOCKER_HOST is a socket nobody listens on): it serves anyway, each call
+// answers a clear error naming the engine, and calls work once the engine
+// is back (a proxy to the real engine starts listening on that socket).
+func TestE2EDockerEngineDownAtStart(t *testing.T) {
+	t.Parallel()
+	upstream := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
+		upstream = strings.TrimPrefix(h, "unix://")
+	}
+	if err := exec.Command("docker", "image", "inspect", "sandbox-mcp-base:latest").Run(); err != nil {
+		if os.Getenv("SANDBOX_MCP_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("docker or sandbox-mcp-base:latest unavailable: %v", err)
+		}
+		t.Skip("SKIPPED: docker or sandbox-mcp-base:latest unavailable (deploy/docker/build-images.sh)")
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	prefix := "smcp-e2e-" + hex.EncodeToString(b[:])
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "engine.sock")
+	cfgFile := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfgFile, []byte("provider: docker\ndocker:\n  container_prefix: "+prefix+"\n  memory: 256m\n  remove_on_exit: true\n"), 0o644)
+	t.Cleanup(func() {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=sandbox-mcp.prefix="+prefix).Output()
+		for _, id := range strings.Fields(string(out)) {
+			exec.Command("docker", "rm", "-f", id).Run()
+		}
+	})
+	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", "down")
+	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix://"+sock)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect with the engine down: %v\n%s", err, stderr)
+	}
+	defer cs.Close()
+	bash := func() (string, bool) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo up"}})
+		if err != nil {
+			t.Fatalf("bash: %v\n%s", err, stderr)
+		}
+		return res.Content[0].(*mcp.TextContent).Text, res.IsError
+	}
+	for range 2 {
+		out, isErr := bash()
+		if !isErr || !strings.Contains(out, "docker engine not reachable") || strings.Contains(out, dir) {
+			t.Fatalf("bash with the engine down: error %v %q", isErr, out)
+		}
+	}
+	// The engine comes back.
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("unix", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	if out, isErr := bash(); isErr || out != "up\n[exit code 0]" {
+		t.Fatalf("bash once the engine is back: error %v %q\n%s", isErr, out, stderr)
+	}
+	cs.Close() // while the engine is reachable: remove_on_exit removes the container
+	cmd.Wait()
+}

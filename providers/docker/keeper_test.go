@@ -1,0 +1,60 @@
+package docker
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Each keep-alive program runs, stays up, and ends on SIGTERM: natively
+// for this machine's architecture, through qemu-user for the other one
+// where it is installed.
+func TestKeeperRunsUntilTerm(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("SKIPPED: Linux executables")
+	}
+	for arch := range keeperCode {
+		var argv []string
+		path := filepath.Join(t.TempDir(), "keep-"+arch)
+		if err := os.WriteFile(path, keeperELF(arch), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		switch emu := map[string]string{"amd64": "qemu-x86_64-static", "arm64": "qemu-aarch64-static"}[arch]; {
+		case arch == runtime.GOARCH:
+			argv = []string{path}
+		default:
+			if _, err := exec.LookPath(emu); err != nil {
+				t.Logf("SKIPPED %s: no %s", arch, emu)
+				continue
+			}
+			argv = []string{emu, path}
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
+		ended := make(chan error, 1)
+		go func() { ended <- cmd.Wait() }()
+		select {
+		case err := <-ended:
+			t.Fatalf("%s: ended by itself: %v", arch, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-ended:
+			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if err == nil || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+				t.Errorf("%s: after SIGTERM: %v", arch, err)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%s: still running 30 s after SIGTERM", arch)
+		}
+	}
+}
