@@ -46,7 +46,7 @@ func TestLoadConfigExpandsEnv(t *testing.T) {
 provider: ${PROVIDER}
 state_dir: ${BASE}/state
 skills_dir: $HOME/skills
-env_inherit: [LANG, "${UNSET}"]
+env_inherit: [LANG, "${UNSET:-}"]
 docker:
   image: img:${TAG}
   environment: {API_KEY: "${API_KEY}"}
@@ -60,7 +60,7 @@ http: {auth_tokens: ["${TOKEN}"]}
 		{"provider", c.Provider, "docker"},
 		{"state_dir", c.StateDir, "/srv/sb/state"},
 		{"skills_dir ($HOME without braces is left alone)", c.SkillsDir, "$HOME/skills"},
-		{"env_inherit[1] (unset variable is empty)", c.EnvInherit[1], ""},
+		{"env_inherit[1] (unset variable with an empty default)", c.EnvInherit[1], ""},
 		{"docker.image", c.Docker.Image, "img:v1"},
 		{"docker.environment.API_KEY", c.Docker.Environment["API_KEY"], "k-123"},
 		{"http.auth_tokens[0]", c.HTTP.AuthTokens[0], "tok"},
