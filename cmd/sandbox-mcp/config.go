@@ -163,7 +163,42 @@ func loadConfig(file string, lookup func(string) (string, bool)) (Config, error)
 	if d.decode(&root, reflect.ValueOf(&c).Elem(), ""); len(d.errs) > 0 {
 		return fail(errors.Join(d.errs...)) // one line: "; " between them
 	}
+	// An empty token would turn auth off (SPEC §10): it stops start-up.
+	for i, t := range c.HTTP.AuthTokens {
+		if strings.TrimSpace(t) == "" {
+			key := fmt.Sprintf("http.auth_tokens[%d]", i)
+			msg := key + " is empty: an empty token would turn auth off"
+			if vars := d.vars[key]; len(vars) > 0 {
+				msg = fmt.Sprintf("%s is empty (${%s} is set but empty): an empty token would turn auth off", key, strings.Join(vars, "}, ${"))
+			}
+			return fail(&configError{line: tokenLine(&root, i), msg: msg})
+		}
+	}
 	return c, nil
+}
+
+// tokenLine is the line of http.auth_tokens[i] in the tree.
+func tokenLine(root *yaml.Node, i int) int {
+	n := root
+	for _, key := range []string{"http", "auth_tokens"} {
+		if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+			n = n.Content[0]
+		}
+		next := (*yaml.Node)(nil)
+		for j := 0; j+1 < len(n.Content) && n.Kind == yaml.MappingNode; j += 2 {
+			if n.Content[j].Value == key {
+				next = n.Content[j+1]
+			}
+		}
+		if next == nil {
+			return 0
+		}
+		n = next
+	}
+	if n.Kind == yaml.SequenceNode && i < len(n.Content) {
+		return n.Content[i].Line
+	}
+	return n.Line
 }
 
 // defaultStateDir is $XDG_STATE_HOME/sandbox-mcp or ~/.local/state/sandbox-mcp.
@@ -288,11 +323,14 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	if d.ContainerPrefix != "" && !containerPrefixRe.MatchString(d.ContainerPrefix) {
 		return fmt.Errorf("docker.container_prefix %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]*", d.ContainerPrefix)
 	}
+	// An empty token (an unset variable) never turns auth off: it stops
+	// start-up (SPEC §10).
 	tokens := c.HTTP.AuthTokens[:0:0]
-	for _, t := range c.HTTP.AuthTokens {
-		if t = strings.TrimSpace(t); t != "" {
-			tokens = append(tokens, t)
+	for i, t := range c.HTTP.AuthTokens {
+		if t = strings.TrimSpace(t); t == "" {
+			return fmt.Errorf("http.auth_tokens[%d] is empty: an empty token would turn auth off", i)
 		}
+		tokens = append(tokens, t)
 	}
 	c.HTTP.AuthTokens = tokens
 	if c.HTTP.MaxBodyBytes < 0 {

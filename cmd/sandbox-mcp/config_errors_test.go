@@ -49,6 +49,19 @@ var configErrorCases = []struct {
 		`line 1: unknown key "aaa"; line 2: limits.ls_output_max_chars: want an integer, got "x"`},
 	{"a variable of the wrong type", "limits:\n  bash_timeout_max: ${T}\n", []string{"T", "abc"},
 		`line 2: limits.bash_timeout_max: want an integer, got "abc" (from ${T})`},
+	{"an unset variable", "docker: {image: \"${NOPE}\"}\n", nil,
+		`line 1: docker.image: ${NOPE} is not set (set it, or write ${NOPE:-} for an empty value)`},
+	// SPEC §10: an empty token stops start-up, never turns auth off.
+	{"README's token, variable unset", "http: {addr: 127.0.0.1:8080, auth_tokens: [${SANDBOX_MCP_AUTH_TOKEN}]}\n", nil,
+		`line 1: http.auth_tokens[0]: ${SANDBOX_MCP_AUTH_TOKEN} is not set (set it, or write ${SANDBOX_MCP_AUTH_TOKEN:-} for an empty value)`},
+	{"token variable set but empty", "http:\n  auth_tokens:\n    - good\n    - ${TOK}\n", []string{"TOK", ""},
+		`line 4: http.auth_tokens[1] is empty (${TOK} is set but empty): an empty token would turn auth off`},
+	{"token with an empty default", "http: {auth_tokens: [\"${TOK:-}\"]}\n", nil,
+		`line 1: http.auth_tokens[0] is empty: an empty token would turn auth off`},
+	{"empty token", "http: {auth_tokens: [\"\", x]}\n", nil,
+		`line 1: http.auth_tokens[0] is empty: an empty token would turn auth off`},
+	{"blank token", "http: {auth_tokens: [\"  \"]}\n", nil,
+		`line 1: http.auth_tokens[0] is empty: an empty token would turn auth off`},
 	{"not yaml", "provider: [local\n", nil,
 		`line 1: did not find expected ',' or ']'`},
 }
@@ -129,6 +142,10 @@ func TestE2EStartupErrors(t *testing.T) {
 		cases = append(cases, tc{"config: " + c.name, []string{"--config", cfg}, env, "config " + cfg + " " + c.want})
 	}
 	cases = append(cases,
+		tc{"empty --auth-token", []string{"--auth-token", ""}, nil,
+			"--auth-token is empty: an empty token would turn auth off"},
+		tc{"SANDBOX_MCP_AUTH_TOKEN set but empty", []string{"--http", "127.0.0.1:0"}, []string{"SANDBOX_MCP_AUTH_TOKEN="},
+			"SANDBOX_MCP_AUTH_TOKEN is set but empty: give it a token or unset it (an empty token would turn auth off)"},
 		tc{"state dir is a file", []string{"--state-dir", file}, nil,
 			"state_dir: mkdir " + file + ": not a directory"},
 		tc{"audit log cannot be made", []string{"--audit-log", filepath.Join(file, "audit.jsonl")}, nil,

@@ -305,6 +305,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"negative bash_timeout_max", func(c *Config) { c.Limits.BashTimeoutMax = intp(-1) }, []string{"bash_timeout_max"}},
 		{"negative grep_max_file_bytes", func(c *Config) { c.Limits.GrepMaxFileBytes = int64p(-1) }, []string{"grep_max_file_bytes"}},
 		{"bad env_inherit", func(c *Config) { c.EnvInherit = []string{"A=B"} }, []string{"env_inherit"}},
+		{"empty auth token", func(c *Config) { c.HTTP.AuthTokens = []string{"x", " "} }, []string{"http.auth_tokens[1] is empty"}},
 
 		{"mount at /mnt/user-data", mount(f.data, "/mnt/user-data"), []string{"/mnt/user-data"}},
 		{"mount inside /mnt/user-data", mount(f.data, "/mnt/user-data/workspace/x"), []string{"/mnt/user-data"}},

@@ -43,7 +43,7 @@ func (d *decoder) fail(line int, format string, args ...any) {
 // expand puts the variables' values into a scalar in place of their
 // placeholders. A plain (unquoted) scalar that held one is typed again
 // from its new value, so "bash_timeout_max: ${T}" gives a number; quoted
-// ones stay strings. An unset variable is empty.
+// ones stay strings. An unset variable (without a default) is an error.
 func (d *decoder) expand(n *yaml.Node, path string) bool {
 	v := n.Value
 	changed := false
@@ -53,10 +53,13 @@ func (d *decoder) expand(n *yaml.Node, path string) bool {
 		}
 		m := envRef.FindStringSubmatch(ref)
 		name := m[1]
-		val, _ := d.lookup(name)
+		val, ok := d.lookup(name)
 		switch {
 		case m[2] != "" && val == "":
 			val = m[2][2:] // the default
+		case !ok:
+			d.fail(n.Line, "%s: ${%s} is not set (set it, or write ${%s:-} for an empty value)", path, name, name)
+			return false
 		default:
 			d.vars[path] = append(d.vars[path], name)
 		}

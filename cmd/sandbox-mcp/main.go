@@ -136,9 +136,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 	if set["allow-host-bash"] {
 		cfg.Local.AllowHostBash = *allowHostBash
 	}
+	// A token given empty never turns auth off (SPEC §10).
 	if set["auth-token"] {
+		if strings.TrimSpace(*authToken) == "" {
+			fmt.Fprintln(stderr, "sandbox-mcp: --auth-token is empty: an empty token would turn auth off")
+			return 2
+		}
 		cfg.HTTP.AuthTokens = append(cfg.HTTP.AuthTokens, *authToken)
-	} else if t, ok := lookup("SANDBOX_MCP_AUTH_TOKEN"); ok && t != "" {
+	} else if t, ok := lookup("SANDBOX_MCP_AUTH_TOKEN"); ok {
+		if strings.TrimSpace(t) == "" {
+			fmt.Fprintln(stderr, "sandbox-mcp: SANDBOX_MCP_AUTH_TOKEN is set but empty: give it a token or unset it (an empty token would turn auth off)")
+			return 2
+		}
 		cfg.HTTP.AuthTokens = append(cfg.HTTP.AuthTokens, t)
 	}
 	for _, m := range mounts {
