@@ -6,13 +6,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // Outcomes.
@@ -42,6 +47,8 @@ type Event struct {
 	// newline); "" on the first line. The log is a hash chain: a changed,
 	// removed or inserted line breaks it (see Verify).
 	PrevSHA256 string `json:"prev_sha256"`
+
+	reserved int64 // room Begin reserved for this line
 }
 
 // Content is how file content appears in the log: never the bytes.
@@ -56,11 +63,37 @@ func Summarize(s string) Content {
 	return Content{Size: len(s), SHA256: hex.EncodeToString(sum[:])}
 }
 
-// Sink receives events.
+// Sink receives events. A call runs only once Begin has said its line can
+// be written; Record then writes that line (SPEC §9: the audit fails
+// closed).
 type Sink interface {
-	Record(Event) error
+	// Begin checks, before a call runs, that its line can be written and
+	// reserves room for it. e holds what is known before the call: session,
+	// thread, tool, arguments. The Event returned carries the reservation
+	// and is the one to fill in and pass to Record. An error means the
+	// call must not run.
+	Begin(e Event) (Event, error)
+	// Record writes the call's line whole, or nothing, and releases the
+	// room Begin reserved.
+	Record(e Event) error
 	Close() error
 }
+
+// ErrUnavailable is wrapped by every error of Begin and Record: the line
+// cannot be written. Its messages name no path.
+var ErrUnavailable = errors.New("audit log cannot be written")
+
+// ErrorMax is how many bytes of a call's error message its line keeps.
+const ErrorMax = 2048
+
+// lineSlack bounds what a line gains after Begin (outcome, duration, exit
+// code, sizes, a time of another length), beyond its error message.
+const lineSlack = 1024
+
+// DefaultHeadroom is the room kept free in the log beyond the calls of
+// this process in flight: other processes appending to the same log write
+// into it too.
+const DefaultHeadroom = 256 << 10
 
 // Writer writes events as JSON lines, one write per line, in the order
 // Record is called, each chained to the one before.
@@ -68,12 +101,19 @@ type Writer struct {
 	mu     sync.Mutex
 	w      io.Writer
 	file   *os.File // when writing a file: several processes may share it
+	path   string   // the file's path, to see it removed or replaced
 	closer io.Closer
 	prev   string // sha256 of the last line written
-	end    int64  // the file's size after our last line
+	end    int64  // the file's size after our last line; -1: unknown
+
+	// Headroom is the room Begin keeps free beyond the reservations of
+	// this process's calls in flight (DefaultHeadroom when OpenFile made
+	// the Writer). Set it before the first call.
+	Headroom int64
+	reserved int64 // room held by calls in flight
 }
 
-// NewWriter writes to w.
+// NewWriter writes to w. It reserves nothing: Begin always succeeds.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
 // OpenFile appends to the file at path, creating it (and its directory)
@@ -88,44 +128,187 @@ func OpenFile(path string) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	return &Writer{w: f, file: f, closer: f, end: -1}, nil
+	return &Writer{w: f, file: f, path: path, closer: f, end: -1, Headroom: DefaultHeadroom}, nil
 }
 
-// Record writes one line. Lines are not buffered: once Record returns, the
-// line is in the file (the kernel's page cache).
+// Begin makes sure the line of the call about to run can be written: the
+// log is still there (not removed; a log replaced at its path, as by a
+// rotation, is opened again) and has room for the line, and for the lines
+// of the calls in flight and some headroom. The room is taken from the
+// file system now (fallocate beyond the end of the file), so a call that
+// fills the disk still gets its line written; and a disk without room for
+// one more line refuses the call even while that reserve lasts.
+func (w *Writer) Begin(e Event) (Event, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.file == nil {
+		return e, nil
+	}
+	need := lineBound(e)
+	unlock, size, err := w.lock()
+	if err != nil {
+		return e, err
+	}
+	defer unlock()
+	if err := reserve(w.file, size, w.reserved+need+w.Headroom, need); err != nil {
+		return e, unavailable(err)
+	}
+	w.reserved += need
+	e.reserved = need
+	return e, nil
+}
+
+// lineBound is the most bytes e's line can take once the call has run:
+// its error message is cut at ErrorMax bytes, each escaped in at most 6.
+func lineBound(e Event) int64 {
+	e.Error = ""
+	e.PrevSHA256 = strings.Repeat("0", sha256.Size*2)
+	b, err := json.Marshal(e)
+	if err != nil {
+		return 1 << 20
+	}
+	return int64(len(b)) + 6*ErrorMax + lineSlack
+}
+
+// reserve allocates the blocks of [size, size+n) to f without changing
+// its size, and checks that the file system has room for free more bytes
+// beyond that: a disk that is full refuses new calls even while the
+// reserved room lasts, which is kept for the calls in flight. Where the
+// file system cannot allocate (no fallocate), only the free space is
+// checked.
+func reserve(f *os.File, size, n, free int64) error {
+	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, size, n)
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS):
+		free += n
+	case err != nil:
+		return err
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	if int64(st.Bavail)*int64(st.Bsize) < free {
+		return unix.ENOSPC
+	}
+	return nil
+}
+
+// unavailable wraps err as ErrUnavailable, without the path a *PathError
+// would name.
+func unavailable(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// errLogRemoved: the log was removed (unlinked) while open.
+var errLogRemoved = errors.New("the log file was removed")
+
+// lock takes the file's flock, after making sure w.file is the file at
+// w.path, and readies w.prev for the next line: the hash of the last
+// complete line. A torn last line (a writer killed mid-line) is cut off.
+// It returns the file's size.
+func (w *Writer) lock() (unlock func(), size int64, err error) {
+	fi, err := w.file.Stat()
+	if err != nil {
+		return nil, 0, unavailable(err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink == 0 || !samePath(fi, w.path) {
+		// Removed, or replaced at its path (rotated): only a file at the
+		// path is written to; a removed log is not made again.
+		f, err := os.OpenFile(w.path, os.O_RDWR|os.O_APPEND, 0)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, 0, unavailable(errLogRemoved)
+			}
+			return nil, 0, unavailable(err)
+		}
+		w.file.Close()
+		w.file, w.w, w.closer, w.end = f, f, f, -1
+	}
+	fd := int(w.file.Fd())
+	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+		return nil, 0, unavailable(err)
+	}
+	unlock = func() { syscall.Flock(fd, syscall.LOCK_UN) }
+	if fi, err = w.file.Stat(); err != nil {
+		unlock()
+		return nil, 0, unavailable(err)
+	}
+	size = fi.Size()
+	if size == w.end {
+		return unlock, size, nil
+	}
+	// Another process wrote since (or this is our first line).
+	last, whole, err := lastLine(w.file, size)
+	if err == nil && whole < size {
+		err = w.file.Truncate(whole)
+		size = whole
+	}
+	if err != nil {
+		unlock()
+		return nil, 0, unavailable(err)
+	}
+	w.prev = ""
+	if last != nil {
+		w.prev = lineHash(last)
+	}
+	w.end = size
+	return unlock, size, nil
+}
+
+// samePath: the file at path is fi.
+func samePath(fi os.FileInfo, path string) bool {
+	pi, err := os.Stat(path)
+	return err == nil && os.SameFile(fi, pi)
+}
+
+// Record writes one line, whole or not at all: a write cut short (the
+// disk full) is undone, so the chain stays intact. Lines are not
+// buffered: once Record returns, the line is in the file (the kernel's
+// page cache).
 func (w *Writer) Record(e Event) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.reserved -= e.reserved
+	if len(e.Error) > ErrorMax {
+		cut := ErrorMax
+		for cut > 0 && !utf8.RuneStart(e.Error[cut]) {
+			cut--
+		}
+		e.Error = e.Error[:cut] + " [cut]"
+	}
+	size := int64(-1)
 	if w.file != nil {
-		if err := syscall.Flock(int(w.file.Fd()), syscall.LOCK_EX); err != nil {
-			return fmt.Errorf("audit log lock: %w", err)
+		unlock, n, err := w.lock()
+		if err != nil {
+			return err
 		}
-		defer syscall.Flock(int(w.file.Fd()), syscall.LOCK_UN)
-		if fi, err := w.file.Stat(); err == nil && fi.Size() != w.end {
-			// Another process wrote since (or this is our first line).
-			last, err := lastLine(w.file, fi.Size())
-			if err != nil {
-				return fmt.Errorf("audit log: %w", err)
-			}
-			w.prev = ""
-			if last != nil {
-				w.prev = lineHash(last)
-			}
-		}
+		defer unlock()
+		size = n
 	}
 	e.PrevSHA256 = w.prev
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	w.prev = lineHash(b)
-	if _, err = w.w.Write(append(b, '\n')); err != nil {
+	n, err := w.w.Write(append(b, '\n'))
+	if err != nil {
+		if w.file != nil {
+			if n > 0 {
+				w.file.Truncate(size) // else the next lock cuts the torn line
+			}
+			w.end = -1
+			return unavailable(err)
+		}
 		return err
 	}
+	w.prev = lineHash(b)
 	if w.file != nil {
-		if fi, err := w.file.Stat(); err == nil {
-			w.end = fi.Size()
-		}
+		w.end = size + int64(n)
 	}
 	return nil
 }
@@ -136,30 +319,40 @@ func lineHash(line []byte) string {
 }
 
 // lastLine reads the last complete line of f (size bytes), without its
-// newline; nil for an empty file.
-func lastLine(f *os.File, size int64) ([]byte, error) {
-	if size == 0 {
-		return nil, nil
-	}
+// newline (nil when there is none), and the offset just after it: the
+// end of the whole lines, size unless the file ends in a torn line.
+func lastLine(f *os.File, size int64) (last []byte, whole int64, err error) {
 	const chunk = 64 << 10
-	var buf []byte
+	var buf []byte // f's bytes from off to size
+	nl := -1       // index in buf of the last newline
 	for off := size; off > 0; {
 		n := min(int64(chunk), off)
 		off -= n
 		b := make([]byte, n)
 		if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
-			return nil, err
+			return nil, 0, err
 		}
 		buf = append(b, buf...)
-		body := bytes.TrimSuffix(buf, []byte("\n"))
-		if i := bytes.LastIndexByte(body, '\n'); i >= 0 {
-			return body[i+1:], nil
+		if nl >= 0 {
+			nl += int(n)
+		} else {
+			nl = bytes.LastIndexByte(buf, '\n')
+			if nl < 0 {
+				if off == 0 {
+					return nil, 0, nil // one torn line, no whole one
+				}
+				continue
+			}
+		}
+		// buf[nl] ends the last whole line; find where it starts.
+		if i := bytes.LastIndexByte(buf[:nl], '\n'); i >= 0 {
+			return buf[i+1 : nl], off + int64(nl) + 1, nil
 		}
 		if off == 0 {
-			return body, nil
+			return buf[:nl], int64(nl) + 1, nil
 		}
 	}
-	return nil, nil
+	return nil, 0, nil
 }
 
 // Verify checks the hash chain of an audit log. It returns nil when every
@@ -211,5 +404,6 @@ func (w *Writer) Close() error {
 // Discard drops every event (--audit-log off).
 type Discard struct{}
 
-func (Discard) Record(Event) error { return nil }
-func (Discard) Close() error       { return nil }
+func (Discard) Begin(e Event) (Event, error) { return e, nil }
+func (Discard) Record(Event) error           { return nil }
+func (Discard) Close() error                 { return nil }

@@ -138,12 +138,25 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		session, thread := s.identify(ctx, req.Header)
 		ev := audit.Event{Session: session, Thread: thread.ID, Provider: s.cfg.Provider.Name(), Tool: name}
 
-		var res *tools.Result
 		b, err := s.sessions.Get(ctx, session, thread)
+		mask := s.sessions.base.Mask // the thread's dirs are under the state dir
+		if err == nil {
+			mask = b.mask.Mask
+			ev.Thread, ev.Sandbox = b.thread.ID, b.sb.Thread()
+		}
+		ev.Args = auditArgs(req.GetArguments(), mask)
+		// The audit fails closed (SPEC §9): a call whose line cannot be
+		// written is not run.
+		ev, aerr := s.cfg.Audit.Begin(ev)
+		if aerr != nil {
+			s.cfg.Logger.Error("audit log cannot be written: call refused", "tool", name, "thread", ev.Thread, "err", aerr)
+			return mcp.NewToolResultError("Error: " + aerr.Error() + ": the call was not run"), nil
+		}
+
+		var res *tools.Result
 		if err != nil {
 			res = toolsFail(err)
 		} else {
-			ev.Thread, ev.Sandbox = b.thread.ID, b.sb.Thread()
 			// The call stops when its request is cancelled, when its session
 			// ends (SSE does not cancel handlers on disconnect) or at shutdown.
 			ctx, cancel := context.WithCancel(ctx)
@@ -155,10 +168,6 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 			if slices.ContainsFunc(res.Changed, func(p string) bool { return sandbox.Within(p, sandbox.OutputsDir) }) {
 				s.outputsChanged(ctx)
 			}
-		}
-		mask := s.sessions.base.Mask // the thread's dirs are under the state dir
-		if err == nil {
-			mask = b.mask.Mask
 		}
 		for i, c := range res.Content {
 			if tc, ok := c.(mcp.TextContent); ok {
@@ -180,9 +189,11 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 				ev.BytesOut += len(c.Data)
 			}
 		}
-		ev.Args = auditArgs(req.GetArguments(), mask)
 		if err := s.cfg.Audit.Record(ev); err != nil {
-			s.cfg.Logger.Error("audit log write failed", "err", err)
+			// No line, no result: the call ran, but what it answered does
+			// not reach the client unrecorded.
+			s.cfg.Logger.Error("audit log write failed: result withheld", "tool", name, "thread", ev.Thread, "err", err)
+			return mcp.NewToolResultError("Error: " + err.Error() + ": the call ran, its result is withheld"), nil
 		}
 		return res.CallToolResult, nil
 	}

@@ -16,6 +16,10 @@ type Sessions struct {
 	provider sandbox.Provider
 	stateDir string
 	base     *masking.Masker // masks the state dir, for errors before a sandbox exists
+	// mounts is the mount table at start-up: a sandbox's mountinfo names
+	// host dirs relative to their file system, and those forms are masked
+	// too.
+	mounts *masking.Mounts
 
 	mu       sync.Mutex
 	sessions map[string]*binding
@@ -42,10 +46,13 @@ type binding struct {
 
 // NewSessions returns an empty registry.
 func NewSessions(p sandbox.Provider, stateDir string) *Sessions {
+	mounts, _ := masking.ReadMounts() // none to read: no such forms to mask
+	state := []masking.Pair{{Host: stateDir, Virtual: StateDirMask}}
 	return &Sessions{
 		provider: p,
 		stateDir: stateDir,
-		base:     masking.New(masking.Pair{Host: stateDir, Virtual: StateDirMask}),
+		base:     masking.New(append(state, mounts.Pairs(state)...)...),
+		mounts:   mounts,
 		sessions: map[string]*binding{},
 	}
 }
@@ -114,7 +121,7 @@ func (r *Sessions) EndAll() {
 }
 
 // masker masks the sandbox's host directories, the thread's directory and
-// the state dir.
+// the state dir, each also relative to its file system.
 func (r *Sessions) masker(sb sandbox.Sandbox) *masking.Masker {
 	var pairs []masking.Pair
 	for _, m := range sb.Mounts() {
@@ -126,7 +133,7 @@ func (r *Sessions) masker(sb sandbox.Sandbox) *masking.Masker {
 			masking.Pair{Host: r.stateDir, Virtual: StateDirMask},
 		)
 	}
-	return masking.New(pairs...)
+	return masking.New(append(pairs, r.mounts.Pairs(pairs)...)...)
 }
 
 // StateDirMask is what the agent sees in place of the state dir.

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -130,20 +130,10 @@ type AuditConfig struct {
 
 var containerPrefixRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$`)
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// expandEnv replaces ${VAR} with the variable's value (empty when unset).
-// Other dollar signs are left alone.
-func expandEnv(s string, lookup func(string) (string, bool)) string {
-	return envRef.ReplaceAllStringFunc(s, func(m string) string {
-		v, _ := lookup(m[2 : len(m)-1])
-		return v
-	})
-}
-
 // loadConfig reads a YAML config: ${VAR} expanded, unknown keys refused.
 // Variables are expanded in the parsed values, not in the text, so a value
-// stays one value whatever it holds (a newline, a comma, a "#").
+// stays one value whatever it holds (a newline, a comma, a "#"). Every
+// error is one line naming the file, the line and the key's path.
 func loadConfig(file string, lookup func(string) (string, bool)) (Config, error) {
 	var c Config
 	raw, err := os.ReadFile(file)
@@ -151,76 +141,65 @@ func loadConfig(file string, lookup func(string) (string, bool)) (Config, error)
 		return c, fmt.Errorf("config: %w", err)
 	}
 	fail := func(err error) (Config, error) {
-		return c, fmt.Errorf("config %s: %s", file, strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", "; "))
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		return Config{}, fmt.Errorf("config %s %s", file, strings.ReplaceAll(msg, "\n", "; "))
 	}
 	// ${VAR} may stand where YAML syntax forbids "{" (a flow list, as in
 	// "auth_tokens: [${TOKEN}]"): swap each for a plain placeholder, parse,
 	// then put the values into the parsed scalars.
-	vars := map[string]string{}
+	d := &decoder{lookup: lookup, refs: map[string]string{}, vars: map[string][]string{}}
 	text := envRef.ReplaceAllStringFunc(string(raw), func(m string) string {
-		ph := fmt.Sprintf("SANDBOXMCPENV%dX", len(vars))
-		vars[ph] = m
+		ph := fmt.Sprintf("SANDBOXMCPENV%dX", len(d.refs))
+		d.refs[ph] = m
 		return ph
 	})
 	var root yaml.Node
-	dec := yaml.NewDecoder(strings.NewReader(text))
-	if err := dec.Decode(&root); err != nil {
+	if err := yaml.NewDecoder(strings.NewReader(text)).Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
 			return c, nil
 		}
 		return fail(err)
 	}
-	expandNode(&root, func(v string) string {
-		for ph, ref := range vars {
-			if strings.Contains(v, ph) {
-				v = strings.ReplaceAll(v, ph, expandEnv(ref, lookup))
-			}
-		}
-		return v
-	})
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	if err := enc.Encode(&root); err != nil {
-		return fail(err)
+	if d.decode(&root, reflect.ValueOf(&c).Elem(), ""); len(d.errs) > 0 {
+		return fail(errors.Join(d.errs...)) // one line: "; " between them
 	}
-	dec = yaml.NewDecoder(&buf)
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return fail(err)
+	// An empty token would turn auth off (SPEC §10): it stops start-up.
+	for i, t := range c.HTTP.AuthTokens {
+		if strings.TrimSpace(t) == "" {
+			key := fmt.Sprintf("http.auth_tokens[%d]", i)
+			msg := key + " is empty: an empty token would turn auth off"
+			if vars := d.vars[key]; len(vars) > 0 {
+				msg = fmt.Sprintf("%s is empty (${%s} is set but empty): an empty token would turn auth off", key, strings.Join(vars, "}, ${"))
+			}
+			return fail(&configError{line: tokenLine(&root, i), msg: msg})
+		}
 	}
 	return c, nil
 }
 
-// expandNode expands ${VAR} in every scalar value (not in keys). A plain
-// (unquoted) scalar that held a reference is typed again from its new
-// value, so "bash_timeout_max: ${T}" gives a number; quoted ones stay strings.
-func expandNode(n *yaml.Node, expand func(string) string) {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if v := expand(n.Value); v != n.Value {
-			n.Value = v
-			if n.Style == 0 {
-				n.Tag = ""
-				n.Style = yaml.DoubleQuotedStyle
-				if isPlainNumberOrBool(v) {
-					n.Style = 0
-				}
+// tokenLine is the line of http.auth_tokens[i] in the tree.
+func tokenLine(root *yaml.Node, i int) int {
+	n := root
+	for _, key := range []string{"http", "auth_tokens"} {
+		if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+			n = n.Content[0]
+		}
+		next := (*yaml.Node)(nil)
+		for j := 0; j+1 < len(n.Content) && n.Kind == yaml.MappingNode; j += 2 {
+			if n.Content[j].Value == key {
+				next = n.Content[j+1]
 			}
 		}
-	case yaml.MappingNode:
-		for i := 1; i < len(n.Content); i += 2 {
-			expandNode(n.Content[i], expand)
+		if next == nil {
+			return 0
 		}
-	default:
-		for _, c := range n.Content {
-			expandNode(c, expand)
-		}
+		n = next
 	}
+	if n.Kind == yaml.SequenceNode && i < len(n.Content) {
+		return n.Content[i].Line
+	}
+	return n.Line
 }
-
-var plainScalar = regexp.MustCompile(`^(-?[0-9]+(\.[0-9]+)?|true|false)$`)
-
-func isPlainNumberOrBool(s string) bool { return plainScalar.MatchString(s) }
 
 // defaultStateDir is $XDG_STATE_HOME/sandbox-mcp or ~/.local/state/sandbox-mcp.
 func defaultStateDir(lookup func(string) (string, bool)) string {
@@ -344,11 +323,14 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	if d.ContainerPrefix != "" && !containerPrefixRe.MatchString(d.ContainerPrefix) {
 		return fmt.Errorf("docker.container_prefix %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]*", d.ContainerPrefix)
 	}
+	// An empty token (an unset variable) never turns auth off: it stops
+	// start-up (SPEC §10).
 	tokens := c.HTTP.AuthTokens[:0:0]
-	for _, t := range c.HTTP.AuthTokens {
-		if t = strings.TrimSpace(t); t != "" {
-			tokens = append(tokens, t)
+	for i, t := range c.HTTP.AuthTokens {
+		if t = strings.TrimSpace(t); t == "" {
+			return fmt.Errorf("http.auth_tokens[%d] is empty: an empty token would turn auth off", i)
 		}
+		tokens = append(tokens, t)
 	}
 	c.HTTP.AuthTokens = tokens
 	if c.HTTP.MaxBodyBytes < 0 {

@@ -46,7 +46,7 @@ func TestLoadConfigExpandsEnv(t *testing.T) {
 provider: ${PROVIDER}
 state_dir: ${BASE}/state
 skills_dir: $HOME/skills
-env_inherit: [LANG, "${UNSET}"]
+env_inherit: [LANG, "${UNSET:-}"]
 docker:
   image: img:${TAG}
   environment: {API_KEY: "${API_KEY}"}
@@ -60,7 +60,7 @@ http: {auth_tokens: ["${TOKEN}"]}
 		{"provider", c.Provider, "docker"},
 		{"state_dir", c.StateDir, "/srv/sb/state"},
 		{"skills_dir ($HOME without braces is left alone)", c.SkillsDir, "$HOME/skills"},
-		{"env_inherit[1] (unset variable is empty)", c.EnvInherit[1], ""},
+		{"env_inherit[1] (unset variable with an empty default)", c.EnvInherit[1], ""},
 		{"docker.image", c.Docker.Image, "img:v1"},
 		{"docker.environment.API_KEY", c.Docker.Environment["API_KEY"], "k-123"},
 		{"http.auth_tokens[0]", c.HTTP.AuthTokens[0], "tok"},
@@ -305,6 +305,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"negative bash_timeout_max", func(c *Config) { c.Limits.BashTimeoutMax = intp(-1) }, []string{"bash_timeout_max"}},
 		{"negative grep_max_file_bytes", func(c *Config) { c.Limits.GrepMaxFileBytes = int64p(-1) }, []string{"grep_max_file_bytes"}},
 		{"bad env_inherit", func(c *Config) { c.EnvInherit = []string{"A=B"} }, []string{"env_inherit"}},
+		{"empty auth token", func(c *Config) { c.HTTP.AuthTokens = []string{"x", " "} }, []string{"http.auth_tokens[1] is empty"}},
 
 		{"mount at /mnt/user-data", mount(f.data, "/mnt/user-data"), []string{"/mnt/user-data"}},
 		{"mount inside /mnt/user-data", mount(f.data, "/mnt/user-data/workspace/x"), []string{"/mnt/user-data"}},

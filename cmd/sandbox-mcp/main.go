@@ -137,9 +137,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 	if set["allow-host-bash"] {
 		cfg.Local.AllowHostBash = *allowHostBash
 	}
+	// A token given empty never turns auth off (SPEC §10).
 	if set["auth-token"] {
+		if strings.TrimSpace(*authToken) == "" {
+			fmt.Fprintln(stderr, "sandbox-mcp: --auth-token is empty: an empty token would turn auth off")
+			return 2
+		}
 		cfg.HTTP.AuthTokens = append(cfg.HTTP.AuthTokens, *authToken)
-	} else if t, ok := lookup("SANDBOX_MCP_AUTH_TOKEN"); ok && t != "" {
+	} else if t, ok := lookup("SANDBOX_MCP_AUTH_TOKEN"); ok {
+		if strings.TrimSpace(t) == "" {
+			fmt.Fprintln(stderr, "sandbox-mcp: SANDBOX_MCP_AUTH_TOKEN is set but empty: give it a token or unset it (an empty token would turn auth off)")
+			return 2
+		}
 		cfg.HTTP.AuthTokens = append(cfg.HTTP.AuthTokens, t)
 	}
 	for _, m := range mounts {
@@ -164,11 +173,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, &cfg, stdin, stdout, stderr, log); err != nil {
+		var se startupError
+		if errors.As(err, &se) {
+			// Start-up failed: one line, as for a bad flag or config.
+			fmt.Fprintf(stderr, "sandbox-mcp: %v\n", err)
+			return 2
+		}
 		log.Error(err.Error())
 		return 1
 	}
 	return 0
 }
+
+// startupError is an error before serving began (the state dir, the
+// provider, the audit log, the listener): reported as one line, exit 2.
+type startupError struct{ err error }
+
+func (e startupError) Error() string { return e.err.Error() }
+func (e startupError) Unwrap() error { return e.err }
 
 // newProvider builds the configured provider.
 func newProvider(ctx context.Context, cfg *Config, log *slog.Logger) (sandbox.Provider, error) {
@@ -280,14 +302,8 @@ func newProvider(ctx context.Context, cfg *Config, log *slog.Logger) (sandbox.Pr
 // serve builds the provider, the audit sink and the server, and serves.
 func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err)
+		return startupError{fmt.Errorf("state_dir: %w", err)}
 	}
-	p, err := newProvider(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-
 	var sink audit.Sink
 	switch cfg.Audit.Path {
 	case "off":
@@ -297,10 +313,17 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 	default:
 		w, err := audit.OpenFile(cfg.Audit.Path)
 		if err != nil {
-			return err
+			return startupError{fmt.Errorf("audit.path: %w", err)}
 		}
 		sink = w
 	}
+	p, err := newProvider(ctx, cfg, log)
+	if err != nil {
+		sink.Close()
+		return startupError{fmt.Errorf("provider %s: %w", cfg.Provider, err)}
+	}
+	defer p.Close()
+
 	srv := server.New(server.Config{
 		Provider: p,
 		Audit:    sink,
@@ -317,7 +340,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 	if cfg.HTTP.Addr != "" {
 		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 		if err != nil {
-			return fmt.Errorf("--http: %w", err)
+			return startupError{fmt.Errorf("--http: %w", err)}
 		}
 		return srv.ServeHTTP(ctx, server.HTTPConfig{
 			AuthTokens:     cfg.HTTP.AuthTokens,

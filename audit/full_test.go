@@ -1,0 +1,183 @@
+package audit_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-mcp/sandbox-mcp/audit"
+)
+
+// smallFS mounts a tmpfs of size bytes for the test: a file system that
+// can be filled. It needs root (CI runs as root); elsewhere the test is
+// skipped, saying why.
+func smallFS(t *testing.T, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "fs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0755"); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (needs root; CI runs as root): %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
+// fill writes a file in dir until the file system is full, and returns a
+// function that frees the space again.
+func fill(t *testing.T, dir string) (free func()) {
+	t.Helper()
+	p := filepath.Join(dir, "filler")
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling %s: %v", dir, err)
+			}
+			break
+		}
+	}
+	// The last page too: write byte by byte until nothing more fits.
+	for {
+		if _, err := f.Write(buf[:1]); err != nil {
+			break
+		}
+	}
+	return func() {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func verify(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n, err := audit.Verify(f)
+	if err != nil {
+		t.Fatalf("audit verify %s: %v", filepath.Base(path), err)
+	}
+	return n
+}
+
+// call is what the server does around a tool call: Begin, run, Record.
+func call(w *audit.Writer, tool string, run func()) error {
+	ev, err := w.Begin(audit.Event{Tool: tool, Args: map[string]any{"command": "x"}})
+	if err != nil {
+		return err
+	}
+	if run != nil {
+		run()
+	}
+	ev.Outcome = audit.OK
+	return w.Record(ev)
+}
+
+// With the disk full, Begin refuses: the call does not run. Once space is
+// free, calls go on and the chain is intact.
+func TestBeginRefusesWhenDiskFull(t *testing.T) {
+	t.Parallel()
+	dir := smallFS(t, "1m")
+	path := filepath.Join(dir, "audit.jsonl")
+	w, err := audit.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := call(w, "ls", nil); err != nil {
+		t.Fatal(err)
+	}
+	free := fill(t, dir)
+	ran := false
+	err = call(w, "bash", func() { ran = true })
+	if err == nil || ran {
+		t.Fatalf("disk full: Begin = %v, ran %v; want the call refused", err, ran)
+	}
+	if !errors.Is(err, audit.ErrUnavailable) || !errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), dir) {
+		t.Errorf("disk full: err = %q, want ErrUnavailable with ENOSPC, naming no path", err)
+	}
+	free()
+	if err := call(w, "bash", nil); err != nil {
+		t.Fatalf("space freed: %v", err)
+	}
+	if n := verify(t, path); n != 2 {
+		t.Errorf("%d lines, want 2 (the refused call has none)", n)
+	}
+}
+
+// A call that fills the disk itself still gets its line: Begin took the
+// room before it ran.
+func TestLineOfCallThatFillsTheDisk(t *testing.T) {
+	t.Parallel()
+	dir := smallFS(t, "2m")
+	path := filepath.Join(dir, "audit.jsonl")
+	w, err := audit.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var free func()
+	if err := call(w, "bash", func() { free = fill(t, dir) }); err != nil {
+		t.Fatalf("the line of the call that filled the disk: %v", err)
+	}
+	if n := verify(t, path); n != 1 {
+		t.Errorf("%d lines, want 1", n)
+	}
+	free()
+}
+
+// A write cut short by a full disk leaves no partial line: the chain stays
+// intact and the next line follows the last whole one.
+func TestShortWriteLeavesNoPartialLine(t *testing.T) {
+	t.Parallel()
+	dir := smallFS(t, "1m")
+	path := filepath.Join(dir, "audit.jsonl")
+	w, err := audit.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for range 3 {
+		if err := w.Record(audit.Event{Tool: "ls"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := os.ReadFile(path)
+	free := fill(t, dir)
+	// Larger than the rest of the log's last page: the write starts, then
+	// the disk is full (Record without Begin, as a caller that reserved
+	// nothing).
+	big := audit.Event{Tool: "bash", Args: map[string]any{"command": strings.Repeat("x", 8000)}}
+	err = w.Record(big)
+	if err == nil {
+		t.Fatal("Record on a full disk succeeded")
+	}
+	if !errors.Is(err, audit.ErrUnavailable) || strings.Contains(err.Error(), dir) {
+		t.Errorf("err = %q, want ErrUnavailable naming no path", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Errorf("log after a failed write:\n%q\nwant it unchanged:\n%q", after, before)
+	}
+	free()
+	if err := w.Record(big); err != nil {
+		t.Fatal(err)
+	}
+	if n := verify(t, path); n != 4 {
+		t.Errorf("%d lines, want 4", n)
+	}
+}

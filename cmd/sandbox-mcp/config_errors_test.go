@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// configErrorCases: a config, its environment, and the one line that
+// refuses it (after "config FILE "): the line of the file, the key's path,
+// what it wants.
+var configErrorCases = []struct {
+	name, yaml string
+	env        []string
+	want       string
+}{
+	{"unknown top-level key", "stat_dir: /x\n", nil,
+		`line 1: unknown key "stat_dir" (did you mean "state_dir"?)`},
+	{"unknown nested key", "provider: docker\ndocker:\n  imagee: x\n", nil,
+		`line 3: unknown key "docker.imagee" (did you mean "docker.image"?)`},
+	{"unknown key, nothing near", "docker:\n  colour: red\n", nil,
+		`line 2: unknown key "docker.colour"`},
+	{"unknown mount key", "mounts:\n  - {host_path: /tmp, container_path: /mnt/x, readonly: true}\n", nil,
+		`line 2: unknown key "mounts[0].readonly" (did you mean "mounts[0].read_only"?)`},
+	{"not an integer", "limits: {bash_output_max_chars: lots}\n", nil,
+		`line 1: limits.bash_output_max_chars: want an integer, got "lots"`},
+	{"not a bool", "local:\n  allow_host_bash: maybe\n", nil,
+		`line 2: local.allow_host_bash: want true or false, got "maybe"`},
+	{"not a number", "docker: {cpus: many}\n", nil,
+		`line 1: docker.cpus: want a number, got "many"`},
+	{"not a list", "env_inherit: LANG\n", nil,
+		`line 1: env_inherit: want a list of strings, got "LANG"`},
+	{"not a mapping", "docker: x\n", nil,
+		`line 1: docker: want a mapping, got "x"`},
+	{"a list for a mapping", "docker: {environment: [a]}\n", nil,
+		`line 1: docker.environment: want a mapping of strings, got a list`},
+	{"a mapping for a string", "provider: {a: b}\n", nil,
+		`line 1: provider: want a string, got a mapping`},
+	{"set twice", "provider: local\nprovider: docker\n", nil,
+		`line 2: provider is set twice (first on line 1)`},
+	{"every problem at once", "aaa: 1\nlimits: {ls_output_max_chars: x}\n", nil,
+		`line 1: unknown key "aaa"; line 2: limits.ls_output_max_chars: want an integer, got "x"`},
+	{"a variable of the wrong type", "limits:\n  bash_timeout_max: ${T}\n", []string{"T", "abc"},
+		`line 2: limits.bash_timeout_max: want an integer, got "abc" (from ${T})`},
+	{"an unset variable", "docker: {image: \"${NOPE}\"}\n", nil,
+		`line 1: docker.image: ${NOPE} is not set (set it, or write ${NOPE:-} for an empty value)`},
+	// SPEC §10: an empty token stops start-up, never turns auth off.
+	{"README's token, variable unset", "http: {addr: 127.0.0.1:8080, auth_tokens: [${SANDBOX_MCP_AUTH_TOKEN}]}\n", nil,
+		`line 1: http.auth_tokens[0]: ${SANDBOX_MCP_AUTH_TOKEN} is not set (set it, or write ${SANDBOX_MCP_AUTH_TOKEN:-} for an empty value)`},
+	{"token variable set but empty", "http:\n  auth_tokens:\n    - good\n    - ${TOK}\n", []string{"TOK", ""},
+		`line 4: http.auth_tokens[1] is empty (${TOK} is set but empty): an empty token would turn auth off`},
+	{"token with an empty default", "http: {auth_tokens: [\"${TOK:-}\"]}\n", nil,
+		`line 1: http.auth_tokens[0] is empty: an empty token would turn auth off`},
+	{"empty token", "http: {auth_tokens: [\"\", x]}\n", nil,
+		`line 1: http.auth_tokens[0] is empty: an empty token would turn auth off`},
+	{"blank token", "http: {auth_tokens: [\"  \"]}\n", nil,
+		`line 1: http.auth_tokens[0] is empty: an empty token would turn auth off`},
+	{"not yaml", "provider: [local\n", nil,
+		`line 1: did not find expected ',' or ']'`},
+}
+
+func TestLoadConfigErrorsNameTheKey(t *testing.T) {
+	t.Parallel()
+	for _, c := range configErrorCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			file := writeConfig(t, c.yaml)
+			_, err := loadConfig(file, env(c.env...))
+			want := "config " + file + " " + c.want
+			if err == nil || err.Error() != want {
+				t.Errorf("loadConfig(%q) = %v\nwant %s", c.yaml, err, want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigVariableDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(writeConfig(t, "docker: {image: \"${NOPE:-img:1}\", network: \"${NET:-none}\", runtime: \"${EMPTY:-runc}\"}\n"), env("NET", "bridge", "EMPTY", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Docker.Image != "img:1" || c.Docker.Network != "bridge" || c.Docker.Runtime != "runc" {
+		t.Errorf("image %q network %q runtime %q, want img:1 (default) bridge (set) runc (empty: default)", c.Docker.Image, c.Docker.Network, c.Docker.Runtime)
+	}
+}
+
+// runEnv runs the binary to completion with no stdin and exactly env.
+func runEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// The real binary refuses a bad config with exit 2 and exactly one line
+// on stderr, naming the file, the line and the key; every other start-up
+// failure the same way.
+func TestE2EStartupErrors(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() }) // after the parallel subtests
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+
+	type tc struct {
+		name string
+		args []string
+		env  []string
+		want string // the whole line, without "sandbox-mcp: " and the newline
+	}
+	var cases []tc
+	for _, c := range configErrorCases {
+		cfg := writeConfig(t, c.yaml)
+		var env []string
+		for i := 0; i+1 < len(c.env); i += 2 {
+			env = append(env, c.env[i]+"="+c.env[i+1])
+		}
+		cases = append(cases, tc{"config: " + c.name, []string{"--config", cfg}, env, "config " + cfg + " " + c.want})
+	}
+	cases = append(cases,
+		tc{"empty --auth-token", []string{"--auth-token", ""}, nil,
+			"--auth-token is empty: an empty token would turn auth off"},
+		tc{"SANDBOX_MCP_AUTH_TOKEN set but empty", []string{"--http", "127.0.0.1:0"}, []string{"SANDBOX_MCP_AUTH_TOKEN="},
+			"SANDBOX_MCP_AUTH_TOKEN is set but empty: give it a token or unset it (an empty token would turn auth off)"},
+		tc{"state dir is a file", []string{"--state-dir", file}, nil,
+			"state_dir: mkdir " + file + ": not a directory"},
+		tc{"audit log cannot be made", []string{"--audit-log", filepath.Join(file, "audit.jsonl")}, nil,
+			"audit.path: audit log: mkdir " + file + ": not a directory"},
+		tc{"address in use", []string{"--http", ln.Addr().String()}, nil,
+			"--http: listen tcp " + ln.Addr().String() + ": bind: address already in use"},
+	)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			args := c.args
+			if !strings.Contains(strings.Join(args, " "), "--state-dir") {
+				args = append([]string{"--state-dir", filepath.Join(t.TempDir(), "state")}, args...)
+			}
+			stdout, stderr, code := runEnv(t, c.env, args...)
+			// Log lines of what started before the failure may come first
+			// (the provider's "bash runs inside bubblewrap"); the error is
+			// the last line, whole.
+			want := "sandbox-mcp: " + c.want + "\n"
+			if code != 2 || !(stderr == want || strings.HasSuffix(stderr, "\n"+want)) || stdout != "" {
+				t.Errorf("sandbox-mcp %q = exit %d, stderr\n%q\nwant exit 2, stderr ending in\n%q", args, code, stderr, want)
+			}
+		})
+	}
+}
