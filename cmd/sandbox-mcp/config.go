@@ -36,6 +36,9 @@ type Config struct {
 
 	// From flags only.
 	Thread string `yaml:"-"`
+	// Warnings are the config file's problems that do not stop start-up
+	// (an unset ${VAR} outside the tokens), logged once the log is set up.
+	Warnings []string `yaml:"-"`
 }
 
 // MountConfig is one custom mount.
@@ -52,6 +55,7 @@ type LimitsConfig struct {
 	LsOutputMaxChars       *int   `yaml:"ls_output_max_chars"`
 	BashTimeoutMax         *int   `yaml:"bash_timeout_max"`
 	GrepMaxFileBytes       *int64 `yaml:"grep_max_file_bytes"`
+	ReadFileMaxScanBytes   *int64 `yaml:"read_file_max_scan_bytes"`
 }
 
 // LocalConfig configures the local provider.
@@ -162,6 +166,9 @@ func loadConfig(file string, lookup func(string) (string, bool)) (Config, error)
 	}
 	if d.decode(&root, reflect.ValueOf(&c).Elem(), ""); len(d.errs) > 0 {
 		return fail(errors.Join(d.errs...)) // one line: "; " between them
+	}
+	for _, w := range d.warns {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("config %s %s", file, w))
 	}
 	// An empty token would turn auth off (SPEC §10): it stops start-up.
 	for i, t := range c.HTTP.AuthTokens {
@@ -306,6 +313,9 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	if c.Limits.GrepMaxFileBytes != nil && *c.Limits.GrepMaxFileBytes < 0 {
 		return fmt.Errorf("limits.grep_max_file_bytes %d: want 0 (no limit) or more", *c.Limits.GrepMaxFileBytes)
 	}
+	if c.Limits.ReadFileMaxScanBytes != nil && *c.Limits.ReadFileMaxScanBytes < 0 {
+		return fmt.Errorf("limits.read_file_max_scan_bytes %d: want 0 (no limit) or more", *c.Limits.ReadFileMaxScanBytes)
+	}
 	for _, k := range c.EnvInherit {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("env_inherit: %q is not a variable name", k)
@@ -427,6 +437,9 @@ func (c *Config) toolLimits() tools.Limits {
 	}
 	if v := c.Limits.BashTimeoutMax; v != nil {
 		l.BashTimeoutMax = time.Duration(*v) * time.Second
+	}
+	if v := c.Limits.ReadFileMaxScanBytes; v != nil {
+		l.ReadFileMaxScanBytes = *v
 	}
 	if v := c.Limits.GrepMaxFileBytes; v != nil {
 		l.GrepMaxFileBytes = *v

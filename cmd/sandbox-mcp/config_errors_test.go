@@ -49,11 +49,9 @@ var configErrorCases = []struct {
 		`line 1: unknown key "aaa"; line 2: limits.ls_output_max_chars: want an integer, got "x"`},
 	{"a variable of the wrong type", "limits:\n  bash_timeout_max: ${T}\n", []string{"T", "abc"},
 		`line 2: limits.bash_timeout_max: want an integer, got "abc" (from ${T})`},
-	{"an unset variable", "docker: {image: \"${NOPE}\"}\n", nil,
-		`line 1: docker.image: ${NOPE} is not set (set it, or write ${NOPE:-} for an empty value)`},
 	// SPEC §10: an empty token stops start-up, never turns auth off.
 	{"README's token, variable unset", "http: {addr: 127.0.0.1:8080, auth_tokens: [${SANDBOX_MCP_AUTH_TOKEN}]}\n", nil,
-		`line 1: http.auth_tokens[0]: ${SANDBOX_MCP_AUTH_TOKEN} is not set (set it, or write ${SANDBOX_MCP_AUTH_TOKEN:-} for an empty value)`},
+		`line 1: http.auth_tokens[0]: ${SANDBOX_MCP_AUTH_TOKEN} is not set (an empty token would turn auth off)`},
 	{"token variable set but empty", "http:\n  auth_tokens:\n    - good\n    - ${TOK}\n", []string{"TOK", ""},
 		`line 4: http.auth_tokens[1] is empty (${TOK} is set but empty): an empty token would turn auth off`},
 	{"token with an empty default", "http: {auth_tokens: [\"${TOK:-}\"]}\n", nil,
@@ -89,6 +87,25 @@ func TestLoadConfigVariableDefaults(t *testing.T) {
 	}
 	if c.Docker.Image != "img:1" || c.Docker.Network != "bridge" || c.Docker.Runtime != "runc" {
 		t.Errorf("image %q network %q runtime %q, want img:1 (default) bridge (set) runc (empty: default)", c.Docker.Image, c.Docker.Network, c.Docker.Runtime)
+	}
+}
+
+// An unset variable outside the tokens is empty, as in docker compose, and
+// named in a warning: SPEC's sample config (environment: {API_KEY:
+// ${MY_API_KEY}}) starts without MY_API_KEY.
+func TestLoadConfigUnsetVariableWarns(t *testing.T) {
+	t.Parallel()
+	file := writeConfig(t, "docker:\n  environment: {API_KEY: ${MY_API_KEY}}\n")
+	c, err := loadConfig(file, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Docker.Environment["API_KEY"] != "" {
+		t.Errorf("API_KEY = %q, want empty", c.Docker.Environment["API_KEY"])
+	}
+	want := "config " + file + " line 2: docker.environment.API_KEY: ${MY_API_KEY} is not set: using an empty value (write ${MY_API_KEY:-} to mean empty)"
+	if len(c.Warnings) != 1 || c.Warnings[0] != want {
+		t.Errorf("warnings = %q, want [%q]", c.Warnings, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // env is a lookup func over a map: tests never read the real environment.
@@ -253,7 +254,7 @@ func TestValidateAccepts(t *testing.T) {
 		}},
 		{"skills dir", func(c *Config) { c.SkillsDir = f.data }},
 		{"zero limits mean no limit", func(c *Config) {
-			c.Limits = LimitsConfig{BashOutputMaxChars: intp(0), ReadFileOutputMaxChars: intp(0), LsOutputMaxChars: intp(0), BashTimeoutMax: intp(0), GrepMaxFileBytes: int64p(0)}
+			c.Limits = LimitsConfig{BashOutputMaxChars: intp(0), ReadFileOutputMaxChars: intp(0), LsOutputMaxChars: intp(0), BashTimeoutMax: intp(0), GrepMaxFileBytes: int64p(0), ReadFileMaxScanBytes: int64p(0)}
 		}},
 		{"every provider", func(c *Config) { c.Provider = "kubernetes" }},
 		{"isolation none", func(c *Config) { c.Local.Isolation = "none" }},
@@ -304,6 +305,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"negative ls_output_max_chars", func(c *Config) { c.Limits.LsOutputMaxChars = intp(-1) }, []string{"ls_output_max_chars"}},
 		{"negative bash_timeout_max", func(c *Config) { c.Limits.BashTimeoutMax = intp(-1) }, []string{"bash_timeout_max"}},
 		{"negative grep_max_file_bytes", func(c *Config) { c.Limits.GrepMaxFileBytes = int64p(-1) }, []string{"grep_max_file_bytes"}},
+		{"negative read_file_max_scan_bytes", func(c *Config) { c.Limits.ReadFileMaxScanBytes = int64p(-1) }, []string{"read_file_max_scan_bytes"}},
 		{"bad env_inherit", func(c *Config) { c.EnvInherit = []string{"A=B"} }, []string{"env_inherit"}},
 		{"empty auth token", func(c *Config) { c.HTTP.AuthTokens = []string{"x", " "} }, []string{"http.auth_tokens[1] is empty"}},
 
@@ -504,5 +506,18 @@ func TestRunFlagsOverrideConfig(t *testing.T) {
 	code := run([]string{"--config", file, "--provider", "local", "--state-dir", filepath.Join(root, "s")}, strings.NewReader(""), &stdout, &stderr, env("HOME", root))
 	if code != 2 || !strings.Contains(stderr.String(), "loud") || strings.Contains(stderr.String(), "podman") {
 		t.Errorf("run = %d, stderr %q; want 2 and the config's log level named, not its overridden provider", code, stderr.String())
+	}
+}
+
+// Every limit of the config reaches the tools.
+func TestToolLimitsFromConfig(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(writeConfig(t, "limits: {bash_output_max_chars: 1, read_file_output_max_chars: 2, ls_output_max_chars: 3, bash_timeout_max: 4, grep_max_file_bytes: 5, read_file_max_scan_bytes: 6}\n"), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.toolLimits()
+	if l.BashOutputMaxChars != 1 || l.ReadFileOutputMaxChars != 2 || l.LsOutputMaxChars != 3 || l.BashTimeoutMax != 4*time.Second || l.GrepMaxFileBytes != 5 || l.ReadFileMaxScanBytes != 6 {
+		t.Errorf("toolLimits = %+v", l)
 	}
 }

@@ -33,6 +33,8 @@ type decoder struct {
 	// vars names, by key path, the variables a value was made of.
 	vars map[string][]string
 	errs []error // every problem found, in the order of the file
+	// warns are unset variables outside the tokens, each one line.
+	warns []string
 }
 
 // fail notes a problem; decoding goes on, so that one run names them all.
@@ -43,7 +45,8 @@ func (d *decoder) fail(line int, format string, args ...any) {
 // expand puts the variables' values into a scalar in place of their
 // placeholders. A plain (unquoted) scalar that held one is typed again
 // from its new value, so "bash_timeout_max: ${T}" gives a number; quoted
-// ones stay strings. An unset variable (without a default) is an error.
+// ones stay strings. An unset variable (without a default) is empty with
+// a warning, except in a token, where it is an error.
 func (d *decoder) expand(n *yaml.Node, path string) bool {
 	v := n.Value
 	changed := false
@@ -57,9 +60,14 @@ func (d *decoder) expand(n *yaml.Node, path string) bool {
 		switch {
 		case m[2] != "" && val == "":
 			val = m[2][2:] // the default
-		case !ok:
-			d.fail(n.Line, "%s: ${%s} is not set (set it, or write ${%s:-} for an empty value)", path, name, name)
+		case !ok && strings.HasPrefix(path, "http.auth_tokens"):
+			// An unset token would turn auth off (SPEC §10).
+			d.fail(n.Line, "%s: ${%s} is not set (an empty token would turn auth off)", path, name)
 			return false
+		case !ok:
+			// Elsewhere an unset variable is empty, as in docker compose,
+			// and said in a start-up warning naming the key.
+			d.warns = append(d.warns, fmt.Sprintf("line %d: %s: ${%s} is not set: using an empty value (write ${%s:-} to mean empty)", n.Line, path, name, name))
 		default:
 			d.vars[path] = append(d.vars[path], name)
 		}

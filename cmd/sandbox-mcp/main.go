@@ -166,6 +166,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 
 	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(tint.NewHandler(stderr, &tint.Options{Level: level, NoColor: !isTerminal(stderr)}))
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 	if configAddr != "" {
 		log.Info("the config's http.addr is not served without --http: serving stdio", "addr", configAddr)
 	}
