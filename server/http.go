@@ -29,7 +29,22 @@ type HTTPConfig struct {
 	SessionIdleTTL time.Duration // Streamable HTTP sessions idle this long end (default 30 min)
 	MaxSessions    int           // sessions open at once; more get 503 (default 1000)
 	DrainTimeout   time.Duration // on shutdown, how long calls in flight may finish (default 10 s)
+
+	// MaxConnections caps the connections open at once (default 512, and
+	// below the open-file limit); a few more are let in for /healthz only.
+	MaxConnections int
+	HeaderTimeout  time.Duration // to read a request's headers (default 10 s)
+	BodyTimeout    time.Duration // to read a request's body (default 15 s)
+	IdleTimeout    time.Duration // a kept-alive connection without a request is closed (default 30 s)
 }
+
+// Defaults of HTTPConfig.
+const (
+	DefaultMaxConnections = 512
+	DefaultHeaderTimeout  = 10 * time.Second
+	DefaultBodyTimeout    = 15 * time.Second
+	DefaultIdleTimeout    = 30 * time.Second
+)
 
 // drainGrace is how long a shutdown waits, after the last call in flight
 // answered, before it closes the sessions' streams.
@@ -54,6 +69,26 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 1000
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	// Every connection is a file: the cap, its reserve and what else the
+	// server opens (the audit log, thread files, bash pipes) stay below
+	// the limit, or a flood of connections would starve all of them.
+	if lim := openFileLimit(); lim > 0 && cfg.MaxConnections+reserveConns+256 > lim {
+		max := max(lim-reserveConns-256, lim/2)
+		s.cfg.Logger.Warn("http.max_connections lowered below the open-file limit", "max_connections", cfg.MaxConnections, "open_file_limit", lim, "now", max)
+		cfg.MaxConnections = max
 	}
 	tokens := make([][32]byte, 0, len(cfg.AuthTokens))
 	for _, t := range cfg.AuthTokens {
@@ -96,13 +131,14 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	var draining atomic.Bool
 	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	healthz := func(w http.ResponseWriter, r *http.Request) {
 		if draining.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ok\n")
-	})
+	}
+	mux.HandleFunc("/healthz", healthz)
 	mux.Handle("/mcp", guard.wrap(streamable, func(r *http.Request) bool {
 		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == ""
 	}))
@@ -110,15 +146,33 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	mux.Handle("/message", guard.wrap(sse.MessageHandler(), func(*http.Request) bool { return false }))
 
 	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       5 * time.Minute, // bodies are capped; long calls write, they do not read
-		IdleTimeout:       2 * time.Minute,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Context().Value(reserveKey{}) != nil {
+				// A connection beyond the cap: the health check only.
+				w.Header().Set("Connection", "close")
+				if r.URL.Path == "/healthz" {
+					healthz(w, r)
+					return
+				}
+				refuse(w, r, http.StatusServiceUnavailable, "too many connections")
+				return
+			}
+			if r.ContentLength != 0 {
+				// The body comes within BodyTimeout or the connection goes
+				// (the guard lifts the deadline once it has the body). No
+				// ReadTimeout: it would cut long responses, SSE streams and
+				// long calls, which read nothing while they write.
+				http.NewResponseController(w).SetReadDeadline(time.Now().Add(cfg.BodyTimeout))
+			}
+			mux.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: cfg.HeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          nil,
+		ConnContext:       connContext,
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(newLimitListener(ln, cfg.MaxConnections)) }()
 	s.cfg.Logger.Info("serving MCP over HTTP", "addr", ln.Addr().String(), "streamable", "/mcp", "sse", "/sse", "auth", len(tokens) > 0)
 
 	select {
@@ -191,25 +245,25 @@ type httpGuard struct {
 func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, g.cfg.AllowedOrigins) {
-			http.Error(w, "origin not allowed", http.StatusForbidden)
+			refuse(w, r, http.StatusForbidden, "origin not allowed")
 			return
 		}
 		if len(g.tokens) > 0 && !g.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-mcp"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			refuse(w, r, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		if id := r.Header.Get(ThreadHeader); id != "" && !validThreadHeader(id) {
-			http.Error(w, "invalid "+ThreadHeader+": want [A-Za-z0-9][A-Za-z0-9._-]{0,127}", http.StatusBadRequest)
+			refuse(w, r, http.StatusBadRequest, "invalid "+ThreadHeader+": want [A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 			return
 		}
 		if newSession(r) {
 			if g.draining.Load() {
-				http.Error(w, "shutting down", http.StatusServiceUnavailable)
+				refuse(w, r, http.StatusServiceUnavailable, "shutting down")
 				return
 			}
 			if g.srv.sessionN.Load() >= int64(g.cfg.MaxSessions) {
-				http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+				refuse(w, r, http.StatusServiceUnavailable, "too many sessions")
 				return
 			}
 		}
@@ -225,7 +279,7 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool)
 			id = r.URL.Query().Get("sessionId")
 		}
 		if owner, ok := g.srv.owners.Load(id); ok && id != "" && owner.(string) != cred {
-			http.Error(w, "session not found", http.StatusNotFound)
+			refuse(w, r, http.StatusNotFound, "session not found")
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), credentialKey{}, cred))
@@ -235,19 +289,22 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool)
 		}
 		if r.Body != nil && r.Method == http.MethodPost {
 			if r.ContentLength > g.cfg.MaxBodyBytes {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
 				return
 			}
 			body, err := io.ReadAll(io.LimitReader(r.Body, g.cfg.MaxBodyBytes+1))
-			r.Body.Close()
 			if err != nil {
-				http.Error(w, "cannot read body", http.StatusBadRequest)
+				refuse(w, r, http.StatusBadRequest, "cannot read body")
 				return
 			}
 			if int64(len(body)) > g.cfg.MaxBodyBytes {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
 				return
 			}
+			r.Body.Close()
+			// The body is here: lift its deadline before the call runs, or
+			// the server's watch for a client gone would cut the call.
+			http.NewResponseController(w).SetReadDeadline(time.Time{})
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
 		}

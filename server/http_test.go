@@ -419,3 +419,107 @@ func TestHTTPLongThreadIDWithTokens(t *testing.T) {
 		t.Fatalf("128-char thread id with a token: %q", out)
 	}
 }
+
+// rawRequest opens a connection and sends head (request line and headers)
+// and then body, and leaves the connection open.
+func rawRequest(t *testing.T, h *httpServer, head, body string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, head+"\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// within reads what the server sends on c until it closes the connection,
+// and says whether that happened within d.
+func within(c net.Conn, d time.Duration) (string, bool) {
+	c.SetReadDeadline(time.Now().Add(d))
+	b, err := io.ReadAll(c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return string(b), false
+	}
+	return string(b), true
+}
+
+// A client that announces a body and sends a byte of it holds the server
+// for seconds, not minutes: without a token it gets 401 at once, with one
+// its connection goes after the body timeout.
+func TestHTTPSlowBodies(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"tok"}, BodyTimeout: 2 * time.Second})
+	for _, size := range []int{100_000, 10 << 20} {
+		head := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", size)
+		anon := rawRequest(t, h, head, "{")
+		start := time.Now()
+		got, closed := within(anon, 5*time.Second)
+		if !strings.HasPrefix(got, "HTTP/1.1 401") || !closed {
+			t.Errorf("unauthenticated slow body of %d bytes: after %v closed=%v %q", size, time.Since(start), closed, got)
+		}
+		authed := rawRequest(t, h, head+"Authorization: Bearer tok\r\n", "{")
+		start = time.Now()
+		if got, closed := within(authed, 10*time.Second); !closed {
+			t.Errorf("authenticated slow body of %d bytes: still open after %v (%q)", size, time.Since(start), got)
+		}
+	}
+	// The server still serves.
+	cs := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer tok"})
+	if out, isErr := call(t, cs, "write_file", map[string]any{"path": "a.txt", "content": "ok"}); isErr {
+		t.Fatal(out)
+	}
+}
+
+// Connections beyond the cap are closed at once, except a few let in for
+// the health check; /healthz answers while the cap is full.
+func TestHTTPConnectionCap(t *testing.T) {
+	t.Parallel()
+	const max = 8
+	h := startHTTP(t, server.HTTPConfig{MaxConnections: max, HeaderTimeout: time.Minute})
+	var conns []net.Conn
+	for range max + 16 + 10 { // the cap, the reserve, ten more
+		conns = append(conns, rawRequest(t, h, "GET /healthz HTTP/1.1", "")) // never ends its headers
+	}
+	closed := 0
+	for _, c := range conns[len(conns)-10:] {
+		if _, ok := within(c, 3*time.Second); ok {
+			closed++
+		}
+	}
+	if closed != 10 {
+		t.Errorf("%d of 10 connections beyond the cap and its reserve closed", closed)
+	}
+	// The reserve's idle connections go within seconds; then the health
+	// check gets in while the cap is still full.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(h.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthz with the connection cap full: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Anything else on a connection beyond the cap is refused.
+	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader("{}"))
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("/mcp beyond the cap: %d", resp.StatusCode)
+		}
+	}
+	for _, c := range conns[:max] {
+		if _, ok := within(c, 10*time.Millisecond); ok {
+			t.Error("a connection within the cap was closed")
+		}
+	}
+}

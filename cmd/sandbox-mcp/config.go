@@ -121,6 +121,41 @@ type HTTPConfig struct {
 	AuthTokens     []string `yaml:"auth_tokens"`
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	MaxBodyBytes   int64    `yaml:"max_body_bytes"`
+	HTTPLimits     `yaml:",inline"`
+}
+
+// HTTPLimits bound what clients can hold of an HTTP server (SPEC §10); 0
+// keeps the default. Times are in seconds.
+type HTTPLimits struct {
+	MaxConnections  int `yaml:"max_connections"`
+	HeaderTimeout   int `yaml:"header_timeout"`
+	BodyTimeout     int `yaml:"body_timeout"`
+	ConnIdleTimeout int `yaml:"conn_idle_timeout"`
+}
+
+// check refuses negative limits, naming the key.
+func (l HTTPLimits) check() error {
+	for _, v := range []struct {
+		name string
+		val  int64
+	}{
+		{"max_connections", int64(l.MaxConnections)}, {"header_timeout", int64(l.HeaderTimeout)},
+		{"body_timeout", int64(l.BodyTimeout)}, {"conn_idle_timeout", int64(l.ConnIdleTimeout)},
+	} {
+		if v.val < 0 {
+			return fmt.Errorf("http.%s %d: want 0 (the default) or more", v.name, v.val)
+		}
+	}
+	return nil
+}
+
+// server fills the server's HTTP configuration.
+func (l HTTPLimits) server(cfg *server.HTTPConfig) {
+	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	cfg.MaxConnections = l.MaxConnections
+	cfg.HeaderTimeout = sec(l.HeaderTimeout)
+	cfg.BodyTimeout = sec(l.BodyTimeout)
+	cfg.IdleTimeout = sec(l.ConnIdleTimeout)
 }
 
 // AuditConfig says where the audit log goes: a file, "-" (stderr) or "off".
@@ -353,6 +388,9 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	c.HTTP.AuthTokens = tokens
 	if c.HTTP.MaxBodyBytes < 0 {
 		return fmt.Errorf("http.max_body_bytes %d: want 0 (default 10 MiB) or more", c.HTTP.MaxBodyBytes)
+	}
+	if err := c.HTTP.HTTPLimits.check(); err != nil {
+		return err
 	}
 	if c.HTTP.Addr != "" {
 		loopback, err := server.IsLoopback(c.HTTP.Addr)
