@@ -28,7 +28,12 @@ type HTTPConfig struct {
 	MaxBodyBytes   int64         // request body cap (default 10 MiB)
 	SessionIdleTTL time.Duration // Streamable HTTP sessions idle this long end (default 30 min)
 	MaxSessions    int           // sessions open at once; more get 503 (default 1000)
-	DrainTimeout   time.Duration // on shutdown, how long calls in flight may finish (default 10 s)
+	// MaxSessionsPerToken caps the sessions of one token, so that one
+	// token cannot take every session from another (default: MaxSessions
+	// shared out evenly among the tokens). Without tokens only MaxSessions
+	// applies: every client is the same one.
+	MaxSessionsPerToken int
+	DrainTimeout        time.Duration // on shutdown, how long calls in flight may finish (default 10 s)
 
 	// MaxConnections caps the connections open at once (default 512, and
 	// below the open-file limit); a few more are let in for /healthz only.
@@ -95,6 +100,12 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		if t != "" {
 			tokens = append(tokens, sha256.Sum256([]byte(t)))
 		}
+	}
+	switch {
+	case len(tokens) == 0:
+		cfg.MaxSessionsPerToken = 0
+	case cfg.MaxSessionsPerToken <= 0:
+		cfg.MaxSessionsPerToken = max(1, cfg.MaxSessions/len(tokens))
 	}
 	s.threadOf = func(session string, header http.Header) ThreadRef {
 		id := strings.TrimSpace(header.Get(ThreadHeader))
@@ -257,22 +268,25 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool)
 			refuse(w, r, http.StatusBadRequest, "invalid "+ThreadHeader+": want [A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 			return
 		}
-		if newSession(r) {
-			if g.draining.Load() {
-				refuse(w, r, http.StatusServiceUnavailable, "shutting down")
-				return
-			}
-			if g.srv.sessionN.Load() >= int64(g.cfg.MaxSessions) {
-				refuse(w, r, http.StatusServiceUnavailable, "too many sessions")
-				return
-			}
-		}
 		// A session belongs to the credential that made it: another token
 		// naming its id finds nothing.
 		cred := ""
 		if len(g.tokens) > 0 {
 			sum := sha256.Sum256([]byte(bearer(r.Header)))
 			cred = hex.EncodeToString(sum[:])
+		}
+		if newSession(r) {
+			if g.draining.Load() {
+				refuse(w, r, http.StatusServiceUnavailable, "shutting down")
+				return
+			}
+			res, full := g.srv.sessionN.reserve(cred, g.cfg.MaxSessions, g.cfg.MaxSessionsPerToken)
+			if res == nil {
+				refuse(w, r, http.StatusServiceUnavailable, full)
+				return
+			}
+			defer res.release()
+			r = r.WithContext(context.WithValue(r.Context(), reservationKey{}, res))
 		}
 		id := r.Header.Get(mcpserver.HeaderKeySessionID)
 		if id == "" {

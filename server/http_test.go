@@ -523,3 +523,76 @@ func TestHTTPConnectionCap(t *testing.T) {
 		}
 	}
 }
+
+// initialize opens a Streamable HTTP session by hand and returns the
+// status of the answer.
+func initialize(t *testing.T, h *httpServer, token string) (int, http.Header) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// A burst of sessions from one token takes its share of the sessions, not
+// all of them: another token still gets in.
+func TestHTTPSessionsCappedPerToken(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"tok-a", "tok-b"}, MaxSessions: 20})
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var ids []string
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, hdr := initialize(t, h, "tok-b")
+			mu.Lock()
+			codes[code]++
+			if id := hdr.Get("Mcp-Session-Id"); id != "" {
+				ids = append(ids, id)
+			}
+			mu.Unlock()
+			if code == http.StatusServiceUnavailable && hdr.Get("Retry-After") == "" {
+				t.Error("503 without Retry-After")
+			}
+		}()
+	}
+	wg.Wait()
+	if codes[200] != 10 || codes[503] != 30 {
+		t.Errorf("token b's 40 sessions at once, cap 20 shared by two tokens: %v", codes)
+	}
+	a := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer tok-a"})
+	if out, isErr := call(t, a, "write_file", map[string]any{"path": "a.txt", "content": "a"}); isErr {
+		t.Fatal(out)
+	}
+	sse := connect(t, h, "sse", map[string]string{"Authorization": "Bearer tok-a"})
+	if out, isErr := call(t, sse, "read_file", map[string]any{"path": "a.txt"}); !isErr {
+		t.Fatalf("another session's thread: %q", out)
+	}
+	// A session that ends gives its place back.
+	if code, _ := initialize(t, h, "tok-b"); code != http.StatusServiceUnavailable {
+		t.Fatalf("token b beyond its share: %d", code)
+	}
+	req, _ := http.NewRequest("DELETE", h.url+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer tok-b")
+	req.Header.Set("Mcp-Session-Id", ids[0])
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	if code, _ := initialize(t, h, "tok-b"); code != http.StatusOK {
+		t.Fatalf("token b after one of its sessions ended: %d", code)
+	}
+}

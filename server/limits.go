@@ -106,3 +106,75 @@ func refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	}
 	http.Error(w, msg, code)
 }
+
+// sessionCount counts the sessions open, in all and per credential, with
+// the ones being made: a request that may make a session reserves its
+// place before it runs (so a burst cannot overshoot the caps), and the
+// session, once registered, takes the reservation over.
+type sessionCount struct {
+	mu    sync.Mutex
+	total int
+	per   map[string]int
+}
+
+// reservation is one request's place for the session it may make.
+type reservation struct {
+	c       *sessionCount
+	cred    string
+	claimed bool // the session was registered: it holds the place now
+}
+
+type reservationKey struct{}
+
+// reserve takes a place for a session of cred, or says which cap is full.
+func (c *sessionCount) reserve(cred string, max, perCred int) (*reservation, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.total >= max {
+		return nil, "too many sessions"
+	}
+	if perCred > 0 && c.per[cred] >= perCred {
+		return nil, "too many sessions for this token"
+	}
+	c.add(cred, 1)
+	return &reservation{c: c, cred: cred}, ""
+}
+
+func (c *sessionCount) add(cred string, n int) {
+	if c.per == nil {
+		c.per = map[string]int{}
+	}
+	c.total += n
+	if c.per[cred] += n; c.per[cred] <= 0 {
+		delete(c.per, cred)
+	}
+}
+
+// register counts a new session: it takes over its request's reservation,
+// or counts itself (a session made without one).
+func (c *sessionCount) register(ctx context.Context, cred string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := ctx.Value(reservationKey{}).(*reservation); ok && r.c == c && !r.claimed && r.cred == cred {
+		r.claimed = true
+		return
+	}
+	c.add(cred, 1)
+}
+
+// unregister gives an ended session's place back.
+func (c *sessionCount) unregister(cred string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.add(cred, -1)
+}
+
+// release gives the place back unless a session took it.
+func (r *reservation) release() {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	if !r.claimed {
+		r.claimed = true
+		r.c.add(r.cred, -1)
+	}
+}

@@ -42,7 +42,7 @@ type Server struct {
 	threadOf func(session string, header http.Header) ThreadRef
 
 	owners   sync.Map     // session id -> credential it was made with (HTTP)
-	sessionN atomic.Int64 // sessions registered
+	sessionN sessionCount // sessions registered or being made, in all and per credential
 
 	inflight  atomic.Int64    // tool calls running
 	stopCalls context.Context // cancelled to stop every call at once (shutdown)
@@ -66,13 +66,13 @@ func New(cfg Config) *Server {
 	// A session's end (stdin closed, DELETE, SSE disconnect, idle TTL)
 	// stops its calls and releases its sandbox; the thread's files stay.
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs mcpserver.ClientSession) {
-		s.sessionN.Add(1)
 		cred, _ := ctx.Value(credentialKey{}).(string)
+		s.sessionN.register(ctx, cred)
 		s.owners.Store(cs.SessionID(), cred)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpserver.ClientSession) {
-		if _, ok := s.owners.LoadAndDelete(cs.SessionID()); ok {
-			s.sessionN.Add(-1)
+		if cred, ok := s.owners.LoadAndDelete(cs.SessionID()); ok {
+			s.sessionN.unregister(cred.(string))
 		}
 		s.sessions.End(cs.SessionID())
 	})

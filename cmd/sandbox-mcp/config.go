@@ -131,6 +131,10 @@ type HTTPLimits struct {
 	HeaderTimeout   int `yaml:"header_timeout"`
 	BodyTimeout     int `yaml:"body_timeout"`
 	ConnIdleTimeout int `yaml:"conn_idle_timeout"`
+	// MaxSessions caps the sessions open at once (default 1000);
+	// MaxSessionsPerToken those of one token (default: an even share).
+	MaxSessions         int `yaml:"max_sessions"`
+	MaxSessionsPerToken int `yaml:"max_sessions_per_token"`
 }
 
 // check refuses negative limits, naming the key.
@@ -141,6 +145,7 @@ func (l HTTPLimits) check() error {
 	}{
 		{"max_connections", int64(l.MaxConnections)}, {"header_timeout", int64(l.HeaderTimeout)},
 		{"body_timeout", int64(l.BodyTimeout)}, {"conn_idle_timeout", int64(l.ConnIdleTimeout)},
+		{"max_sessions", int64(l.MaxSessions)}, {"max_sessions_per_token", int64(l.MaxSessionsPerToken)},
 	} {
 		if v.val < 0 {
 			return fmt.Errorf("http.%s %d: want 0 (the default) or more", v.name, v.val)
@@ -156,6 +161,8 @@ func (l HTTPLimits) server(cfg *server.HTTPConfig) {
 	cfg.HeaderTimeout = sec(l.HeaderTimeout)
 	cfg.BodyTimeout = sec(l.BodyTimeout)
 	cfg.IdleTimeout = sec(l.ConnIdleTimeout)
+	cfg.MaxSessions = l.MaxSessions
+	cfg.MaxSessionsPerToken = l.MaxSessionsPerToken
 }
 
 // AuditConfig says where the audit log goes: a file, "-" (stderr) or "off".
