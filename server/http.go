@@ -41,14 +41,24 @@ type HTTPConfig struct {
 	HeaderTimeout  time.Duration // to read a request's headers (default 10 s)
 	BodyTimeout    time.Duration // to read a request's body (default 15 s)
 	IdleTimeout    time.Duration // a kept-alive connection without a request is closed (default 30 s)
+
+	// MaxBodyBytesInFlight caps the request bytes held at once, from
+	// reading a body until its call answers (default 64 MiB, at least
+	// MaxBodyBytes); MaxCalls the tool calls running at once (default 64).
+	// Beyond them a request waits briefly, then gets 503 with Retry-After
+	// (a call over SSE, already answered 202, gets a "server busy" error).
+	MaxBodyBytesInFlight int64
+	MaxCalls             int
 }
 
 // Defaults of HTTPConfig.
 const (
-	DefaultMaxConnections = 512
-	DefaultHeaderTimeout  = 10 * time.Second
-	DefaultBodyTimeout    = 15 * time.Second
-	DefaultIdleTimeout    = 30 * time.Second
+	DefaultMaxConnections       = 512
+	DefaultHeaderTimeout        = 10 * time.Second
+	DefaultBodyTimeout          = 15 * time.Second
+	DefaultIdleTimeout          = 30 * time.Second
+	DefaultMaxBodyBytesInFlight = 64 << 20
+	DefaultMaxCalls             = 64
 )
 
 // drainGrace is how long a shutdown waits, after the last call in flight
@@ -86,6 +96,13 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxBodyBytesInFlight <= 0 {
+		cfg.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxBodyBytes)
+	if cfg.MaxCalls <= 0 {
+		cfg.MaxCalls = DefaultMaxCalls
 	}
 	// Every connection is a file: the cap, its reserve and what else the
 	// server opens (the audit log, thread files, bash pipes) stay below
@@ -140,7 +157,10 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	)
 
 	var draining atomic.Bool
-	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s}
+	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s, bodies: newBudget(cfg.MaxBodyBytesInFlight)}
+	if cfg.MaxCalls > 0 {
+		s.calls = newBudget(int64(cfg.MaxCalls))
+	}
 	mux := http.NewServeMux()
 	healthz := func(w http.ResponseWriter, r *http.Request) {
 		if draining.Load() {
@@ -152,9 +172,9 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	mux.HandleFunc("/healthz", healthz)
 	mux.Handle("/mcp", guard.wrap(streamable, func(r *http.Request) bool {
 		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == ""
-	}))
-	mux.Handle("/sse", guard.wrap(sse.SSEHandler(), func(r *http.Request) bool { return r.Method == http.MethodGet }))
-	mux.Handle("/message", guard.wrap(sse.MessageHandler(), func(*http.Request) bool { return false }))
+	}, false))
+	mux.Handle("/sse", guard.wrap(sse.SSEHandler(), func(r *http.Request) bool { return r.Method == http.MethodGet }, false))
+	mux.Handle("/message", guard.wrap(sse.MessageHandler(), func(*http.Request) bool { return false }, true))
 
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -251,9 +271,12 @@ type httpGuard struct {
 	draining *atomic.Bool
 	srv      *Server
 	posts    atomic.Int64 // POST requests being served (they carry the calls)
+	bodies   *budget      // bytes of request bodies in flight
 }
 
-func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool) http.Handler {
+// detached says the handler answers before the call it carries is done
+// (SSE's message endpoint answers 202 and runs the call on).
+func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool, detached bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, g.cfg.AllowedOrigins) {
 			refuse(w, r, http.StatusForbidden, "origin not allowed")
@@ -306,21 +329,48 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool)
 				refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
 				return
 			}
-			body, err := io.ReadAll(io.LimitReader(r.Body, g.cfg.MaxBodyBytes+1))
-			if err != nil {
-				refuse(w, r, http.StatusBadRequest, "cannot read body")
+			// The body's bytes, and what decoding makes of them, stay in
+			// memory until the call answers: the server holds so many at
+			// once, and a request waits briefly for room or is turned away.
+			weight := r.ContentLength
+			if weight < 0 {
+				weight = g.cfg.MaxBodyBytes // chunked: its size is known once read
+			}
+			weight = max(weight, 512) // a request costs more than its body
+			if !g.bodies.acquire(r.Context(), weight) {
+				refuse(w, r, http.StatusServiceUnavailable, "server busy: too many request bytes in flight")
 				return
 			}
-			if int64(len(body)) > g.cfg.MaxBodyBytes {
-				refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
-				return
+			hold := &bodyHold{b: g.bodies, n: weight, refs: 1}
+			if detached {
+				defer time.AfterFunc(sseCallGrace, hold.unref)
+			} else {
+				defer hold.unref()
 			}
-			r.Body.Close()
-			// The body is here: lift its deadline before the call runs, or
-			// the server's watch for a client gone would cut the call.
-			http.NewResponseController(w).SetReadDeadline(time.Time{})
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			r.ContentLength = int64(len(body))
+			r = r.WithContext(context.WithValue(r.Context(), bodyHoldKey{}, hold))
+			rc := http.NewResponseController(w)
+			if r.ContentLength < 0 {
+				// Without a length, read it here to answer 413 past the cap.
+				body, err := io.ReadAll(io.LimitReader(r.Body, g.cfg.MaxBodyBytes+1))
+				if err != nil {
+					refuse(w, r, http.StatusBadRequest, "cannot read body")
+					return
+				}
+				if int64(len(body)) > g.cfg.MaxBodyBytes {
+					refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
+					return
+				}
+				r.Body.Close()
+				rc.SetReadDeadline(time.Time{})
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				r.ContentLength = int64(len(body))
+			} else {
+				// With a length (net/http reads no more), the body goes to
+				// the handler as it comes: no copy of ours. Its deadline is
+				// lifted once it is read, before the call runs, or the
+				// server's watch for a client gone would cut the call.
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -596,3 +596,55 @@ func TestHTTPSessionsCappedPerToken(t *testing.T) {
 		t.Fatalf("token b after one of its sessions ended: %d", code)
 	}
 }
+
+// Request bytes in flight and calls running are capped: past them a
+// request waits briefly, then is turned away as busy (503 with
+// Retry-After; a call gets a "server busy" error).
+func TestHTTPBusy(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{MaxBodyBytes: 1 << 20, MaxBodyBytesInFlight: 1 << 20, MaxCalls: 1, BodyTimeout: time.Minute})
+	// One request holds the whole budget while its body trickles in.
+	slow := rawRequest(t, h, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n", "{")
+	time.Sleep(200 * time.Millisecond)
+	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || time.Since(start) > 20*time.Second {
+		t.Errorf("a request past the body budget: %d Retry-After %q after %v", resp.StatusCode, resp.Header.Get("Retry-After"), time.Since(start))
+	}
+	slow.Close() // its share goes back
+
+	cs := connect(t, h, "sse", map[string]string{"X-Thread-ID": "busy"})
+	running := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch started; sleep 10; echo done"}})
+		if err != nil {
+			running <- err.Error()
+			return
+		}
+		running <- res.Content[0].(*sdk.TextContent).Text
+	}()
+	started := filepath.Join(local.ThreadDir(h.state, "busy"), "workspace", "started")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not start")
+		}
+	}
+	if out, isErr := call(t, cs, "ls", map[string]any{}); !isErr || !strings.Contains(out, "server busy") {
+		t.Errorf("a call past the cap: %q", out)
+	}
+	if got := <-running; got != "done\n[exit code 0]" {
+		t.Errorf("the running call: %q", got)
+	}
+	if out, isErr := call(t, cs, "ls", map[string]any{}); isErr {
+		t.Errorf("a call once the cap has room: %q", out)
+	}
+}

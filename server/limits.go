@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -177,4 +178,109 @@ func (r *reservation) release() {
 		r.claimed = true
 		r.c.add(r.cred, -1)
 	}
+}
+
+// busyWait is how long a request waits for room (body bytes, a call slot)
+// before it is turned away as busy.
+const busyWait = 5 * time.Second
+
+// budget is a weighted semaphore: bytes of request bodies in flight, or
+// tool calls running. Acquire waits up to busyWait.
+type budget struct {
+	mu      sync.Mutex
+	cap     int64
+	used    int64
+	changed chan struct{} // closed and replaced on every release
+}
+
+func newBudget(cap int64) *budget { return &budget{cap: cap, changed: make(chan struct{})} }
+
+// acquire takes n (at most cap) within busyWait, or reports false.
+func (b *budget) acquire(ctx context.Context, n int64) bool {
+	n = min(n, b.cap)
+	var timer <-chan time.Time
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.cap {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		if timer == nil {
+			t := time.NewTimer(busyWait)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-ch:
+		case <-timer:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (b *budget) release(n int64) {
+	n = min(n, b.cap)
+	b.mu.Lock()
+	b.used -= n
+	close(b.changed)
+	b.changed = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// bodyHold is one request's share of the body budget. It goes back when
+// every holder let go: the HTTP handler, and the tool call the body
+// carries when it runs after its handler answered (SSE answers 202 and
+// runs the call on; the call's arguments stay in memory until it ends).
+type bodyHold struct {
+	b    *budget
+	n    int64
+	mu   sync.Mutex
+	refs int
+}
+
+type bodyHoldKey struct{}
+
+func (h *bodyHold) ref() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refs == 0 {
+		return false // already given back
+	}
+	h.refs++
+	return true
+}
+
+func (h *bodyHold) unref() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refs--; h.refs == 0 {
+		h.b.release(h.n)
+	}
+}
+
+// sseCallGrace is how long an SSE message's body share waits after its
+// handler answered for the call it carries to take the share over.
+const sseCallGrace = 5 * time.Second
+
+// deadlineBody lifts the body read deadline when the body has been read
+// whole: the call then runs with the connection watched for the client
+// going away, and no deadline cuts it.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (d *deadlineBody) Read(p []byte) (int, error) {
+	n, err := d.ReadCloser.Read(p)
+	if err == io.EOF && !d.done {
+		d.done = true
+		d.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }

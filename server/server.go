@@ -45,6 +45,7 @@ type Server struct {
 	sessionN sessionCount // sessions registered or being made, in all and per credential
 
 	inflight  atomic.Int64    // tool calls running
+	calls     *budget         // caps the tool calls running at once (HTTP); nil: no cap
 	stopCalls context.Context // cancelled to stop every call at once (shutdown)
 	stopAll   context.CancelFunc
 }
@@ -107,13 +108,30 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 	name := t.Def.Name
 	return func(ctx context.Context, req mcp.CallToolRequest) (_ *mcp.CallToolResult, _ error) {
 		start := time.Now()
+		// A call carried by a request whose handler already answered (SSE)
+		// keeps the request's bytes counted until it ends.
+		if hold, ok := ctx.Value(bodyHoldKey{}).(*bodyHold); ok && hold.ref() {
+			defer hold.unref()
+		}
+		var busy error
+		if s.calls != nil {
+			if s.calls.acquire(ctx, 1) {
+				defer s.calls.release(1)
+			} else {
+				busy = fmt.Errorf("server busy: %d tool calls running; try again shortly", s.calls.cap)
+			}
+		}
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
 		session, thread := s.identify(ctx, req.Header)
 		ev := audit.Event{Session: session, Thread: thread.ID, Provider: s.cfg.Provider.Name(), Tool: name}
 
 		var res *tools.Result
-		b, err := s.sessions.Get(ctx, session, thread)
+		var b *binding
+		err := busy
+		if err == nil {
+			b, err = s.sessions.Get(ctx, session, thread)
+		}
 		if err != nil {
 			res = toolsFail(err)
 		} else {

@@ -135,6 +135,10 @@ type HTTPLimits struct {
 	// MaxSessionsPerToken those of one token (default: an even share).
 	MaxSessions         int `yaml:"max_sessions"`
 	MaxSessionsPerToken int `yaml:"max_sessions_per_token"`
+	// MaxBodyBytesInFlight caps the request bytes held at once (default
+	// 64 MiB); MaxCalls the tool calls running at once (default 64).
+	MaxBodyBytesInFlight int64 `yaml:"max_body_bytes_in_flight"`
+	MaxCalls             int   `yaml:"max_calls"`
 }
 
 // check refuses negative limits, naming the key.
@@ -146,6 +150,7 @@ func (l HTTPLimits) check() error {
 		{"max_connections", int64(l.MaxConnections)}, {"header_timeout", int64(l.HeaderTimeout)},
 		{"body_timeout", int64(l.BodyTimeout)}, {"conn_idle_timeout", int64(l.ConnIdleTimeout)},
 		{"max_sessions", int64(l.MaxSessions)}, {"max_sessions_per_token", int64(l.MaxSessionsPerToken)},
+		{"max_body_bytes_in_flight", l.MaxBodyBytesInFlight}, {"max_calls", int64(l.MaxCalls)},
 	} {
 		if v.val < 0 {
 			return fmt.Errorf("http.%s %d: want 0 (the default) or more", v.name, v.val)
@@ -163,6 +168,8 @@ func (l HTTPLimits) server(cfg *server.HTTPConfig) {
 	cfg.IdleTimeout = sec(l.ConnIdleTimeout)
 	cfg.MaxSessions = l.MaxSessions
 	cfg.MaxSessionsPerToken = l.MaxSessionsPerToken
+	cfg.MaxBodyBytesInFlight = l.MaxBodyBytesInFlight
+	cfg.MaxCalls = l.MaxCalls
 }
 
 // AuditConfig says where the audit log goes: a file, "-" (stderr) or "off".

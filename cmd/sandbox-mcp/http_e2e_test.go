@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -163,5 +166,71 @@ func TestE2EHTTPRefusesPublicBindWithoutToken(t *testing.T) {
 		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "auth") {
 			t.Errorf("--http %s: code %d stderr %q", addr, code, stderr)
 		}
+	}
+}
+
+// vmHWM is the peak resident set of a process, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// 80 calls of 10 MB at once cost the server a bounded amount of memory:
+// what does not fit waits, or gets 503 and is sent again; none is lost.
+func TestE2EHTTPConcurrentLargeCallsBoundedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 800 MB")
+	}
+	p := startHTTPBinary(t)
+	const calls = 80
+	content := strings.Repeat("0123456789abcdef", 10_000_000/16) // 10 MB, within the 10 MiB body cap
+	var wg sync.WaitGroup
+	errs := make(chan error, calls)
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(),
+				&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1}, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer cs.Close()
+			for {
+				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": fmt.Sprintf("big%d.txt", i), "content": content}})
+				if err != nil && strings.Contains(err.Error(), "Service Unavailable") {
+					time.Sleep(time.Second) // the server is busy: send it again, as Retry-After says
+					continue
+				}
+				if err != nil {
+					errs <- err
+				} else if text := res.Content[0].(*mcp.TextContent).Text; !strings.HasPrefix(text, "Wrote 10000000 bytes") {
+					errs <- fmt.Errorf("call %d: %s", i, text)
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	hwm := vmHWM(t, p.cmd.Process.Pid)
+	t.Logf("server peak RSS with %d concurrent 10 MB write_file calls: %d MB", calls, hwm>>20)
+	if hwm > 1<<30 {
+		t.Errorf("server peak RSS %d MB: want under 1 GB", hwm>>20)
 	}
 }
