@@ -23,8 +23,13 @@ import (
 
 // HTTPConfig configures the HTTP transports.
 type HTTPConfig struct {
-	AuthTokens     []string      // bearer tokens; none: no auth (loopback only, checked by the caller)
-	AllowedOrigins []string      // Origins allowed besides localhost ones
+	AuthTokens     []string // bearer tokens; none: no auth (loopback only, checked by the caller)
+	AllowedOrigins []string // Origins allowed besides localhost ones
+	// AllowedHosts are Host headers accepted, besides localhost ones, on
+	// connections to a loopback address (DNS rebinding protection): the
+	// names a reverse proxy on the same host forwards with (host or
+	// host:port).
+	AllowedHosts   []string
 	MaxBodyBytes   int64         // request body cap (default 10 MiB)
 	SessionIdleTTL time.Duration // Streamable HTTP sessions idle this long end (default 30 min)
 	MaxSessions    int           // sessions open at once; more get 503 (default 1000)
@@ -148,12 +153,14 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		mcpserver.WithSessionIdleTTL(cfg.SessionIdleTTL),
 		mcpserver.WithHeartbeatInterval(30*time.Second),
+		mcpserver.WithDisableLocalhostProtection(true), // the guard checks Host, with AllowedHosts
 	)
 	sse := mcpserver.NewSSEServer(s.mcp,
 		mcpserver.WithSSEEndpoint("/sse"),
 		mcpserver.WithMessageEndpoint("/message"),
 		mcpserver.WithKeepAlive(true),
 		mcpserver.WithKeepAliveInterval(30*time.Second),
+		mcpserver.WithSSEDisableLocalhostProtection(true),
 	)
 
 	var draining atomic.Bool
@@ -280,6 +287,10 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, g.cfg.AllowedOrigins) {
 			refuse(w, r, http.StatusForbidden, "origin not allowed")
+			return
+		}
+		if !hostAllowed(r, g.cfg.AllowedHosts) {
+			refuse(w, r, http.StatusForbidden, fmt.Sprintf("Host %q not allowed: add it to http.allowed_hosts", r.Host))
 			return
 		}
 		if len(g.tokens) > 0 && !g.authorized(r) {
@@ -415,6 +426,41 @@ func originAllowed(origin string, allowed []string) bool {
 		ip := net.ParseIP(h)
 		return ip != nil && ip.IsLoopback()
 	}
+}
+
+// hostAllowed protects against DNS rebinding: a request that came to a
+// loopback address must name a localhost Host or an allowed one. (A page on
+// evil.example whose name now points at 127.0.0.1 sends Host: evil.example.)
+// Requests to other addresses are not checked: rebinding reaches loopback.
+func hostAllowed(r *http.Request, allowed []string) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || !isLoopbackHost(local.String()) || isLoopbackHost(r.Host) {
+		return true
+	}
+	host := strings.ToLower(r.Host)
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	for _, a := range allowed {
+		if a = strings.ToLower(a); a == host || a == name {
+			return true
+		}
+	}
+	return false
+}
+
+// isLoopbackHost: localhost, or a loopback IP, with or without a port.
+func isLoopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // IsLoopback reports whether addr (host:port) binds loopback only; ":port"

@@ -648,3 +648,67 @@ func TestHTTPBusy(t *testing.T) {
 		t.Errorf("a call once the cap has room: %q", out)
 	}
 }
+
+// hostRT sends every request with another Host header, as a reverse proxy
+// on the same host that keeps the client's Host does.
+type hostRT struct{ host string }
+
+func (h hostRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Host = h.host
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// On loopback, a Host that is not localhost is refused (DNS rebinding)
+// unless http.allowed_hosts names it: a reverse proxy that keeps the
+// client's Host works once its name is listed.
+func TestHTTPAllowedHosts(t *testing.T) {
+	t.Parallel()
+	plain := startHTTP(t, server.HTTPConfig{})
+	proxied := startHTTP(t, server.HTTPConfig{AllowedHosts: []string{"mcp.example.com"}})
+	try := func(h *httpServer, host string) error {
+		hc := &http.Client{Transport: hostRT{host: host}}
+		for _, tr := range []sdk.Transport{
+			&sdk.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: hc, MaxRetries: -1},
+			&sdk.SSEClientTransport{Endpoint: h.url + "/sse", HTTPClient: hc},
+		} {
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), tr, nil)
+			if err != nil {
+				return err
+			}
+			_, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "ls", Arguments: map[string]any{}})
+			cs.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		h    *httpServer
+		host string
+		ok   bool
+	}{
+		{plain, "mcp.example.com", false},
+		{plain, "localhost:8080", true},
+		{proxied, "mcp.example.com", true},
+		{proxied, "MCP.example.com:443", true},
+		{proxied, "evil.example", false},
+		{proxied, "127.0.0.1", true},
+	} {
+		if err := try(tc.h, tc.host); (err == nil) != tc.ok {
+			t.Errorf("Host %s (allowed %v): %v", tc.host, tc.h == proxied, err)
+		}
+	}
+	req, _ := http.NewRequest("POST", proxied.url+"/mcp", strings.NewReader("{}"))
+	req.Host = "evil.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "http.allowed_hosts") {
+		t.Errorf("a foreign Host: %d %q", resp.StatusCode, b)
+	}
+}

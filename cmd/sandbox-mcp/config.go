@@ -120,6 +120,7 @@ type HTTPConfig struct {
 	Addr           string   `yaml:"addr"`
 	AuthTokens     []string `yaml:"auth_tokens"`
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	AllowedHosts   []string `yaml:"allowed_hosts"`
 	MaxBodyBytes   int64    `yaml:"max_body_bytes"`
 	HTTPLimits     `yaml:",inline"`
 }

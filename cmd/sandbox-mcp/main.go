@@ -321,6 +321,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		hc := server.HTTPConfig{
 			AuthTokens:     cfg.HTTP.AuthTokens,
 			AllowedOrigins: cfg.HTTP.AllowedOrigins,
+			AllowedHosts:   cfg.HTTP.AllowedHosts,
 			MaxBodyBytes:   cfg.HTTP.MaxBodyBytes,
 		}
 		cfg.HTTP.HTTPLimits.server(&hc)
