@@ -54,6 +54,11 @@ type HTTPConfig struct {
 	// (a call over SSE, already answered 202, gets a "server busy" error).
 	MaxBodyBytesInFlight int64
 	MaxCalls             int
+
+	// KeepAnonymousThreads keeps the files of a session without
+	// X-Thread-ID when it ends (by default they are removed: no one can
+	// name that thread again).
+	KeepAnonymousThreads bool
 }
 
 // Defaults of HTTPConfig.
@@ -129,12 +134,14 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	case cfg.MaxSessionsPerToken <= 0:
 		cfg.MaxSessionsPerToken = max(1, cfg.MaxSessions/len(tokens))
 	}
+	s.sessions.removeAnonymous = !cfg.KeepAnonymousThreads
 	s.threadOf = func(session string, header http.Header) ThreadRef {
 		id := strings.TrimSpace(header.Get(ThreadHeader))
-		if id == "" {
+		anonymous := id == ""
+		if anonymous {
 			id = session
 		}
-		ref := ThreadRef{ID: id, Key: id}
+		ref := ThreadRef{ID: id, Key: id, Anonymous: anonymous}
 		// A thread id is the first configured token's own, at its plain
 		// place (threads/<id>); any other token gets the same id in a
 		// directory level of its own, which no thread id can name. The

@@ -712,3 +712,125 @@ func TestHTTPAllowedHosts(t *testing.T) {
 		t.Errorf("a foreign Host: %d %q", resp.StatusCode, b)
 	}
 }
+
+// gone waits until path does not exist.
+func gone(t *testing.T, path string) bool {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Lstat(path); os.IsNotExist(err) {
+			return true
+		}
+	}
+	return false
+}
+
+// threadOf finds the thread directory that holds the workspace file name.
+func threadWith(t *testing.T, h *httpServer, name string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(h.state, "threads", "*", "user-data", "workspace", name))
+	m2, _ := filepath.Glob(filepath.Join(h.state, "threads", "@*", "*", "user-data", "workspace", name))
+	if m = append(m, m2...); len(m) != 1 {
+		t.Fatalf("threads holding %s: %v", name, m)
+	}
+	return filepath.Dir(filepath.Dir(filepath.Dir(m[0])))
+}
+
+// rawPost posts one JSON-RPC message of a Streamable HTTP session.
+func rawPost(t *testing.T, h *httpServer, token, session, msg string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(msg))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// An anonymous session's thread is removed when the session ends (DELETE,
+// idle TTL, SSE disconnect), after its calls stopped; a thread some
+// session named is not, nor is any thread with anonymous_threads: keep.
+func TestHTTPAnonymousThreadsRemoved(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"t1", "t2"}})
+	for _, tc := range []struct{ transport, token string }{{"streamable", "t1"}, {"sse", "t1"}, {"streamable", "t2"}, {"sse", "t2"}} {
+		name := "mark-" + tc.transport + "-" + tc.token
+		cs := connect(t, h, tc.transport, map[string]string{"Authorization": "Bearer " + tc.token})
+		call(t, cs, "write_file", map[string]any{"path": name, "content": "x"})
+		dir := threadWith(t, h, name)
+		// A call still running when the session ends stops first.
+		// (go-sdk's SSE client closes its stream only when its calls are
+		// answered: the timeout bounds that wait.)
+		go cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "while :; do date >> loop.txt; sleep 0.05; done", "timeout": 4}})
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "user-data", "workspace", "loop.txt")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the loop did not start")
+			}
+		}
+		cs.Close() // DELETE; SSE: the stream goes
+		if !gone(t, dir) {
+			t.Errorf("%s %s: anonymous thread %s still there after the session ended", tc.transport, tc.token, dir)
+		}
+		if _, err := os.Stat(filepath.Dir(dir)); err != nil {
+			t.Errorf("the threads dir went too: %v", err)
+		}
+	}
+
+	// Idle TTL: a session that is never closed.
+	h = startHTTP(t, server.HTTPConfig{AuthTokens: []string{"t1"}, SessionIdleTTL: 2 * time.Second})
+	code, hdr := initialize(t, h, "t1")
+	sid := hdr.Get("Mcp-Session-Id")
+	if code != 200 || sid == "" {
+		t.Fatalf("initialize: %d", code)
+	}
+	rawPost(t, h, "t1", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	rawPost(t, h, "t1", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"ttl.txt","content":"x"}}}`)
+	if dir := threadWith(t, h, "ttl.txt"); !gone(t, dir) {
+		t.Errorf("anonymous thread %s still there after the idle TTL", dir)
+	}
+
+	// A session that names the anonymous thread of another: the thread is
+	// named, and stays.
+	a := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer t1"})
+	call(t, a, "write_file", map[string]any{"path": "shared.txt", "content": "a"})
+	dir := threadWith(t, h, "shared.txt")
+	b := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer t1", "X-Thread-ID": filepath.Base(dir)})
+	if out, isErr := call(t, b, "read_file", map[string]any{"path": "shared.txt"}); isErr || out != "a" {
+		t.Fatalf("named: %q", out)
+	}
+	a.Close()
+	b.Close()
+	named := connect(t, h, "sse", map[string]string{"Authorization": "Bearer t1", "X-Thread-ID": "named"})
+	call(t, named, "write_file", map[string]any{"path": "n.txt", "content": "n"})
+	named.Close()
+	time.Sleep(3 * time.Second)
+	for _, d := range []string{dir, local.ThreadDir(h.state, "named")} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("a named thread was removed: %v", err)
+		}
+	}
+}
+
+func TestHTTPAnonymousThreadsKept(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{KeepAnonymousThreads: true})
+	for _, transport := range []string{"streamable", "sse"} {
+		cs := connect(t, h, transport, nil)
+		call(t, cs, "write_file", map[string]any{"path": "keep-" + transport, "content": "x"})
+		dir := threadWith(t, h, "keep-"+transport)
+		cs.Close()
+		time.Sleep(time.Second)
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("%s: anonymous thread removed with anonymous_threads: keep: %v", transport, err)
+		}
+	}
+}

@@ -62,6 +62,7 @@ func New(cfg Config) *Server {
 		cfg.Audit = audit.Discard{}
 	}
 	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir)}
+	s.sessions.logger = cfg.Logger
 	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
 	hooks := &mcpserver.Hooks{}
 	// A session's end (stdin closed, DELETE, SSE disconnect, idle TTL)
@@ -130,7 +131,10 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		var b *binding
 		err := busy
 		if err == nil {
-			b, err = s.sessions.Get(ctx, session, thread)
+			var done func()
+			if b, done, err = s.sessions.Call(ctx, session, thread); err == nil {
+				defer done()
+			}
 		}
 		if err != nil {
 			res = toolsFail(err)

@@ -140,6 +140,9 @@ type HTTPLimits struct {
 	// 64 MiB); MaxCalls the tool calls running at once (default 64).
 	MaxBodyBytesInFlight int64 `yaml:"max_body_bytes_in_flight"`
 	MaxCalls             int   `yaml:"max_calls"`
+	// AnonymousThreads: "remove" (the default) or "keep" the files of a
+	// session without X-Thread-ID when it ends.
+	AnonymousThreads string `yaml:"anonymous_threads"`
 }
 
 // check refuses negative limits, naming the key.
@@ -157,6 +160,11 @@ func (l HTTPLimits) check() error {
 			return fmt.Errorf("http.%s %d: want 0 (the default) or more", v.name, v.val)
 		}
 	}
+	switch l.AnonymousThreads {
+	case "", "remove", "keep":
+	default:
+		return fmt.Errorf("http.anonymous_threads %q: want remove (the default) or keep", l.AnonymousThreads)
+	}
 	return nil
 }
 
@@ -171,6 +179,7 @@ func (l HTTPLimits) server(cfg *server.HTTPConfig) {
 	cfg.MaxSessionsPerToken = l.MaxSessionsPerToken
 	cfg.MaxBodyBytesInFlight = l.MaxBodyBytesInFlight
 	cfg.MaxCalls = l.MaxCalls
+	cfg.KeepAnonymousThreads = l.AnonymousThreads == "keep"
 }
 
 // AuditConfig says where the audit log goes: a file, "-" (stderr) or "off".
