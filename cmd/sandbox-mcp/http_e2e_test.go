@@ -192,6 +192,9 @@ func TestE2EHTTPConcurrentLargeCallsBoundedMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 800 MB")
 	}
+	if raceEnabled() {
+		t.Skip("measures the memory of the binary as shipped, not of a -race build")
+	}
 	p := startHTTPBinary(t)
 	const calls = 80
 	content := strings.Repeat("0123456789abcdef", 10_000_000/16) // 10 MB, within the 10 MiB body cap
