@@ -237,3 +237,39 @@ func TestE2EHTTPConcurrentLargeCallsBoundedMemory(t *testing.T) {
 		t.Errorf("server peak RSS %d MB: want under 1 GB", hwm>>20)
 	}
 }
+
+// The http section's limits are read from the config; a bad one stops
+// start-up naming its key.
+func TestE2EHTTPLimitKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("http:\n  max_connections: 4\n  header_timeout: 5\n  body_timeout: 5\n  conn_idle_timeout: 5\n"+
+		"  max_sessions: 10\n  max_sessions_per_token: 2\n  max_body_bytes_in_flight: 20000000\n  max_calls: 8\n"+
+		"  allowed_hosts: [mcp.example.com]\n  anonymous_threads: keep\n  auth_tokens: [tok]\n"), 0o644)
+	p := startHTTPBinary(t, "--config", good)
+	// max_sessions_per_token: 2.
+	for i, want := range []int{200, 200, 503} {
+		req, _ := http.NewRequest("POST", p.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer tok")
+		req.Host = "mcp.example.com" // allowed_hosts
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("session %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	for key, val := range map[string]string{"max_connections": "-1", "body_timeout": "-5", "max_calls": "-1", "anonymous_threads": "forever", "max_sessions_per_token": "-2"} {
+		bad := filepath.Join(dir, key+".yaml")
+		os.WriteFile(bad, []byte("http: {"+key+": "+val+"}\n"), 0o644)
+		_, stderr, code := runBinary(t, "--config", bad, "--http", "127.0.0.1:0", "--state-dir", dir)
+		if code != 2 || !strings.Contains(stderr, "http."+key) {
+			t.Errorf("http.%s: %s: code %d stderr %q", key, val, code, stderr)
+		}
+	}
+}
