@@ -40,8 +40,10 @@ type HTTPConfig struct {
 	MaxSessionsPerToken int
 	DrainTimeout        time.Duration // on shutdown, how long calls in flight may finish (default 10 s)
 
-	// MaxConnections caps the connections open at once (default 512, and
+	// MaxConnections caps the connections open at once (default 2048, and
 	// below the open-file limit); a few more are let in for /healthz only.
+	// A session's stream (SSE, or Streamable HTTP's GET) holds one while the
+	// session lives, so the cap is above MaxSessions by default.
 	MaxConnections int
 	HeaderTimeout  time.Duration // to read a request's headers (default 10 s)
 	BodyTimeout    time.Duration // to read a request's body (default 15 s)
@@ -63,7 +65,7 @@ type HTTPConfig struct {
 
 // Defaults of HTTPConfig.
 const (
-	DefaultMaxConnections       = 512
+	DefaultMaxConnections       = 2048
 	DefaultHeaderTimeout        = 10 * time.Second
 	DefaultBodyTimeout          = 15 * time.Second
 	DefaultIdleTimeout          = 30 * time.Second
