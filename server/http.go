@@ -52,6 +52,7 @@ type HTTPConfig struct {
 	// MaxBodyBytesInFlight caps the request bytes held at once, from
 	// reading a body until its call answers (default 64 MiB, at least
 	// MaxBodyBytes); MaxCalls the tool calls running at once (default 64).
+	// With several tokens each token gets an even share of both.
 	// Beyond them a request waits briefly, then gets 503 with Retry-After
 	// (a call over SSE, already answered 202, gets a "server busy" error).
 	MaxBodyBytesInFlight int64
@@ -112,7 +113,6 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	if cfg.MaxBodyBytesInFlight <= 0 {
 		cfg.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
 	}
-	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxBodyBytes)
 	if cfg.MaxCalls <= 0 {
 		cfg.MaxCalls = DefaultMaxCalls
 	}
@@ -130,6 +130,8 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 			tokens = append(tokens, sha256.Sum256([]byte(t)))
 		}
 	}
+	// Every token's share takes a body of the largest size.
+	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxBodyBytes*int64(max(1, len(tokens))))
 	switch {
 	case len(tokens) == 0:
 		cfg.MaxSessionsPerToken = 0
@@ -173,10 +175,8 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	)
 
 	var draining atomic.Bool
-	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s, bodies: newBudget(cfg.MaxBodyBytesInFlight)}
-	if cfg.MaxCalls > 0 {
-		s.calls = newBudget(int64(cfg.MaxCalls))
-	}
+	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s, bodies: newFairBudget(cfg.MaxBodyBytesInFlight, len(tokens))}
+	s.calls = newFairBudget(int64(cfg.MaxCalls), len(tokens))
 	mux := http.NewServeMux()
 	healthz := func(w http.ResponseWriter, r *http.Request) {
 		if draining.Load() {
@@ -287,7 +287,7 @@ type httpGuard struct {
 	draining *atomic.Bool
 	srv      *Server
 	posts    atomic.Int64 // POST requests being served (they carry the calls)
-	bodies   *budget      // bytes of request bodies in flight
+	bodies   *fairBudget  // bytes of request bodies in flight
 }
 
 // detached says the handler answers before the call it carries is done
@@ -357,11 +357,11 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 				weight = g.cfg.MaxBodyBytes // chunked: its size is known once read
 			}
 			weight = max(weight, 512) // a request costs more than its body
-			if !g.bodies.acquire(r.Context(), weight) {
+			if !g.bodies.acquire(r.Context(), cred, weight) {
 				refuse(w, r, http.StatusServiceUnavailable, "server busy: too many request bytes in flight")
 				return
 			}
-			hold := &bodyHold{b: g.bodies, n: weight, refs: 1}
+			hold := &bodyHold{b: g.bodies, cred: cred, n: weight, refs: 1}
 			if detached {
 				defer time.AfterFunc(sseCallGrace, hold.unref)
 			} else {

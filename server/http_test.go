@@ -834,3 +834,28 @@ func TestHTTPAnonymousThreadsKept(t *testing.T) {
 		}
 	}
 }
+
+// With several tokens, each gets its share of the calls running at once:
+// one token's long calls leave room for another's.
+func TestHTTPCallsSharedPerToken(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"tok-a", "tok-b"}, MaxCalls: 2})
+	a := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer tok-a", "X-Thread-ID": "long"})
+	go a.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch started; sleep 12"}})
+	started := filepath.Join(local.ThreadDir(h.state, "long"), "workspace", "started")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not start")
+		}
+	}
+	b := connect(t, h, "sse", map[string]string{"Authorization": "Bearer tok-b"})
+	if out, isErr := call(t, b, "ls", map[string]any{}); isErr {
+		t.Errorf("token b while token a fills its share: %q", out)
+	}
+	if out, isErr := call(t, a, "ls", map[string]any{}); !isErr || !strings.Contains(out, "server busy") {
+		t.Errorf("token a beyond its share: %q", out)
+	}
+}

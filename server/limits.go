@@ -232,12 +232,67 @@ func (b *budget) release(n int64) {
 	b.mu.Unlock()
 }
 
+// fairBudget is a budget that one credential cannot take whole: with
+// several tokens, each gets an even share of it (a token that fills its
+// share waits, or is turned away, while the others still get in).
+type fairBudget struct {
+	all   *budget
+	share int64 // per credential; 0: no shares (no tokens, or one)
+	mu    sync.Mutex
+	per   map[string]*budget // by credential (a configured token's hash: few)
+}
+
+func newFairBudget(cap int64, tokens int) *fairBudget {
+	f := &fairBudget{all: newBudget(cap), per: map[string]*budget{}}
+	if tokens > 1 {
+		f.share = max(1, cap/int64(tokens))
+	}
+	return f
+}
+
+func (f *fairBudget) of(cred string) *budget {
+	if f.share == 0 {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.per[cred]
+	if b == nil {
+		b = newBudget(f.share)
+		f.per[cred] = b
+	}
+	return b
+}
+
+// acquire takes n for cred, from its share and from the whole.
+func (f *fairBudget) acquire(ctx context.Context, cred string, n int64) bool {
+	own := f.of(cred)
+	if own != nil && !own.acquire(ctx, n) {
+		return false
+	}
+	if !f.all.acquire(ctx, n) {
+		if own != nil {
+			own.release(n)
+		}
+		return false
+	}
+	return true
+}
+
+func (f *fairBudget) release(cred string, n int64) {
+	f.all.release(n)
+	if own := f.of(cred); own != nil {
+		own.release(n)
+	}
+}
+
 // bodyHold is one request's share of the body budget. It goes back when
 // every holder let go: the HTTP handler, and the tool call the body
 // carries when it runs after its handler answered (SSE answers 202 and
 // runs the call on; the call's arguments stay in memory until it ends).
 type bodyHold struct {
-	b    *budget
+	b    *fairBudget
+	cred string
 	n    int64
 	mu   sync.Mutex
 	refs int
@@ -259,7 +314,7 @@ func (h *bodyHold) unref() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.refs--; h.refs == 0 {
-		h.b.release(h.n)
+		h.b.release(h.cred, h.n)
 	}
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -45,7 +46,7 @@ type Server struct {
 	sessionN sessionCount // sessions registered or being made, in all and per credential
 
 	inflight  atomic.Int64    // tool calls running
-	calls     *budget         // caps the tool calls running at once (HTTP); nil: no cap
+	calls     *fairBudget     // caps the tool calls running at once (HTTP); nil: no cap
 	stopCalls context.Context // cancelled to stop every call at once (shutdown)
 	stopAll   context.CancelFunc
 }
@@ -116,10 +117,11 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		}
 		var busy error
 		if s.calls != nil {
-			if s.calls.acquire(ctx, 1) {
-				defer s.calls.release(1)
+			cred, _ := ctx.Value(credentialKey{}).(string)
+			if s.calls.acquire(ctx, cred, 1) {
+				defer s.calls.release(cred, 1)
 			} else {
-				busy = fmt.Errorf("server busy: %d tool calls running; try again shortly", s.calls.cap)
+				busy = errors.New("server busy: too many tool calls running; try again shortly")
 			}
 		}
 		s.inflight.Add(1)
