@@ -67,7 +67,8 @@ func New(cfg Config) *Server {
 	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
 	hooks := &mcpserver.Hooks{}
 	// A session's end (stdin closed, DELETE, SSE disconnect, idle TTL)
-	// stops its calls and releases its sandbox; the thread's files stay.
+	// stops its calls and releases its sandbox; the thread's files stay,
+	// but for an anonymous one's (Sessions.End).
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs mcpserver.ClientSession) {
 		cred, _ := ctx.Value(credentialKey{}).(string)
 		s.sessionN.register(ctx, cred)

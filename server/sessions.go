@@ -16,7 +16,7 @@ import (
 
 // Sessions binds MCP sessions to threads and their sandboxes. A session's
 // sandbox is acquired on its first tool call and released when the session
-// ends; the thread's files stay.
+// ends; the thread's files stay, but for an anonymous one (see End).
 type Sessions struct {
 	provider sandbox.Provider
 	stateDir string
