@@ -23,13 +23,56 @@ import (
 
 // HTTPConfig configures the HTTP transports.
 type HTTPConfig struct {
-	AuthTokens     []string      // bearer tokens; none: no auth (loopback only, checked by the caller)
-	AllowedOrigins []string      // Origins allowed besides localhost ones
+	AuthTokens     []string // bearer tokens; none: no auth (loopback only, checked by the caller)
+	AllowedOrigins []string // Origins allowed besides localhost ones
+	// AllowedHosts are Host headers accepted, besides localhost ones, on
+	// connections to a loopback address (DNS rebinding protection): the
+	// names a reverse proxy on the same host forwards with (host or
+	// host:port).
+	AllowedHosts   []string
 	MaxBodyBytes   int64         // request body cap (default 10 MiB)
 	SessionIdleTTL time.Duration // Streamable HTTP sessions idle this long end (default 30 min)
 	MaxSessions    int           // sessions open at once; more get 503 (default 1000)
-	DrainTimeout   time.Duration // on shutdown, how long calls in flight may finish (default 10 s)
+	// MaxSessionsPerToken caps the sessions of one token, so that one
+	// token cannot take every session from another (default: MaxSessions
+	// shared out evenly among the tokens). Without tokens only MaxSessions
+	// applies: every client is the same one.
+	MaxSessionsPerToken int
+	DrainTimeout        time.Duration // on shutdown, how long calls in flight may finish (default 10 s)
+
+	// MaxConnections caps the connections open at once (default 2048, and
+	// below the open-file limit); a few more are let in for /healthz only.
+	// A session's stream (SSE, or Streamable HTTP's GET) holds one while the
+	// session lives, so the cap is above MaxSessions by default.
+	MaxConnections int
+	HeaderTimeout  time.Duration // to read a request's headers (default 10 s)
+	BodyTimeout    time.Duration // to read a request's body (default 15 s)
+	IdleTimeout    time.Duration // a kept-alive connection without a request is closed (default 30 s)
+
+	// MaxBodyBytesInFlight caps the request bytes held at once, from
+	// reading a body until its call answers (default 64 MiB, at least
+	// MaxBodyBytes); MaxCalls the tool calls running at once (default 64).
+	// With several tokens each token gets an even share of both.
+	// Beyond them a request waits briefly, then gets 503 with Retry-After
+	// (a call over SSE, already answered 202, gets a "server busy" error).
+	MaxBodyBytesInFlight int64
+	MaxCalls             int
+
+	// KeepAnonymousThreads keeps the files of a session without
+	// X-Thread-ID when it ends (by default they are removed: no one can
+	// name that thread again).
+	KeepAnonymousThreads bool
 }
+
+// Defaults of HTTPConfig.
+const (
+	DefaultMaxConnections       = 2048
+	DefaultHeaderTimeout        = 10 * time.Second
+	DefaultBodyTimeout          = 15 * time.Second
+	DefaultIdleTimeout          = 30 * time.Second
+	DefaultMaxBodyBytesInFlight = 64 << 20
+	DefaultMaxCalls             = 64
+)
 
 // drainGrace is how long a shutdown waits, after the last call in flight
 // answered, before it closes the sessions' streams.
@@ -55,18 +98,54 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 1000
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxBodyBytesInFlight <= 0 {
+		cfg.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	if cfg.MaxCalls <= 0 {
+		cfg.MaxCalls = DefaultMaxCalls
+	}
+	// Every connection is a file: the cap, its reserve and what else the
+	// server opens (the audit log, thread files, bash pipes) stay below
+	// the limit, or a flood of connections would starve all of them.
+	if lim := openFileLimit(); lim > 0 && cfg.MaxConnections+reserveConns+256 > lim {
+		max := max(lim-reserveConns-256, lim/2)
+		s.cfg.Logger.Warn("http.max_connections lowered below the open-file limit", "max_connections", cfg.MaxConnections, "open_file_limit", lim, "now", max)
+		cfg.MaxConnections = max
+	}
 	tokens := make([][32]byte, 0, len(cfg.AuthTokens))
 	for _, t := range cfg.AuthTokens {
 		if t != "" {
 			tokens = append(tokens, sha256.Sum256([]byte(t)))
 		}
 	}
+	// Every token's share takes a body of the largest size.
+	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxBodyBytes*int64(max(1, len(tokens))))
+	switch {
+	case len(tokens) == 0:
+		cfg.MaxSessionsPerToken = 0
+	case cfg.MaxSessionsPerToken <= 0:
+		cfg.MaxSessionsPerToken = max(1, cfg.MaxSessions/len(tokens))
+	}
+	s.sessions.removeAnonymous = !cfg.KeepAnonymousThreads
 	s.threadOf = func(session string, header http.Header) ThreadRef {
 		id := strings.TrimSpace(header.Get(ThreadHeader))
-		if id == "" {
+		anonymous := id == ""
+		if anonymous {
 			id = session
 		}
-		ref := ThreadRef{ID: id, Key: id}
+		ref := ThreadRef{ID: id, Key: id, Anonymous: anonymous}
 		// A thread id is the first configured token's own, at its plain
 		// place (threads/<id>); any other token gets the same id in a
 		// directory level of its own, which no thread id can name. The
@@ -85,40 +164,62 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		mcpserver.WithSessionIdleTTL(cfg.SessionIdleTTL),
 		mcpserver.WithHeartbeatInterval(30*time.Second),
+		mcpserver.WithDisableLocalhostProtection(true), // the guard checks Host, with AllowedHosts
 	)
 	sse := mcpserver.NewSSEServer(s.mcp,
 		mcpserver.WithSSEEndpoint("/sse"),
 		mcpserver.WithMessageEndpoint("/message"),
 		mcpserver.WithKeepAlive(true),
 		mcpserver.WithKeepAliveInterval(30*time.Second),
+		mcpserver.WithSSEDisableLocalhostProtection(true),
 	)
 
 	var draining atomic.Bool
-	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s}
+	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s, bodies: newFairBudget(cfg.MaxBodyBytesInFlight, len(tokens))}
+	s.calls = newFairBudget(int64(cfg.MaxCalls), len(tokens))
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	healthz := func(w http.ResponseWriter, r *http.Request) {
 		if draining.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ok\n")
-	})
+	}
+	mux.HandleFunc("/healthz", healthz)
 	mux.Handle("/mcp", guard.wrap(streamable, func(r *http.Request) bool {
 		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == ""
-	}))
-	mux.Handle("/sse", guard.wrap(sse.SSEHandler(), func(r *http.Request) bool { return r.Method == http.MethodGet }))
-	mux.Handle("/message", guard.wrap(sse.MessageHandler(), func(*http.Request) bool { return false }))
+	}, false))
+	mux.Handle("/sse", guard.wrap(sse.SSEHandler(), func(r *http.Request) bool { return r.Method == http.MethodGet }, false))
+	mux.Handle("/message", guard.wrap(sse.MessageHandler(), func(*http.Request) bool { return false }, true))
 
 	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       5 * time.Minute, // bodies are capped; long calls write, they do not read
-		IdleTimeout:       2 * time.Minute,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Context().Value(reserveKey{}) != nil {
+				// A connection beyond the cap: the health check only.
+				w.Header().Set("Connection", "close")
+				if r.URL.Path == "/healthz" {
+					healthz(w, r)
+					return
+				}
+				refuse(w, r, http.StatusServiceUnavailable, "too many connections")
+				return
+			}
+			if r.ContentLength != 0 {
+				// The body comes within BodyTimeout or the connection goes
+				// (the guard lifts the deadline once it has the body). No
+				// ReadTimeout: it would cut long responses, SSE streams and
+				// long calls, which read nothing while they write.
+				http.NewResponseController(w).SetReadDeadline(time.Now().Add(cfg.BodyTimeout))
+			}
+			mux.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: cfg.HeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          nil,
+		ConnContext:       connContext,
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(newLimitListener(ln, cfg.MaxConnections)) }()
 	s.cfg.Logger.Info("serving MCP over HTTP", "addr", ln.Addr().String(), "streamable", "/mcp", "sse", "/sse", "auth", len(tokens) > 0)
 
 	select {
@@ -186,32 +287,29 @@ type httpGuard struct {
 	draining *atomic.Bool
 	srv      *Server
 	posts    atomic.Int64 // POST requests being served (they carry the calls)
+	bodies   *fairBudget  // bytes of request bodies in flight
 }
 
-func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool) http.Handler {
+// detached says the handler answers before the call it carries is done
+// (SSE's message endpoint answers 202 and runs the call on).
+func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool, detached bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, g.cfg.AllowedOrigins) {
-			http.Error(w, "origin not allowed", http.StatusForbidden)
+			refuse(w, r, http.StatusForbidden, "origin not allowed")
+			return
+		}
+		if !hostAllowed(r, g.cfg.AllowedHosts) {
+			refuse(w, r, http.StatusForbidden, fmt.Sprintf("Host %q not allowed: add it to http.allowed_hosts", r.Host))
 			return
 		}
 		if len(g.tokens) > 0 && !g.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-mcp"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			refuse(w, r, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		if id := r.Header.Get(ThreadHeader); id != "" && !validThreadHeader(id) {
-			http.Error(w, "invalid "+ThreadHeader+": want [A-Za-z0-9][A-Za-z0-9._-]{0,127}", http.StatusBadRequest)
+			refuse(w, r, http.StatusBadRequest, "invalid "+ThreadHeader+": want [A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 			return
-		}
-		if newSession(r) {
-			if g.draining.Load() {
-				http.Error(w, "shutting down", http.StatusServiceUnavailable)
-				return
-			}
-			if g.srv.sessionN.Load() >= int64(g.cfg.MaxSessions) {
-				http.Error(w, "too many sessions", http.StatusServiceUnavailable)
-				return
-			}
 		}
 		// A session belongs to the credential that made it: another token
 		// naming its id finds nothing.
@@ -220,12 +318,25 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool)
 			sum := sha256.Sum256([]byte(bearer(r.Header)))
 			cred = hex.EncodeToString(sum[:])
 		}
+		if newSession(r) {
+			if g.draining.Load() {
+				refuse(w, r, http.StatusServiceUnavailable, "shutting down")
+				return
+			}
+			res, full := g.srv.sessionN.reserve(cred, g.cfg.MaxSessions, g.cfg.MaxSessionsPerToken)
+			if res == nil {
+				refuse(w, r, http.StatusServiceUnavailable, full)
+				return
+			}
+			defer res.release()
+			r = r.WithContext(context.WithValue(r.Context(), reservationKey{}, res))
+		}
 		id := r.Header.Get(mcpserver.HeaderKeySessionID)
 		if id == "" {
 			id = r.URL.Query().Get("sessionId")
 		}
 		if owner, ok := g.srv.owners.Load(id); ok && id != "" && owner.(string) != cred {
-			http.Error(w, "session not found", http.StatusNotFound)
+			refuse(w, r, http.StatusNotFound, "session not found")
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), credentialKey{}, cred))
@@ -235,21 +346,51 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool)
 		}
 		if r.Body != nil && r.Method == http.MethodPost {
 			if r.ContentLength > g.cfg.MaxBodyBytes {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
 				return
 			}
-			body, err := io.ReadAll(io.LimitReader(r.Body, g.cfg.MaxBodyBytes+1))
-			r.Body.Close()
-			if err != nil {
-				http.Error(w, "cannot read body", http.StatusBadRequest)
+			// The body's bytes, and what decoding makes of them, stay in
+			// memory until the call answers: the server holds so many at
+			// once, and a request waits briefly for room or is turned away.
+			weight := r.ContentLength
+			if weight < 0 {
+				weight = g.cfg.MaxBodyBytes // chunked: its size is known once read
+			}
+			weight = max(weight, 512) // a request costs more than its body
+			if !g.bodies.acquire(r.Context(), cred, weight) {
+				refuse(w, r, http.StatusServiceUnavailable, "server busy: too many request bytes in flight")
 				return
 			}
-			if int64(len(body)) > g.cfg.MaxBodyBytes {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-				return
+			hold := &bodyHold{b: g.bodies, cred: cred, n: weight, refs: 1}
+			if detached {
+				defer time.AfterFunc(sseCallGrace, hold.unref)
+			} else {
+				defer hold.unref()
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			r.ContentLength = int64(len(body))
+			r = r.WithContext(context.WithValue(r.Context(), bodyHoldKey{}, hold))
+			rc := http.NewResponseController(w)
+			if r.ContentLength < 0 {
+				// Without a length, read it here to answer 413 past the cap.
+				body, err := io.ReadAll(io.LimitReader(r.Body, g.cfg.MaxBodyBytes+1))
+				if err != nil {
+					refuse(w, r, http.StatusBadRequest, "cannot read body")
+					return
+				}
+				if int64(len(body)) > g.cfg.MaxBodyBytes {
+					refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
+					return
+				}
+				r.Body.Close()
+				rc.SetReadDeadline(time.Time{})
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				r.ContentLength = int64(len(body))
+			} else {
+				// With a length (net/http reads no more), the body goes to
+				// the handler as it comes: no copy of ours. Its deadline is
+				// lifted once it is read, before the call runs, or the
+				// server's watch for a client gone would cut the call.
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -294,6 +435,41 @@ func originAllowed(origin string, allowed []string) bool {
 		ip := net.ParseIP(h)
 		return ip != nil && ip.IsLoopback()
 	}
+}
+
+// hostAllowed protects against DNS rebinding: a request that came to a
+// loopback address must name a localhost Host or an allowed one. (A page on
+// evil.example whose name now points at 127.0.0.1 sends Host: evil.example.)
+// Requests to other addresses are not checked: rebinding reaches loopback.
+func hostAllowed(r *http.Request, allowed []string) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || !isLoopbackHost(local.String()) || isLoopbackHost(r.Host) {
+		return true
+	}
+	host := strings.ToLower(r.Host)
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	for _, a := range allowed {
+		if a = strings.ToLower(a); a == host || a == name {
+			return true
+		}
+	}
+	return false
+}
+
+// isLoopbackHost: localhost, or a loopback IP, with or without a port.
+func isLoopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // IsLoopback reports whether addr (host:port) binds loopback only; ":port"

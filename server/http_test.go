@@ -419,3 +419,443 @@ func TestHTTPLongThreadIDWithTokens(t *testing.T) {
 		t.Fatalf("128-char thread id with a token: %q", out)
 	}
 }
+
+// rawRequest opens a connection and sends head (request line and headers)
+// and then body, and leaves the connection open.
+func rawRequest(t *testing.T, h *httpServer, head, body string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, head+"\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// within reads what the server sends on c until it closes the connection,
+// and says whether that happened within d.
+func within(c net.Conn, d time.Duration) (string, bool) {
+	c.SetReadDeadline(time.Now().Add(d))
+	b, err := io.ReadAll(c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return string(b), false
+	}
+	return string(b), true
+}
+
+// A client that announces a body and sends a byte of it holds the server
+// for seconds, not minutes: without a token it gets 401 at once, with one
+// its connection goes after the body timeout.
+func TestHTTPSlowBodies(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"tok"}, BodyTimeout: 2 * time.Second})
+	for _, size := range []int{100_000, 10 << 20} {
+		head := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", size)
+		anon := rawRequest(t, h, head, "{")
+		start := time.Now()
+		got, closed := within(anon, 5*time.Second)
+		if !strings.HasPrefix(got, "HTTP/1.1 401") || !closed {
+			t.Errorf("unauthenticated slow body of %d bytes: after %v closed=%v %q", size, time.Since(start), closed, got)
+		}
+		authed := rawRequest(t, h, head+"Authorization: Bearer tok\r\n", "{")
+		start = time.Now()
+		if got, closed := within(authed, 10*time.Second); !closed {
+			t.Errorf("authenticated slow body of %d bytes: still open after %v (%q)", size, time.Since(start), got)
+		}
+	}
+	// The server still serves.
+	cs := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer tok"})
+	if out, isErr := call(t, cs, "write_file", map[string]any{"path": "a.txt", "content": "ok"}); isErr {
+		t.Fatal(out)
+	}
+}
+
+// Connections beyond the cap are closed at once, except a few let in for
+// the health check; /healthz answers while the cap is full.
+func TestHTTPConnectionCap(t *testing.T) {
+	t.Parallel()
+	const max = 8
+	h := startHTTP(t, server.HTTPConfig{MaxConnections: max, HeaderTimeout: time.Minute})
+	var conns []net.Conn
+	for range max + 16 + 10 { // the cap, the reserve, ten more
+		conns = append(conns, rawRequest(t, h, "GET /healthz HTTP/1.1", "")) // never ends its headers
+	}
+	closed := 0
+	for _, c := range conns[len(conns)-10:] {
+		if _, ok := within(c, 3*time.Second); ok {
+			closed++
+		}
+	}
+	if closed != 10 {
+		t.Errorf("%d of 10 connections beyond the cap and its reserve closed", closed)
+	}
+	// The reserve's idle connections go within seconds; then the health
+	// check gets in while the cap is still full.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(h.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthz with the connection cap full: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Anything else on a connection beyond the cap is refused.
+	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader("{}"))
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("/mcp beyond the cap: %d", resp.StatusCode)
+		}
+	}
+	for _, c := range conns[:max] {
+		if _, ok := within(c, 10*time.Millisecond); ok {
+			t.Error("a connection within the cap was closed")
+		}
+	}
+}
+
+// initialize opens a Streamable HTTP session by hand and returns the
+// status of the answer.
+func initialize(t *testing.T, h *httpServer, token string) (int, http.Header) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// A burst of sessions from one token takes its share of the sessions, not
+// all of them: another token still gets in.
+func TestHTTPSessionsCappedPerToken(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"tok-a", "tok-b"}, MaxSessions: 20})
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var ids []string
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, hdr := initialize(t, h, "tok-b")
+			mu.Lock()
+			codes[code]++
+			if id := hdr.Get("Mcp-Session-Id"); id != "" {
+				ids = append(ids, id)
+			}
+			mu.Unlock()
+			if code == http.StatusServiceUnavailable && hdr.Get("Retry-After") == "" {
+				t.Error("503 without Retry-After")
+			}
+		}()
+	}
+	wg.Wait()
+	if codes[200] != 10 || codes[503] != 30 {
+		t.Errorf("token b's 40 sessions at once, cap 20 shared by two tokens: %v", codes)
+	}
+	a := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer tok-a"})
+	if out, isErr := call(t, a, "write_file", map[string]any{"path": "a.txt", "content": "a"}); isErr {
+		t.Fatal(out)
+	}
+	sse := connect(t, h, "sse", map[string]string{"Authorization": "Bearer tok-a"})
+	if out, isErr := call(t, sse, "read_file", map[string]any{"path": "a.txt"}); !isErr {
+		t.Fatalf("another session's thread: %q", out)
+	}
+	// A session that ends gives its place back.
+	if code, _ := initialize(t, h, "tok-b"); code != http.StatusServiceUnavailable {
+		t.Fatalf("token b beyond its share: %d", code)
+	}
+	req, _ := http.NewRequest("DELETE", h.url+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer tok-b")
+	req.Header.Set("Mcp-Session-Id", ids[0])
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	if code, _ := initialize(t, h, "tok-b"); code != http.StatusOK {
+		t.Fatalf("token b after one of its sessions ended: %d", code)
+	}
+}
+
+// Request bytes in flight and calls running are capped: past them a
+// request waits briefly, then is turned away as busy (503 with
+// Retry-After; a call gets a "server busy" error).
+func TestHTTPBusy(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{MaxBodyBytes: 1 << 20, MaxBodyBytesInFlight: 1 << 20, MaxCalls: 1, BodyTimeout: time.Minute})
+	// One request holds the whole budget while its body trickles in.
+	slow := rawRequest(t, h, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n", "{")
+	time.Sleep(200 * time.Millisecond)
+	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || time.Since(start) > 20*time.Second {
+		t.Errorf("a request past the body budget: %d Retry-After %q after %v", resp.StatusCode, resp.Header.Get("Retry-After"), time.Since(start))
+	}
+	slow.Close() // its share goes back
+
+	cs := connect(t, h, "sse", map[string]string{"X-Thread-ID": "busy"})
+	running := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch started; sleep 10; echo done"}})
+		if err != nil {
+			running <- err.Error()
+			return
+		}
+		running <- res.Content[0].(*sdk.TextContent).Text
+	}()
+	started := filepath.Join(local.ThreadDir(h.state, "busy"), "workspace", "started")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not start")
+		}
+	}
+	if out, isErr := call(t, cs, "ls", map[string]any{}); !isErr || !strings.Contains(out, "server busy") {
+		t.Errorf("a call past the cap: %q", out)
+	}
+	if got := <-running; got != "done\n[exit code 0]" {
+		t.Errorf("the running call: %q", got)
+	}
+	if out, isErr := call(t, cs, "ls", map[string]any{}); isErr {
+		t.Errorf("a call once the cap has room: %q", out)
+	}
+}
+
+// hostRT sends every request with another Host header, as a reverse proxy
+// on the same host that keeps the client's Host does.
+type hostRT struct{ host string }
+
+func (h hostRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Host = h.host
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// On loopback, a Host that is not localhost is refused (DNS rebinding)
+// unless http.allowed_hosts names it: a reverse proxy that keeps the
+// client's Host works once its name is listed.
+func TestHTTPAllowedHosts(t *testing.T) {
+	t.Parallel()
+	plain := startHTTP(t, server.HTTPConfig{})
+	proxied := startHTTP(t, server.HTTPConfig{AllowedHosts: []string{"mcp.example.com"}})
+	try := func(h *httpServer, host string) error {
+		hc := &http.Client{Transport: hostRT{host: host}}
+		for _, tr := range []sdk.Transport{
+			&sdk.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: hc, MaxRetries: -1},
+			&sdk.SSEClientTransport{Endpoint: h.url + "/sse", HTTPClient: hc},
+		} {
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), tr, nil)
+			if err != nil {
+				return err
+			}
+			_, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "ls", Arguments: map[string]any{}})
+			cs.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		h    *httpServer
+		host string
+		ok   bool
+	}{
+		{plain, "mcp.example.com", false},
+		{plain, "localhost:8080", true},
+		{proxied, "mcp.example.com", true},
+		{proxied, "MCP.example.com:443", true},
+		{proxied, "evil.example", false},
+		{proxied, "127.0.0.1", true},
+	} {
+		if err := try(tc.h, tc.host); (err == nil) != tc.ok {
+			t.Errorf("Host %s (allowed %v): %v", tc.host, tc.h == proxied, err)
+		}
+	}
+	req, _ := http.NewRequest("POST", proxied.url+"/mcp", strings.NewReader("{}"))
+	req.Host = "evil.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "http.allowed_hosts") {
+		t.Errorf("a foreign Host: %d %q", resp.StatusCode, b)
+	}
+}
+
+// gone waits until path does not exist.
+func gone(t *testing.T, path string) bool {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Lstat(path); os.IsNotExist(err) {
+			return true
+		}
+	}
+	return false
+}
+
+// threadOf finds the thread directory that holds the workspace file name.
+func threadWith(t *testing.T, h *httpServer, name string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(h.state, "threads", "*", "user-data", "workspace", name))
+	m2, _ := filepath.Glob(filepath.Join(h.state, "threads", "@*", "*", "user-data", "workspace", name))
+	if m = append(m, m2...); len(m) != 1 {
+		t.Fatalf("threads holding %s: %v", name, m)
+	}
+	return filepath.Dir(filepath.Dir(filepath.Dir(m[0])))
+}
+
+// rawPost posts one JSON-RPC message of a Streamable HTTP session.
+func rawPost(t *testing.T, h *httpServer, token, session, msg string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(msg))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// An anonymous session's thread is removed when the session ends (DELETE,
+// idle TTL, SSE disconnect), after its calls stopped; a thread some
+// session named is not, nor is any thread with anonymous_threads: keep.
+func TestHTTPAnonymousThreadsRemoved(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"t1", "t2"}})
+	for _, tc := range []struct{ transport, token string }{{"streamable", "t1"}, {"sse", "t1"}, {"streamable", "t2"}, {"sse", "t2"}} {
+		name := "mark-" + tc.transport + "-" + tc.token
+		cs := connect(t, h, tc.transport, map[string]string{"Authorization": "Bearer " + tc.token})
+		call(t, cs, "write_file", map[string]any{"path": name, "content": "x"})
+		dir := threadWith(t, h, name)
+		// A call still running when the session ends stops first.
+		// (go-sdk's SSE client closes its stream only when its calls are
+		// answered: the timeout bounds that wait.)
+		go cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "while :; do date >> loop.txt; sleep 0.05; done", "timeout": 4}})
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "user-data", "workspace", "loop.txt")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the loop did not start")
+			}
+		}
+		cs.Close() // DELETE; SSE: the stream goes
+		if !gone(t, dir) {
+			t.Errorf("%s %s: anonymous thread %s still there after the session ended", tc.transport, tc.token, dir)
+		}
+		if _, err := os.Stat(filepath.Dir(dir)); err != nil {
+			t.Errorf("the threads dir went too: %v", err)
+		}
+	}
+
+	// Idle TTL: a session that is never closed.
+	h = startHTTP(t, server.HTTPConfig{AuthTokens: []string{"t1"}, SessionIdleTTL: 2 * time.Second})
+	code, hdr := initialize(t, h, "t1")
+	sid := hdr.Get("Mcp-Session-Id")
+	if code != 200 || sid == "" {
+		t.Fatalf("initialize: %d", code)
+	}
+	rawPost(t, h, "t1", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	rawPost(t, h, "t1", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"ttl.txt","content":"x"}}}`)
+	if dir := threadWith(t, h, "ttl.txt"); !gone(t, dir) {
+		t.Errorf("anonymous thread %s still there after the idle TTL", dir)
+	}
+
+	// A session that names the anonymous thread of another: the thread is
+	// named, and stays.
+	a := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer t1"})
+	call(t, a, "write_file", map[string]any{"path": "shared.txt", "content": "a"})
+	dir := threadWith(t, h, "shared.txt")
+	b := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer t1", "X-Thread-ID": filepath.Base(dir)})
+	if out, isErr := call(t, b, "read_file", map[string]any{"path": "shared.txt"}); isErr || out != "a" {
+		t.Fatalf("named: %q", out)
+	}
+	a.Close()
+	b.Close()
+	named := connect(t, h, "sse", map[string]string{"Authorization": "Bearer t1", "X-Thread-ID": "named"})
+	call(t, named, "write_file", map[string]any{"path": "n.txt", "content": "n"})
+	named.Close()
+	time.Sleep(3 * time.Second)
+	for _, d := range []string{dir, local.ThreadDir(h.state, "named")} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("a named thread was removed: %v", err)
+		}
+	}
+}
+
+func TestHTTPAnonymousThreadsKept(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{KeepAnonymousThreads: true})
+	for _, transport := range []string{"streamable", "sse"} {
+		cs := connect(t, h, transport, nil)
+		call(t, cs, "write_file", map[string]any{"path": "keep-" + transport, "content": "x"})
+		dir := threadWith(t, h, "keep-"+transport)
+		cs.Close()
+		time.Sleep(time.Second)
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("%s: anonymous thread removed with anonymous_threads: keep: %v", transport, err)
+		}
+	}
+}
+
+// With several tokens, each gets its share of the calls running at once:
+// one token's long calls leave room for another's.
+func TestHTTPCallsSharedPerToken(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{AuthTokens: []string{"tok-a", "tok-b"}, MaxCalls: 2})
+	a := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer tok-a", "X-Thread-ID": "long"})
+	go a.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch started; sleep 12"}})
+	started := filepath.Join(local.ThreadDir(h.state, "long"), "workspace", "started")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not start")
+		}
+	}
+	b := connect(t, h, "sse", map[string]string{"Authorization": "Bearer tok-b"})
+	if out, isErr := call(t, b, "ls", map[string]any{}); isErr {
+		t.Errorf("token b while token a fills its share: %q", out)
+	}
+	if out, isErr := call(t, a, "ls", map[string]any{}); !isErr || !strings.Contains(out, "server busy") {
+		t.Errorf("token a beyond its share: %q", out)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -43,9 +44,10 @@ type Server struct {
 	threadOf func(session string, header http.Header) ThreadRef
 
 	owners   sync.Map     // session id -> credential it was made with (HTTP)
-	sessionN atomic.Int64 // sessions registered
+	sessionN sessionCount // sessions registered or being made, in all and per credential
 
 	inflight  atomic.Int64    // tool calls running
+	calls     *fairBudget     // caps the tool calls running at once (HTTP); nil: no cap
 	stopCalls context.Context // cancelled to stop every call at once (shutdown)
 	stopAll   context.CancelFunc
 }
@@ -62,18 +64,20 @@ func New(cfg Config) *Server {
 		cfg.Audit = audit.Discard{}
 	}
 	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir)}
+	s.sessions.logger = cfg.Logger
 	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
 	hooks := &mcpserver.Hooks{}
 	// A session's end (stdin closed, DELETE, SSE disconnect, idle TTL)
-	// stops its calls and releases its sandbox; the thread's files stay.
+	// stops its calls and releases its sandbox; the thread's files stay,
+	// but for an anonymous one's (Sessions.End).
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs mcpserver.ClientSession) {
-		s.sessionN.Add(1)
 		cred, _ := ctx.Value(credentialKey{}).(string)
+		s.sessionN.register(ctx, cred)
 		s.owners.Store(cs.SessionID(), cred)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpserver.ClientSession) {
-		if _, ok := s.owners.LoadAndDelete(cs.SessionID()); ok {
-			s.sessionN.Add(-1)
+		if cred, ok := s.owners.LoadAndDelete(cs.SessionID()); ok {
+			s.sessionN.unregister(cred.(string))
 		}
 		s.sessions.End(cs.SessionID())
 	})
@@ -133,12 +137,33 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 	name := t.Def.Name
 	return func(ctx context.Context, req mcp.CallToolRequest) (_ *mcp.CallToolResult, _ error) {
 		start := time.Now()
+		// A call carried by a request whose handler already answered (SSE)
+		// keeps the request's bytes counted until it ends.
+		if hold, ok := ctx.Value(bodyHoldKey{}).(*bodyHold); ok && hold.ref() {
+			defer hold.unref()
+		}
+		var busy error
+		if s.calls != nil {
+			cred, _ := ctx.Value(credentialKey{}).(string)
+			if s.calls.acquire(ctx, cred, 1) {
+				defer s.calls.release(cred, 1)
+			} else {
+				busy = errors.New("server busy: too many tool calls running; try again shortly")
+			}
+		}
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
 		session, thread := s.identify(ctx, req.Header)
 		ev := audit.Event{Session: session, Thread: thread.ID, Provider: s.cfg.Provider.Name(), Tool: name}
 
-		b, err := s.sessions.Get(ctx, session, thread)
+		var b *binding
+		err := busy
+		if err == nil {
+			var done func()
+			if b, done, err = s.sessions.Call(ctx, session, thread); err == nil {
+				defer done()
+			}
+		}
 		mask := s.sessions.base.Mask // the thread's dirs are under the state dir
 		if err == nil {
 			mask = b.mask.Mask

@@ -124,7 +124,66 @@ type HTTPConfig struct {
 	Addr           string   `yaml:"addr"`
 	AuthTokens     []string `yaml:"auth_tokens"`
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	AllowedHosts   []string `yaml:"allowed_hosts"`
 	MaxBodyBytes   int64    `yaml:"max_body_bytes"`
+	HTTPLimits     `yaml:",inline"`
+}
+
+// HTTPLimits bound what clients can hold of an HTTP server (SPEC §10); 0
+// keeps the default. Times are in seconds.
+type HTTPLimits struct {
+	MaxConnections  int `yaml:"max_connections"`
+	HeaderTimeout   int `yaml:"header_timeout"`
+	BodyTimeout     int `yaml:"body_timeout"`
+	ConnIdleTimeout int `yaml:"conn_idle_timeout"`
+	// MaxSessions caps the sessions open at once (default 1000);
+	// MaxSessionsPerToken those of one token (default: an even share).
+	MaxSessions         int `yaml:"max_sessions"`
+	MaxSessionsPerToken int `yaml:"max_sessions_per_token"`
+	// MaxBodyBytesInFlight caps the request bytes held at once (default
+	// 64 MiB); MaxCalls the tool calls running at once (default 64).
+	MaxBodyBytesInFlight int64 `yaml:"max_body_bytes_in_flight"`
+	MaxCalls             int   `yaml:"max_calls"`
+	// AnonymousThreads: "remove" (the default) or "keep" the files of a
+	// session without X-Thread-ID when it ends.
+	AnonymousThreads string `yaml:"anonymous_threads"`
+}
+
+// check refuses negative limits, naming the key.
+func (l HTTPLimits) check() error {
+	for _, v := range []struct {
+		name string
+		val  int64
+	}{
+		{"max_connections", int64(l.MaxConnections)}, {"header_timeout", int64(l.HeaderTimeout)},
+		{"body_timeout", int64(l.BodyTimeout)}, {"conn_idle_timeout", int64(l.ConnIdleTimeout)},
+		{"max_sessions", int64(l.MaxSessions)}, {"max_sessions_per_token", int64(l.MaxSessionsPerToken)},
+		{"max_body_bytes_in_flight", l.MaxBodyBytesInFlight}, {"max_calls", int64(l.MaxCalls)},
+	} {
+		if v.val < 0 {
+			return fmt.Errorf("http.%s %d: want 0 (the default) or more", v.name, v.val)
+		}
+	}
+	switch l.AnonymousThreads {
+	case "", "remove", "keep":
+	default:
+		return fmt.Errorf("http.anonymous_threads %q: want remove (the default) or keep", l.AnonymousThreads)
+	}
+	return nil
+}
+
+// server fills the server's HTTP configuration.
+func (l HTTPLimits) server(cfg *server.HTTPConfig) {
+	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	cfg.MaxConnections = l.MaxConnections
+	cfg.HeaderTimeout = sec(l.HeaderTimeout)
+	cfg.BodyTimeout = sec(l.BodyTimeout)
+	cfg.IdleTimeout = sec(l.ConnIdleTimeout)
+	cfg.MaxSessions = l.MaxSessions
+	cfg.MaxSessionsPerToken = l.MaxSessionsPerToken
+	cfg.MaxBodyBytesInFlight = l.MaxBodyBytesInFlight
+	cfg.MaxCalls = l.MaxCalls
+	cfg.KeepAnonymousThreads = l.AnonymousThreads == "keep"
 }
 
 // AuditConfig says where the audit log goes: a file, "-" (stderr) or "off".
@@ -345,6 +404,9 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	c.HTTP.AuthTokens = tokens
 	if c.HTTP.MaxBodyBytes < 0 {
 		return fmt.Errorf("http.max_body_bytes %d: want 0 (default 10 MiB) or more", c.HTTP.MaxBodyBytes)
+	}
+	if err := c.HTTP.HTTPLimits.check(); err != nil {
+		return err
 	}
 	if c.HTTP.Addr != "" {
 		loopback, err := server.IsLoopback(c.HTTP.Addr)

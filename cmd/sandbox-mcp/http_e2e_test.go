@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -162,6 +165,111 @@ func TestE2EHTTPRefusesPublicBindWithoutToken(t *testing.T) {
 		_, stderr, code := runBinary(t, "--http", addr, "--state-dir", t.TempDir())
 		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "auth") {
 			t.Errorf("--http %s: code %d stderr %q", addr, code, stderr)
+		}
+	}
+}
+
+// vmHWM is the peak resident set of a process, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// 80 calls of 10 MB at once cost the server a bounded amount of memory:
+// what does not fit waits, or gets 503 and is sent again; none is lost.
+func TestE2EHTTPConcurrentLargeCallsBoundedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 800 MB")
+	}
+	if raceEnabled() {
+		t.Skip("measures the memory of the binary as shipped, not of a -race build")
+	}
+	p := startHTTPBinary(t)
+	const calls = 80
+	content := strings.Repeat("0123456789abcdef", 10_000_000/16) // 10 MB, within the 10 MiB body cap
+	var wg sync.WaitGroup
+	errs := make(chan error, calls)
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(),
+				&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1}, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer cs.Close()
+			for {
+				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": fmt.Sprintf("big%d.txt", i), "content": content}})
+				if err != nil && strings.Contains(err.Error(), "Service Unavailable") {
+					time.Sleep(time.Second) // the server is busy: send it again, as Retry-After says
+					continue
+				}
+				if err != nil {
+					errs <- err
+				} else if text := res.Content[0].(*mcp.TextContent).Text; !strings.HasPrefix(text, "Wrote 10000000 bytes") {
+					errs <- fmt.Errorf("call %d: %s", i, text)
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	hwm := vmHWM(t, p.cmd.Process.Pid)
+	t.Logf("server peak RSS with %d concurrent 10 MB write_file calls: %d MB", calls, hwm>>20)
+	if hwm > 1<<30 {
+		t.Errorf("server peak RSS %d MB: want under 1 GB", hwm>>20)
+	}
+}
+
+// The http section's limits are read from the config; a bad one stops
+// start-up naming its key.
+func TestE2EHTTPLimitKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("http:\n  max_connections: 4\n  header_timeout: 5\n  body_timeout: 5\n  conn_idle_timeout: 5\n"+
+		"  max_sessions: 10\n  max_sessions_per_token: 2\n  max_body_bytes_in_flight: 20000000\n  max_calls: 8\n"+
+		"  allowed_hosts: [mcp.example.com]\n  anonymous_threads: keep\n  auth_tokens: [tok]\n"), 0o644)
+	p := startHTTPBinary(t, "--config", good)
+	// max_sessions_per_token: 2.
+	for i, want := range []int{200, 200, 503} {
+		req, _ := http.NewRequest("POST", p.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer tok")
+		req.Host = "mcp.example.com" // allowed_hosts
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("session %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	for key, val := range map[string]string{"max_connections": "-1", "body_timeout": "-5", "max_calls": "-1", "anonymous_threads": "forever", "max_sessions_per_token": "-2"} {
+		bad := filepath.Join(dir, key+".yaml")
+		os.WriteFile(bad, []byte("http: {"+key+": "+val+"}\n"), 0o644)
+		_, stderr, code := runBinary(t, "--config", bad, "--http", "127.0.0.1:0", "--state-dir", dir)
+		if code != 2 || !strings.Contains(stderr, "http."+key) {
+			t.Errorf("http.%s: %s: code %d stderr %q", key, val, code, stderr)
 		}
 	}
 }

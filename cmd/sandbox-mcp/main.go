@@ -345,11 +345,14 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		if err != nil {
 			return startupError{fmt.Errorf("--http: %w", err)}
 		}
-		return srv.ServeHTTP(ctx, server.HTTPConfig{
+		hc := server.HTTPConfig{
 			AuthTokens:     cfg.HTTP.AuthTokens,
 			AllowedOrigins: cfg.HTTP.AllowedOrigins,
+			AllowedHosts:   cfg.HTTP.AllowedHosts,
 			MaxBodyBytes:   cfg.HTTP.MaxBodyBytes,
-		}, ln)
+		}
+		cfg.HTTP.HTTPLimits.server(&hc)
+		return srv.ServeHTTP(ctx, hc, ln)
 	}
 	log.Info("serving MCP over stdio", "thread", cfg.Thread, "provider", p.Name(), "state_dir", cfg.StateDir)
 	in, restore := pollable(stdin)

@@ -1,0 +1,341 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// reserveConns is how many connections beyond MaxConnections are still
+// accepted, each for one /healthz request within reserveTimeout: a full
+// server still answers its health check, and those connections cost it
+// seconds at most.
+const (
+	reserveConns   = 16
+	reserveTimeout = 2 * time.Second
+)
+
+// limitListener caps the connections open at once. Beyond the cap it
+// accepts a few more (the reserve) that may only ask /healthz, under a hard
+// deadline; beyond those it closes new connections at once, so that the
+// kernel's queue never holds the health check behind a flood.
+type limitListener struct {
+	net.Listener
+	slots   chan struct{}
+	reserve chan struct{}
+}
+
+func newLimitListener(ln net.Listener, max int) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, max), reserve: make(chan struct{}, reserveConns)}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+		}
+		select {
+		case l.reserve <- struct{}{}:
+			lc := &limitedConn{Conn: c, release: func() { <-l.reserve }, hard: time.Now().Add(reserveTimeout)}
+			lc.Conn.SetDeadline(lc.hard)
+			return lc, nil
+		default:
+		}
+		c.Close()
+	}
+}
+
+// limitedConn gives its slot back when closed. A reserve connection (hard
+// set) never gets a deadline later than hard.
+type limitedConn struct {
+	net.Conn
+	release func()
+	once    sync.Once
+	hard    time.Time
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+func (c *limitedConn) clamp(t time.Time) time.Time {
+	if !c.hard.IsZero() && (t.IsZero() || t.After(c.hard)) {
+		return c.hard
+	}
+	return t
+}
+
+func (c *limitedConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.clamp(t)) }
+func (c *limitedConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.clamp(t))
+}
+func (c *limitedConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.clamp(t))
+}
+
+// reserveKey marks the context of a request on a reserve connection.
+type reserveKey struct{}
+
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := c.(*limitedConn); ok && !lc.hard.IsZero() {
+		return context.WithValue(ctx, reserveKey{}, true)
+	}
+	return ctx
+}
+
+// refuse answers an error without reading the request's body: the
+// connection closes after the answer (net/http would otherwise drain the
+// body first), and what is left of the body is not waited for.
+func refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+		http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	http.Error(w, msg, code)
+}
+
+// sessionCount counts the sessions open, in all and per credential, with
+// the ones being made: a request that may make a session reserves its
+// place before it runs (so a burst cannot overshoot the caps), and the
+// session, once registered, takes the reservation over.
+type sessionCount struct {
+	mu    sync.Mutex
+	total int
+	per   map[string]int
+}
+
+// reservation is one request's place for the session it may make.
+type reservation struct {
+	c       *sessionCount
+	cred    string
+	claimed bool // the session was registered: it holds the place now
+}
+
+type reservationKey struct{}
+
+// reserve takes a place for a session of cred, or says which cap is full.
+func (c *sessionCount) reserve(cred string, max, perCred int) (*reservation, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.total >= max {
+		return nil, "too many sessions"
+	}
+	if perCred > 0 && c.per[cred] >= perCred {
+		return nil, "too many sessions for this token"
+	}
+	c.add(cred, 1)
+	return &reservation{c: c, cred: cred}, ""
+}
+
+func (c *sessionCount) add(cred string, n int) {
+	if c.per == nil {
+		c.per = map[string]int{}
+	}
+	c.total += n
+	if c.per[cred] += n; c.per[cred] <= 0 {
+		delete(c.per, cred)
+	}
+}
+
+// register counts a new session: it takes over its request's reservation,
+// or counts itself (a session made without one).
+func (c *sessionCount) register(ctx context.Context, cred string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := ctx.Value(reservationKey{}).(*reservation); ok && r.c == c && !r.claimed && r.cred == cred {
+		r.claimed = true
+		return
+	}
+	c.add(cred, 1)
+}
+
+// unregister gives an ended session's place back.
+func (c *sessionCount) unregister(cred string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.add(cred, -1)
+}
+
+// release gives the place back unless a session took it.
+func (r *reservation) release() {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	if !r.claimed {
+		r.claimed = true
+		r.c.add(r.cred, -1)
+	}
+}
+
+// busyWait is how long a request waits for room (body bytes, a call slot)
+// before it is turned away as busy.
+const busyWait = 5 * time.Second
+
+// budget is a weighted semaphore: bytes of request bodies in flight, or
+// tool calls running. Acquire waits up to busyWait.
+type budget struct {
+	mu      sync.Mutex
+	cap     int64
+	used    int64
+	changed chan struct{} // closed and replaced on every release
+}
+
+func newBudget(cap int64) *budget { return &budget{cap: cap, changed: make(chan struct{})} }
+
+// acquire takes n (at most cap) within busyWait, or reports false.
+func (b *budget) acquire(ctx context.Context, n int64) bool {
+	n = min(n, b.cap)
+	var timer <-chan time.Time
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.cap {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		if timer == nil {
+			t := time.NewTimer(busyWait)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-ch:
+		case <-timer:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (b *budget) release(n int64) {
+	n = min(n, b.cap)
+	b.mu.Lock()
+	b.used -= n
+	close(b.changed)
+	b.changed = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// fairBudget is a budget that one credential cannot take whole: with
+// several tokens, each gets an even share of it (a token that fills its
+// share waits, or is turned away, while the others still get in).
+type fairBudget struct {
+	all   *budget
+	share int64 // per credential; 0: no shares (no tokens, or one)
+	mu    sync.Mutex
+	per   map[string]*budget // by credential (a configured token's hash: few)
+}
+
+func newFairBudget(cap int64, tokens int) *fairBudget {
+	f := &fairBudget{all: newBudget(cap), per: map[string]*budget{}}
+	if tokens > 1 {
+		f.share = max(1, cap/int64(tokens))
+	}
+	return f
+}
+
+func (f *fairBudget) of(cred string) *budget {
+	if f.share == 0 {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.per[cred]
+	if b == nil {
+		b = newBudget(f.share)
+		f.per[cred] = b
+	}
+	return b
+}
+
+// acquire takes n for cred, from its share and from the whole.
+func (f *fairBudget) acquire(ctx context.Context, cred string, n int64) bool {
+	own := f.of(cred)
+	if own != nil && !own.acquire(ctx, n) {
+		return false
+	}
+	if !f.all.acquire(ctx, n) {
+		if own != nil {
+			own.release(n)
+		}
+		return false
+	}
+	return true
+}
+
+func (f *fairBudget) release(cred string, n int64) {
+	f.all.release(n)
+	if own := f.of(cred); own != nil {
+		own.release(n)
+	}
+}
+
+// bodyHold is one request's share of the body budget. It goes back when
+// every holder let go: the HTTP handler, and the tool call the body
+// carries when it runs after its handler answered (SSE answers 202 and
+// runs the call on; the call's arguments stay in memory until it ends).
+type bodyHold struct {
+	b    *fairBudget
+	cred string
+	n    int64
+	mu   sync.Mutex
+	refs int
+}
+
+type bodyHoldKey struct{}
+
+func (h *bodyHold) ref() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refs == 0 {
+		return false // already given back
+	}
+	h.refs++
+	return true
+}
+
+func (h *bodyHold) unref() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refs--; h.refs == 0 {
+		h.b.release(h.cred, h.n)
+	}
+}
+
+// sseCallGrace is how long an SSE message's body share waits after its
+// handler answered for the call it carries to take the share over.
+const sseCallGrace = 5 * time.Second
+
+// deadlineBody lifts the body read deadline when the body has been read
+// whole: the call then runs with the connection watched for the client
+// going away, and no deadline cuts it.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (d *deadlineBody) Read(p []byte) (int, error) {
+	n, err := d.ReadCloser.Read(p)
+	if err == io.EOF && !d.done {
+		d.done = true
+		d.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
