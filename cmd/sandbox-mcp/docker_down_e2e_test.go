@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net"
 	"os"
@@ -26,25 +24,8 @@ func TestE2EDockerEngineDownAtStart(t *testing.T) {
 	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
 		upstream = strings.TrimPrefix(h, "unix://")
 	}
-	if err := exec.Command("docker", "image", "inspect", "sandbox-mcp-base:latest").Run(); err != nil {
-		if os.Getenv("SANDBOX_MCP_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("docker or sandbox-mcp-base:latest unavailable: %v", err)
-		}
-		t.Skip("SKIPPED: docker or sandbox-mcp-base:latest unavailable (deploy/docker/build-images.sh)")
-	}
-	var b [4]byte
-	rand.Read(b[:])
-	prefix := "smcp-e2e-" + hex.EncodeToString(b[:])
-	dir := t.TempDir()
+	dir, cfgFile, _ := dockerE2EConfig(t)
 	sock := filepath.Join(dir, "engine.sock")
-	cfgFile := filepath.Join(dir, "config.yaml")
-	os.WriteFile(cfgFile, []byte("provider: docker\ndocker:\n  container_prefix: "+prefix+"\n  memory: 256m\n  remove_on_exit: true\n"), 0o644)
-	t.Cleanup(func() {
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=sandbox-mcp.prefix="+prefix).Output()
-		for _, id := range strings.Fields(string(out)) {
-			exec.Command("docker", "rm", "-f", id).Run()
-		}
-	})
 	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", "down")
 	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix://"+sock)
 	stderr := &syncBuffer{}

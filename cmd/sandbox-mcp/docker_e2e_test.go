@@ -14,10 +14,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The real binary with --provider docker, driven over stdio: the tools
-// work in a container, and nothing names a host path.
-func TestE2EDockerProvider(t *testing.T) {
-	t.Parallel()
+// dockerE2EConfig skips (or fails, with SANDBOX_MCP_REQUIRE_DOCKER=1) when
+// the engine or the base image is missing, and writes a docker config with
+// a prefix of its own (returned) into a temp dir; every container of that prefix is
+// removed when the test ends.
+func dockerE2EConfig(t *testing.T) (dir, cfgFile, prefix string) {
+	t.Helper()
 	if err := exec.Command("docker", "image", "inspect", "sandbox-mcp-base:latest").Run(); err != nil {
 		if os.Getenv("SANDBOX_MCP_REQUIRE_DOCKER") == "1" {
 			t.Fatalf("docker or sandbox-mcp-base:latest unavailable: %v", err)
@@ -26,10 +28,9 @@ func TestE2EDockerProvider(t *testing.T) {
 	}
 	var b [4]byte
 	rand.Read(b[:])
-	prefix := "smcp-e2e-" + hex.EncodeToString(b[:])
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	cfgFile := filepath.Join(dir, "config.yaml")
+	prefix = "smcp-e2e-" + hex.EncodeToString(b[:])
+	dir = t.TempDir()
+	cfgFile = filepath.Join(dir, "config.yaml")
 	os.WriteFile(cfgFile, []byte("provider: docker\ndocker:\n  container_prefix: "+prefix+"\n  memory: 256m\n  remove_on_exit: true\n"), 0o644)
 	t.Cleanup(func() {
 		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=sandbox-mcp.prefix="+prefix).Output()
@@ -37,6 +38,15 @@ func TestE2EDockerProvider(t *testing.T) {
 			exec.Command("docker", "rm", "-f", id).Run()
 		}
 	})
+	return dir, cfgFile, prefix
+}
+
+// The real binary with --provider docker, driven over stdio: the tools
+// work in a container, and nothing names a host path.
+func TestE2EDockerProvider(t *testing.T) {
+	t.Parallel()
+	dir, cfgFile, prefix := dockerE2EConfig(t)
+	state := filepath.Join(dir, "state")
 	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", state, "--audit-log", "off", "--thread", "dock")
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr

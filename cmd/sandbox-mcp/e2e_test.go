@@ -495,24 +495,11 @@ func TestE2EThreads(t *testing.T) {
 	d.want("ls", map[string]any{}, "/mnt/user-data/workspace/", false)
 }
 
-// runBinary runs the binary to completion with no stdin.
+// runBinary runs the binary to completion with no stdin, in this
+// process's environment.
 func runBinary(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	default:
-		t.Fatalf("run %v: %v", args, err)
-	}
-	return o.String(), e.String(), code
+	return runEnv(t, os.Environ(), args...)
 }
 
 func TestE2EInvalidThread(t *testing.T) {
