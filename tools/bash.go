@@ -62,6 +62,9 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if max := env.Limits.BashTimeoutMax; max > 0 && timeout > max {
 		timeout = max
 	}
+	// A timeout too small to be a duration (1e-10 s) would be 0, which a
+	// sandbox reads as no timeout at all: the smallest one is 1 ms.
+	timeout = max(timeout, time.Millisecond)
 
 	limit := env.Limits.BashOutputMaxChars
 	half := limit/2*utf8.UTFMax + maskMargin // limit is in characters

@@ -120,6 +120,17 @@ func TestBashTimeout(t *testing.T) {
 	}
 }
 
+// A timeout too small to be a duration is the smallest timeout, never none
+// (1e-10 s rounded to 0 used to run the command unbounded).
+func TestBashTinyTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	res := f.call("bash", map[string]any{"command": "sleep 3; echo survived", "timeout": 1e-10})
+	if got := resultText(t, res); got != "[timed out after 1s]" || res.IsError {
+		t.Errorf("got %q (isError %v), want [timed out after 1s]", got, res.IsError)
+	}
+}
+
 // processGone waits until pid has exited (or is a zombie).
 func processGone(pid int) bool {
 	for range 100 {
