@@ -153,11 +153,21 @@ const (
 // for, each with its matcher.
 type globPattern struct {
 	alts []func(rel string) bool
-	base bool // match the base name only (a file filter without a slash)
 }
 
 // compileGlob validates and bounds a glob pattern given as argument arg.
 func compileGlob(arg, pattern string) (*globPattern, error) {
+	return compile(arg, pattern, false)
+}
+
+// compileFilter compiles a file filter (grep's glob): an alternative with a
+// slash matches the relative path, one without only the base name — each
+// alternative of "{*.txt,docs/*.md}" by its own form.
+func compileFilter(arg, pattern string) (*globPattern, error) {
+	return compile(arg, pattern, true)
+}
+
+func compile(arg, pattern string, filter bool) (*globPattern, error) {
 	if len(pattern) > globMaxPatternBytes {
 		return nil, fmt.Errorf("%s: the glob pattern is %d bytes long, over the limit of %d", arg, len(pattern), globMaxPatternBytes)
 	}
@@ -170,28 +180,19 @@ func compileGlob(arg, pattern string) (*globPattern, error) {
 	}
 	g := &globPattern{}
 	for _, a := range alts {
-		g.alts = append(g.alts, globMatcher(a))
+		m := globMatcher(a)
+		if filter && !strings.Contains(a, "/") {
+			full := m
+			m = func(rel string) bool { return full(path.Base(rel)) }
+		}
+		g.alts = append(g.alts, m)
 	}
-	return g, nil
-}
-
-// compileFilter compiles a file filter (grep's glob): a pattern with a slash
-// matches the relative path, one without only the base name.
-func compileFilter(arg, pattern string) (*globPattern, error) {
-	g, err := compileGlob(arg, pattern)
-	if err != nil {
-		return nil, err
-	}
-	g.base = !strings.Contains(pattern, "/")
 	return g, nil
 }
 
 // match reports whether rel matches; it stops with ctx's error when the
 // call is cancelled.
 func (g *globPattern) match(ctx context.Context, rel string) (bool, error) {
-	if g.base {
-		rel = path.Base(rel)
-	}
 	for _, m := range g.alts {
 		if err := ctx.Err(); err != nil {
 			return false, err

@@ -377,6 +377,13 @@ func TestGrep(t *testing.T) {
 			want: []string{ws + "/sub/c.txt:2: say hello"},
 		},
 		{
+			// Each alternative by its own form: one with a slash does not
+			// turn the others into relative-path patterns.
+			name: "glob alternatives, base name and relative path",
+			args: map[string]any{"pattern": "hello", "glob": "{c.txt,none/x}"},
+			want: []string{ws + "/sub/c.txt:2: say hello"},
+		},
+		{
 			name: "path is a directory",
 			args: map[string]any{"pattern": "hello", "path": "sub"},
 			want: []string{ws + "/sub/c.txt:2: say hello"},
