@@ -392,12 +392,15 @@ func (p *Provider) ourFilters() filters.Args {
 }
 
 // adopt finds the containers a previous run of this state dir left: running
-// ones are kept warm (their idle time starts now), others are removed.
+// ones are kept warm (their idle time starts now), others are removed. It
+// may run after New, on a call once the engine is back, while the reaper
+// runs: what it found is merged into p.running under p.mu.
 func (p *Provider) adopt(ctx context.Context) error {
 	list, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: p.ourFilters()})
 	if err != nil {
 		return fmt.Errorf("docker provider: list containers: %w", err)
 	}
+	found := map[string]*run{}
 	for _, c := range list {
 		name := strings.TrimPrefix(firstName(c.Names), "/")
 		key := c.Labels[labelThread]
@@ -405,10 +408,17 @@ func (p *Provider) adopt(ctx context.Context) error {
 			p.remove(ctx, c.ID)
 			continue
 		}
-		p.running[name] = &run{id: c.ID, key: key, lastUsed: time.Now()}
+		found[name] = &run{id: c.ID, key: key, lastUsed: time.Now()}
 	}
+	p.mu.Lock()
+	for name, r := range found {
+		if p.running[name] == nil {
+			p.running[name] = r
+		}
+	}
+	p.mu.Unlock()
 	if len(list) > 0 {
-		p.log.Info("docker provider: found containers of an earlier run", "kept", len(p.running), "found", len(list))
+		p.log.Info("docker provider: found containers of an earlier run", "kept", len(found), "found", len(list))
 	}
 	return nil
 }

@@ -769,3 +769,34 @@ func TestContainerOfOtherSettingsReplaced(t *testing.T) {
 		t.Fatalf("a restart with other settings kept %d containers", len(got))
 	}
 }
+
+// A server that started with the engine down adopts the containers of an
+// earlier run on its first call, while its reaper already runs: the two
+// must not race on what the provider knows of its containers (-race).
+func TestAdoptAfterEngineDownStartDoesNotRace(t *testing.T) {
+	f := newFixture(t)
+	execOut(t, f.acquire(t, "one"), "true")
+	f.p.Release("one")
+	f.p.Close()
+	upstream := engineSocket()
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	cfg := f.cfg
+	cfg.IdleTimeout = 100 * time.Millisecond
+	p, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start-up with the engine down: %v", err)
+	}
+	defer p.Close()
+	time.Sleep(300 * time.Millisecond) // the reaper is at work
+	stop := proxy(t, sock, upstream)
+	defer stop()
+	sb, err := p.Acquire(t.Context(), "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release("two")
+	if out, _ := execOut(t, sb, "echo two"); out != "two\n" {
+		t.Fatalf("after the engine came back: %q", out)
+	}
+}
