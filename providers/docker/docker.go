@@ -351,15 +351,21 @@ func (p *Provider) Network() string { return p.cfg.Network }
 func (p *Provider) Name() string { return "docker" }
 
 // ContainerName is the container of a thread of the state dir with tag
-// state (stateTag): <prefix>-<first 16 hex of sha256(state, thread)>. The
-// state dir is in the hash so that two installs on one engine never meet
-// at a name, whatever their threads and prefixes; 64 bits make an
-// accidental collision of two names practically impossible (32 bits of
-// sha256(thread) did not: t26821 and t49091 share them). A name is still
-// never trusted alone: a container is a thread's only when its labels name
-// that thread and state dir (mine).
-func ContainerName(prefix, state, thread string) string {
-	sum := sha256.Sum256([]byte(state + "\x00" + thread))
+// state (stateTag), made with the settings of tag spec (specTag):
+// <prefix>-<first 16 hex of sha256(state, spec, thread)>. The state dir is
+// in the hash so that two installs on one engine never meet at a name,
+// whatever their threads and prefixes; the settings are, so that two
+// servers on one state dir with different settings (user, image,
+// environment, mounts, limits) each have their own container for a thread
+// and never replace the other's while it runs a command, and so that a
+// container made with other settings (docker.user: root since removed) is
+// never used. 64 bits make an accidental collision of two names
+// practically impossible (32 bits of sha256(thread) did not: t26821 and
+// t49091 share them). A name is still never trusted alone: a container is
+// a thread's only when its labels name that thread, state dir and settings
+// (mine).
+func ContainerName(prefix, state, spec, thread string) string {
+	sum := sha256.Sum256([]byte(state + "\x00" + spec + "\x00" + thread))
 	return prefix + "-" + hex.EncodeToString(sum[:8])
 }
 
@@ -378,9 +384,9 @@ func stateTag(dir string) (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
-// containerName is thread's container.
+// containerName is thread's container (once connected: p.spec is known).
 func (p *Provider) containerName(thread string) string {
-	return ContainerName(p.cfg.ContainerPrefix, p.stateTag, thread)
+	return ContainerName(p.cfg.ContainerPrefix, p.stateTag, p.spec, thread)
 }
 
 func (p *Provider) ourFilters() filters.Args {
@@ -392,7 +398,10 @@ func (p *Provider) ourFilters() filters.Args {
 }
 
 // adopt finds the containers a previous run of this state dir left: running
-// ones are kept warm (their idle time starts now), others are removed. It
+// ones made with these settings are kept warm (their idle time starts
+// now). The others — stopped, made with other settings (an earlier config,
+// or another server's on this state dir), or under a name that is not
+// theirs — are removed unless a command runs in them (leftUnlessBusy). It
 // may run after New, on a call once the engine is back, while the reaper
 // runs: what it found is merged into p.running under p.mu.
 func (p *Provider) adopt(ctx context.Context) error {
@@ -405,7 +414,7 @@ func (p *Provider) adopt(ctx context.Context) error {
 		name := strings.TrimPrefix(firstName(c.Names), "/")
 		key := c.Labels[labelThread]
 		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != p.containerName(key) || c.Labels[labelSpec] != p.spec {
-			p.remove(ctx, c.ID)
+			p.removeUnlessBusy(ctx, c)
 			continue
 		}
 		found[name] = &run{id: c.ID, key: key, lastUsed: time.Now()}
@@ -428,6 +437,29 @@ func firstName(names []string) string {
 		return ""
 	}
 	return names[0]
+}
+
+// removeUnlessBusy removes a container adopt does not keep, unless it runs
+// and a command (an exec) is in flight in it: another server on this state
+// dir, with other settings, may be running one there, and a command in
+// flight is never killed. A container left so is looked at again by the
+// next server start on this state dir (and its own server reaps it when it
+// idles), so none is left behind for good.
+func (p *Provider) removeUnlessBusy(ctx context.Context, c container.Summary) {
+	if c.State == "running" {
+		info, err := p.cli.ContainerInspect(ctx, c.ID)
+		switch {
+		case cerrdefs.IsNotFound(err):
+			return
+		case err != nil:
+			p.log.Warn("docker provider: inspect container", "id", shortID(c.ID), "err", err)
+			return
+		case len(info.ExecIDs) > 0:
+			p.log.Info("docker provider: container of other settings left alone: a command runs in it", "name", strings.TrimPrefix(firstName(c.Names), "/"))
+			return
+		}
+	}
+	p.remove(ctx, c.ID)
 }
 
 func (p *Provider) remove(ctx context.Context, id string) {
@@ -652,13 +684,6 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 			if err := p.mine(info, name, key); err != nil {
 				return "", err
 			}
-			if info.Config.Labels[labelSpec] != p.spec {
-				// Made with other settings (another user, image, limits,
-				// mounts): the thread's container is made anew with these.
-				p.log.Info("docker provider: container made with other settings replaced", "name", name)
-				p.remove(ctx, info.ID)
-				continue
-			}
 			if info.State != nil && info.State.Running {
 				return info.ID, nil
 			}
@@ -696,9 +721,10 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 }
 
 // mine checks that a container found by name is thread key's sandbox of
-// this state dir: its labels, not its name, say whose it is. Anything else
-// (another thread's container under a colliding name, another install's,
-// a container that is not ours at all) is never used, and never removed.
+// this state dir made with these settings: its labels, not its name, say
+// whose it is. Anything else (another thread's container under a colliding
+// name, another install's, one of other settings, a container that is not
+// ours at all) is never used, and never removed here.
 func (p *Provider) mine(info container.InspectResponse, name, key string) error {
 	var labels map[string]string
 	if info.Config != nil {
@@ -711,6 +737,8 @@ func (p *Provider) mine(info container.InspectResponse, name, key string) error 
 		return fmt.Errorf("docker provider: container %s belongs to another sandbox-mcp state dir; left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name)
 	case labels[labelThread] != key:
 		return fmt.Errorf("docker provider: container %s is another thread's sandbox (its label names another thread); it is never used for this thread", name)
+	case labels[labelSpec] != p.spec:
+		return fmt.Errorf("docker provider: container %s was made with other settings (its %s label differs); left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name, labelSpec)
 	}
 	return nil
 }
@@ -742,9 +770,11 @@ func (p *Provider) containerConfig(key string) *container.Config {
 
 // specTag is 16 hex of sha256 of every setting a container is made with
 // but its thread's own directories: the image (by id), user, entrypoint,
-// environment, limits, network, runtime, skills dir and custom mounts. A
-// container whose label differs (the config or the image changed since it
-// was made — e.g. docker.user: root removed) is replaced, never reused.
+// environment, limits, network, runtime, skills dir and custom mounts. It
+// is in the container's name (ContainerName) and label: a container made
+// with other settings (the config or the image changed since — e.g.
+// docker.user: root removed — or another server's on this state dir) is
+// never used.
 func (p *Provider) specTag() string {
 	c := p.containerConfig("")
 	c.Labels = nil

@@ -728,13 +728,15 @@ func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
 	}
 }
 
-// A container made with other settings is not reused: one made as root
-// (docker.user: root) is replaced once the config no longer says root —
-// by a restarted server (adopting) as by another on the same state dir.
+// A container made with other settings is not used: one made as root
+// (docker.user: root) never serves the thread once the config no longer
+// says root — neither for another server on the same state dir nor after a
+// restart, which removes it (idle) rather than leave it behind.
 func TestContainerOfOtherSettingsReplaced(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *Config) { c.User = "root" })
-	if out, _ := execOut(t, f.acquire(t, "settings"), "id -u"); out != "0\n" {
+	sb := f.acquire(t, "settings")
+	if out, _ := execOut(t, sb, "id -u"); out != "0\n" {
 		t.Fatalf("docker.user root: uid %q", out)
 	}
 	cfg := f.cfg
@@ -750,23 +752,82 @@ func TestContainerOfOtherSettingsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p2.Release("settings")
-	if out, _ := execOut(t, sb2, "id -u"); out != "1000\n" {
-		t.Fatalf("without docker.user: uid %q", out)
+	for range 2 {
+		if out, _ := execOut(t, sb2, "id -u"); out != "1000\n" {
+			t.Fatalf("without docker.user: uid %q", out)
+		}
+		// The first server, still saying root, keeps its own.
+		if out, _ := execOut(t, sb, "id -u"); out != "0\n" {
+			t.Fatalf("docker.user root, beside a server without: uid %q", out)
+		}
 	}
-	if got := f.ours(t, true); len(got) != 1 {
-		t.Fatalf("%d containers for one thread", len(got))
+	if got := f.ours(t, true); len(got) != 2 {
+		t.Fatalf("%d containers for one thread of two settings, want 2", len(got))
 	}
-	// A restart adopts nothing made with other settings.
+	// A restart without root adopts the container made without, and
+	// removes the one made as root.
 	f.p.Close()
 	p2.Close()
-	cfg.User = "root"
 	p3, err := New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p3.Close()
-	if got := f.ours(t, true); len(got) != 0 {
-		t.Fatalf("a restart with other settings kept %d containers", len(got))
+	got := f.ours(t, true)
+	if len(got) != 1 || got[0].Labels[labelSpec] != p3.spec {
+		t.Fatalf("a restart kept %d containers, or the one of other settings", len(got))
+	}
+	sb3, err := p3.Acquire(t.Context(), "settings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p3.Release("settings")
+	if out, _ := execOut(t, sb3, "id -u"); out != "1000\n" {
+		t.Fatalf("after a restart without docker.user: uid %q", out)
+	}
+}
+
+// Two servers on one state dir whose settings differ (here the
+// environment) each have their own container for a thread: a command
+// running in the first's survives the second's start-up and calls, and
+// each gets its own output.
+func TestOtherSettingsDoNotKillCommands(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.Environment = map[string]string{"FOO": "a"} })
+	sbA := f.acquire(t, "both")
+	execOut(t, sbA, "true") // its container is up
+	var wg sync.WaitGroup
+	var outA string
+	var resA sandbox.ExecResult
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		outA, resA = execOut(t, sbA, "sleep 6; echo A-done $FOO")
+	}()
+	time.Sleep(time.Second) // the command runs
+	cfg := f.cfg
+	cfg.Environment = map[string]string{"FOO": "b"}
+	p2, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	sbB, err := p2.Acquire(t.Context(), "both")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Release("both")
+	for range 2 {
+		if out, res := execOut(t, sbB, "echo B $FOO"); out != "B b\n" || res.ExitCode != 0 {
+			t.Fatalf("the second server: exit %d %q", res.ExitCode, out)
+		}
+	}
+	wg.Wait()
+	if outA != "A-done a\n" || resA.ExitCode != 0 {
+		t.Fatalf("the first server's command: exit %d %q", resA.ExitCode, outA)
+	}
+	if got := f.ours(t, false); len(got) != 2 {
+		t.Fatalf("%d running containers for one thread of two settings, want 2", len(got))
 	}
 }
 
