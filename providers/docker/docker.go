@@ -61,6 +61,8 @@ type Config struct {
 	User            string            // default: the image's, 1000:1000 where that is root; "root" only when set
 	RemoveOnExit    bool              // remove this server's containers when it stops
 	Logger          *slog.Logger
+
+	connectTimeout time.Duration // how long one attempt to connect may take; default 15 s (tests shorten it)
 }
 
 // engine is the part of the Docker client the provider uses.
@@ -94,14 +96,15 @@ type Provider struct {
 	env      []string // every command's environment, KEY=VALUE (envList)
 
 	// Known once connect succeeded (connected), which may be after New.
-	connectMu sync.Mutex
-	connected atomic.Bool
-	downErr   string // why the engine did not answer (connectMu)
-	user      string // the containers' user
-	uid, gid  int    // that user's ids, -1 when unknown
-	keeper    []byte // the containers' keep-alive program (keeperELF); nil: the image's CMD
-	imageID   string // the image's id, as it was when connect succeeded
-	spec      string // specTag
+	connectMu  sync.Mutex
+	connected  atomic.Bool
+	connecting *attempt // the attempt to connect in flight, if any (connectMu)
+	downErr    string   // why the engine did not answer (connectMu)
+	user       string   // the containers' user
+	uid, gid   int      // that user's ids, -1 when unknown
+	keeper     []byte   // the containers' keep-alive program (keeperELF); nil: the image's CMD
+	imageID    string   // the image's id, as it was when connect succeeded
+	spec       string   // specTag
 
 	mu      sync.Mutex
 	threads map[string]*Sandbox // acquired sandboxes, by thread key
@@ -174,6 +177,9 @@ func setDefaults(cfg *Config) {
 	if cfg.PidsLimit == 0 {
 		cfg.PidsLimit = 512
 	}
+	if cfg.connectTimeout == 0 {
+		cfg.connectTimeout = 15 * time.Second // a hung engine is a down one
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -207,7 +213,7 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	if err := p.connect(pctx); errors.Is(err, errEngineDown) {
 		// Serve anyway: each call says the engine is down, and the first
 		// call after it is back connects.
-		p.log.Warn("docker provider: engine not reachable; serving anyway, each call answers an error until it is back", "err", p.downErr)
+		p.log.Warn("docker provider: engine not reachable; serving anyway, each call answers an error until it is back", "err", p.downReason())
 	} else if err != nil {
 		return nil, err
 	}
@@ -218,28 +224,79 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 // errEngineDown: the engine does not answer.
 var errEngineDown = errors.New("docker engine not reachable: the sandbox needs Docker running; call again once it is")
 
+// attempt is one attempt to connect; err is set before done is closed.
+type attempt struct {
+	done chan struct{}
+	err  error
+}
+
 // connect does, once it succeeds, what needs the engine before a thread's
-// sandbox can be handed out: ping, the image (its user and architecture),
-// and the containers an earlier run of this state dir left. It returns
-// errEngineDown (the cause, which may name host paths, is logged and kept
-// in downErr) while the engine does not answer.
+// sandbox can be handed out (tryConnect). Calls that come while an attempt
+// is in flight wait for that one rather than queue for one each, so that
+// with the engine hung each answers within one attempt's time limit. The
+// attempt is not the caller's: a call that ends (ctx) stops waiting, the
+// attempt goes on for the others. It returns errEngineDown while the
+// engine does not answer (also when ctx's deadline passes first).
 func (p *Provider) connect(ctx context.Context) error {
 	if p.connected.Load() {
 		return nil
 	}
 	p.connectMu.Lock()
-	defer p.connectMu.Unlock()
 	if p.connected.Load() {
+		p.connectMu.Unlock()
 		return nil
 	}
-	cfg := p.cfg
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second) // a hung engine is a down one
-	defer cancel()
-	if _, err := p.cli.Ping(ctx); err != nil {
-		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	a := p.connecting
+	if a == nil {
+		a = &attempt{done: make(chan struct{})}
+		p.connecting = a
+		go func() {
+			err := p.tryConnect()
+			p.connectMu.Lock()
+			a.err = err
+			p.connecting = nil
+			p.connectMu.Unlock()
+			close(a.done)
+		}()
+	}
+	p.connectMu.Unlock()
+	select {
+	case <-a.done:
+		return a.err
+	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return ctx.Err()
 		}
+		p.connectMu.Lock()
+		if p.downErr == "" {
+			p.downErr = "no answer within the call's time"
+		}
+		p.connectMu.Unlock()
+		return errEngineDown
+	}
+}
+
+// tryConnect is one attempt to connect, for at most connectTimeout (a hung
+// engine is a down one) or until Close: ping, the image (its user and
+// architecture), and the containers an earlier run of this state dir left.
+// It returns errEngineDown (the cause, which may name host paths, is
+// logged and kept in downErr) while the engine does not answer. One
+// attempt runs at a time (connect); what it sets is read once connected.
+func (p *Provider) tryConnect() error {
+	cfg := p.cfg
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.connectTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if _, err := p.cli.Ping(ctx); err != nil {
+		p.connectMu.Lock()
 		p.downErr = strings.ReplaceAll(err.Error(), "\n", " ")
+		p.connectMu.Unlock()
 		return errEngineDown
 	}
 	img, err := p.cli.ImageInspect(ctx, cfg.Image)
@@ -268,10 +325,12 @@ func (p *Provider) connect(ctx context.Context) error {
 	if err := p.adopt(ctx); err != nil {
 		return err
 	}
+	p.connectMu.Lock()
 	if p.downErr != "" {
 		p.log.Info("docker provider: engine reachable again")
 		p.downErr = ""
 	}
+	p.connectMu.Unlock()
 	p.connected.Store(true)
 	return nil
 }
@@ -588,8 +647,14 @@ func (p *Provider) Close() error {
 	select {
 	case <-p.stop:
 	default:
-		close(p.stop)
+		close(p.stop) // also ends an attempt to connect
 		<-p.done
+	}
+	p.connectMu.Lock()
+	a := p.connecting
+	p.connectMu.Unlock()
+	if a != nil {
+		<-a.done
 	}
 	p.mu.Lock()
 	for k, sb := range p.threads {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -859,5 +860,68 @@ func TestAdoptAfterEngineDownStartDoesNotRace(t *testing.T) {
 	defer p.Release("two")
 	if out, _ := execOut(t, sb, "echo two"); out != "two\n" {
 		t.Fatalf("after the engine came back: %q", out)
+	}
+}
+
+// hangingEngine listens at sock and answers nothing: an engine that hangs.
+func hangingEngine(t testing.TB, sock string) {
+	t.Helper()
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+}
+
+// While the engine hangs, calls that arrive together share one attempt to
+// connect: each answers within about one attempt's time limit, not after
+// the attempts of every call before it.
+func TestHungEngineCallsShareOneConnectAttempt(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	hangingEngine(t, sock)
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	const limit, calls = time.Second, 8
+	cfg := Config{StateDir: t.TempDir(), ContainerPrefix: randomPrefix(t), Image: baseImage, connectTimeout: limit}
+	p, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start-up with the engine hanging: %v", err)
+	}
+	defer p.Close()
+	start := time.Now()
+	errs := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			_, err := p.Acquire(t.Context(), "hung-"+strconv.Itoa(i))
+			errs <- err
+		}()
+	}
+	for range calls {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "docker engine not reachable") {
+			t.Fatalf("a call with the engine hanging: err = %v", err)
+		}
+	}
+	// One after another they would take calls × limit.
+	if took := time.Since(start); took > calls*limit/2 {
+		t.Fatalf("%d calls with the engine hanging took %v (limit %v each)", calls, took, limit)
 	}
 }
