@@ -551,6 +551,41 @@ func TestContainerOfAnotherThreadIsRefused(t *testing.T) {
 	}
 }
 
+// A container found under a thread's name whose settings label differs
+// (not the provider's own: only a hand-made one or a hash collision can
+// be there) is never used, and never removed: a command may run in it.
+func TestContainerOfOtherSettingsUnderItsNameIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	name := f.p.containerName("spec")
+	resp, err := f.cli.ContainerCreate(t.Context(), &container.Config{
+		Image: baseImage,
+		Cmd:   []string{"sleep", "infinity"},
+		Labels: map[string]string{
+			labelManaged: "true",
+			labelThread:  "spec",
+			labelState:   f.p.stateTag,
+			labelPrefix:  f.prefix,
+			labelSpec:    "0123456789abcdef",
+		},
+	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cli.ContainerStart(t.Context(), resp.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sb := f.acquire(t, "spec")
+	_, err = sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "other settings") || !strings.Contains(err.Error(), name) {
+		t.Fatalf("exec in a container of other settings: err = %v", err)
+	}
+	info, err := f.cli.ContainerInspect(t.Context(), resp.ID)
+	if err != nil || !info.State.Running {
+		t.Fatalf("the container of other settings was disturbed: %v", err)
+	}
+}
+
 // An image whose user is root (busybox) runs as a non-root user unless
 // docker.user says root; either way a setuid program planted in the
 // workspace is no setuid-root file another host user can reach and run.
