@@ -11,8 +11,10 @@
 // timeout can kill every process the command started (the Engine API has no
 // exec-kill) and no inspect call is needed.
 //
-// Containers are named <prefix>-<16 hex of sha256(state dir, thread)> and
-// used only when their labels name the thread and the state dir; created
+// Containers are named <prefix>-<16 hex of sha256(state dir, settings,
+// thread)> and used only when their labels name the thread, the state dir
+// and the settings, so that servers of different settings on one state dir
+// never replace each other's containers; created
 // on a thread's first use, kept warm after its sessions end, stopped and
 // removed after IdleTimeout, capped at Replicas running (least recently
 // used goes first), and found again by label when the server restarts.

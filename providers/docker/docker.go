@@ -61,6 +61,8 @@ type Config struct {
 	User            string            // default: the image's, 1000:1000 where that is root; "root" only when set
 	RemoveOnExit    bool              // remove this server's containers when it stops
 	Logger          *slog.Logger
+
+	connectTimeout time.Duration // how long one attempt to connect may take; default 15 s (tests shorten it)
 }
 
 // engine is the part of the Docker client the provider uses.
@@ -94,14 +96,15 @@ type Provider struct {
 	env      []string // every command's environment, KEY=VALUE (envList)
 
 	// Known once connect succeeded (connected), which may be after New.
-	connectMu sync.Mutex
-	connected atomic.Bool
-	downErr   string // why the engine did not answer (connectMu)
-	user      string // the containers' user
-	uid, gid  int    // that user's ids, -1 when unknown
-	keeper    []byte // the containers' keep-alive program (keeperELF); nil: the image's CMD
-	imageID   string // the image's id, as it was when connect succeeded
-	spec      string // specTag
+	connectMu  sync.Mutex
+	connected  atomic.Bool
+	connecting *attempt // the attempt to connect in flight, if any (connectMu)
+	downErr    string   // why the engine did not answer (connectMu)
+	user       string   // the containers' user
+	uid, gid   int      // that user's ids, -1 when unknown
+	keeper     []byte   // the containers' keep-alive program (keeperELF); nil: the image's CMD
+	imageID    string   // the image's id, as it was when connect succeeded
+	spec       string   // specTag
 
 	mu      sync.Mutex
 	threads map[string]*Sandbox // acquired sandboxes, by thread key
@@ -174,6 +177,9 @@ func setDefaults(cfg *Config) {
 	if cfg.PidsLimit == 0 {
 		cfg.PidsLimit = 512
 	}
+	if cfg.connectTimeout == 0 {
+		cfg.connectTimeout = 15 * time.Second // a hung engine is a down one
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -207,7 +213,7 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	if err := p.connect(pctx); errors.Is(err, errEngineDown) {
 		// Serve anyway: each call says the engine is down, and the first
 		// call after it is back connects.
-		p.log.Warn("docker provider: engine not reachable; serving anyway, each call answers an error until it is back", "err", p.downErr)
+		p.log.Warn("docker provider: engine not reachable; serving anyway, each call answers an error until it is back", "err", p.downReason())
 	} else if err != nil {
 		return nil, err
 	}
@@ -218,28 +224,79 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 // errEngineDown: the engine does not answer.
 var errEngineDown = errors.New("docker engine not reachable: the sandbox needs Docker running; call again once it is")
 
+// attempt is one attempt to connect; err is set before done is closed.
+type attempt struct {
+	done chan struct{}
+	err  error
+}
+
 // connect does, once it succeeds, what needs the engine before a thread's
-// sandbox can be handed out: ping, the image (its user and architecture),
-// and the containers an earlier run of this state dir left. It returns
-// errEngineDown (the cause, which may name host paths, is logged and kept
-// in downErr) while the engine does not answer.
+// sandbox can be handed out (tryConnect). Calls that come while an attempt
+// is in flight wait for that one rather than queue for one each, so that
+// with the engine hung each answers within one attempt's time limit. The
+// attempt is not the caller's: a call that ends (ctx) stops waiting, the
+// attempt goes on for the others. It returns errEngineDown while the
+// engine does not answer (also when ctx's deadline passes first).
 func (p *Provider) connect(ctx context.Context) error {
 	if p.connected.Load() {
 		return nil
 	}
 	p.connectMu.Lock()
-	defer p.connectMu.Unlock()
 	if p.connected.Load() {
+		p.connectMu.Unlock()
 		return nil
 	}
-	cfg := p.cfg
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second) // a hung engine is a down one
-	defer cancel()
-	if _, err := p.cli.Ping(ctx); err != nil {
-		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	a := p.connecting
+	if a == nil {
+		a = &attempt{done: make(chan struct{})}
+		p.connecting = a
+		go func() {
+			err := p.tryConnect()
+			p.connectMu.Lock()
+			a.err = err
+			p.connecting = nil
+			p.connectMu.Unlock()
+			close(a.done)
+		}()
+	}
+	p.connectMu.Unlock()
+	select {
+	case <-a.done:
+		return a.err
+	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return ctx.Err()
 		}
+		p.connectMu.Lock()
+		if p.downErr == "" {
+			p.downErr = "no answer within the call's time"
+		}
+		p.connectMu.Unlock()
+		return errEngineDown
+	}
+}
+
+// tryConnect is one attempt to connect, for at most connectTimeout (a hung
+// engine is a down one) or until Close: ping, the image (its user and
+// architecture), and the containers an earlier run of this state dir left.
+// It returns errEngineDown (the cause, which may name host paths, is
+// logged and kept in downErr) while the engine does not answer. One
+// attempt runs at a time (connect); what it sets is read once connected.
+func (p *Provider) tryConnect() error {
+	cfg := p.cfg
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.connectTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if _, err := p.cli.Ping(ctx); err != nil {
+		p.connectMu.Lock()
 		p.downErr = strings.ReplaceAll(err.Error(), "\n", " ")
+		p.connectMu.Unlock()
 		return errEngineDown
 	}
 	img, err := p.cli.ImageInspect(ctx, cfg.Image)
@@ -268,10 +325,12 @@ func (p *Provider) connect(ctx context.Context) error {
 	if err := p.adopt(ctx); err != nil {
 		return err
 	}
+	p.connectMu.Lock()
 	if p.downErr != "" {
 		p.log.Info("docker provider: engine reachable again")
 		p.downErr = ""
 	}
+	p.connectMu.Unlock()
 	p.connected.Store(true)
 	return nil
 }
@@ -351,15 +410,21 @@ func (p *Provider) Network() string { return p.cfg.Network }
 func (p *Provider) Name() string { return "docker" }
 
 // ContainerName is the container of a thread of the state dir with tag
-// state (stateTag): <prefix>-<first 16 hex of sha256(state, thread)>. The
-// state dir is in the hash so that two installs on one engine never meet
-// at a name, whatever their threads and prefixes; 64 bits make an
-// accidental collision of two names practically impossible (32 bits of
-// sha256(thread) did not: t26821 and t49091 share them). A name is still
-// never trusted alone: a container is a thread's only when its labels name
-// that thread and state dir (mine).
-func ContainerName(prefix, state, thread string) string {
-	sum := sha256.Sum256([]byte(state + "\x00" + thread))
+// state (stateTag), made with the settings of tag spec (specTag):
+// <prefix>-<first 16 hex of sha256(state, spec, thread)>. The state dir is
+// in the hash so that two installs on one engine never meet at a name,
+// whatever their threads and prefixes; the settings are, so that two
+// servers on one state dir with different settings (user, image,
+// environment, mounts, limits) each have their own container for a thread
+// and never replace the other's while it runs a command, and so that a
+// container made with other settings (docker.user: root since removed) is
+// never used. 64 bits make an accidental collision of two names
+// practically impossible (32 bits of sha256(thread) did not: t26821 and
+// t49091 share them). A name is still never trusted alone: a container is
+// a thread's only when its labels name that thread, state dir and settings
+// (mine).
+func ContainerName(prefix, state, spec, thread string) string {
+	sum := sha256.Sum256([]byte(state + "\x00" + spec + "\x00" + thread))
 	return prefix + "-" + hex.EncodeToString(sum[:8])
 }
 
@@ -378,9 +443,9 @@ func stateTag(dir string) (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
-// containerName is thread's container.
+// containerName is thread's container (once connected: p.spec is known).
 func (p *Provider) containerName(thread string) string {
-	return ContainerName(p.cfg.ContainerPrefix, p.stateTag, thread)
+	return ContainerName(p.cfg.ContainerPrefix, p.stateTag, p.spec, thread)
 }
 
 func (p *Provider) ourFilters() filters.Args {
@@ -392,23 +457,36 @@ func (p *Provider) ourFilters() filters.Args {
 }
 
 // adopt finds the containers a previous run of this state dir left: running
-// ones are kept warm (their idle time starts now), others are removed.
+// ones made with these settings are kept warm (their idle time starts
+// now). The others — stopped, made with other settings (an earlier config,
+// or another server's on this state dir), or under a name that is not
+// theirs — are removed unless a command runs in them (leftUnlessBusy). It
+// may run after New, on a call once the engine is back, while the reaper
+// runs: what it found is merged into p.running under p.mu.
 func (p *Provider) adopt(ctx context.Context) error {
 	list, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: p.ourFilters()})
 	if err != nil {
 		return fmt.Errorf("docker provider: list containers: %w", err)
 	}
+	found := map[string]*run{}
 	for _, c := range list {
 		name := strings.TrimPrefix(firstName(c.Names), "/")
 		key := c.Labels[labelThread]
 		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != p.containerName(key) || c.Labels[labelSpec] != p.spec {
-			p.remove(ctx, c.ID)
+			p.removeUnlessBusy(ctx, c)
 			continue
 		}
-		p.running[name] = &run{id: c.ID, key: key, lastUsed: time.Now()}
+		found[name] = &run{id: c.ID, key: key, lastUsed: time.Now()}
 	}
+	p.mu.Lock()
+	for name, r := range found {
+		if p.running[name] == nil {
+			p.running[name] = r
+		}
+	}
+	p.mu.Unlock()
 	if len(list) > 0 {
-		p.log.Info("docker provider: found containers of an earlier run", "kept", len(p.running), "found", len(list))
+		p.log.Info("docker provider: found containers of an earlier run", "kept", len(found), "found", len(list))
 	}
 	return nil
 }
@@ -418,6 +496,29 @@ func firstName(names []string) string {
 		return ""
 	}
 	return names[0]
+}
+
+// removeUnlessBusy removes a container adopt does not keep, unless it runs
+// and a command (an exec) is in flight in it: another server on this state
+// dir, with other settings, may be running one there, and a command in
+// flight is never killed. A container left so is looked at again by the
+// next server start on this state dir (and its own server reaps it when it
+// idles), so none is left behind for good.
+func (p *Provider) removeUnlessBusy(ctx context.Context, c container.Summary) {
+	if c.State == "running" {
+		info, err := p.cli.ContainerInspect(ctx, c.ID)
+		switch {
+		case cerrdefs.IsNotFound(err):
+			return
+		case err != nil:
+			p.log.Warn("docker provider: inspect container", "id", shortID(c.ID), "err", err)
+			return
+		case len(info.ExecIDs) > 0:
+			p.log.Info("docker provider: container of other settings left alone: a command runs in it", "name", strings.TrimPrefix(firstName(c.Names), "/"))
+			return
+		}
+	}
+	p.remove(ctx, c.ID)
 }
 
 func (p *Provider) remove(ctx context.Context, id string) {
@@ -546,8 +647,14 @@ func (p *Provider) Close() error {
 	select {
 	case <-p.stop:
 	default:
-		close(p.stop)
+		close(p.stop) // also ends an attempt to connect
 		<-p.done
+	}
+	p.connectMu.Lock()
+	a := p.connecting
+	p.connectMu.Unlock()
+	if a != nil {
+		<-a.done
 	}
 	p.mu.Lock()
 	for k, sb := range p.threads {
@@ -642,13 +749,6 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 			if err := p.mine(info, name, key); err != nil {
 				return "", err
 			}
-			if info.Config.Labels[labelSpec] != p.spec {
-				// Made with other settings (another user, image, limits,
-				// mounts): the thread's container is made anew with these.
-				p.log.Info("docker provider: container made with other settings replaced", "name", name)
-				p.remove(ctx, info.ID)
-				continue
-			}
 			if info.State != nil && info.State.Running {
 				return info.ID, nil
 			}
@@ -686,9 +786,10 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 }
 
 // mine checks that a container found by name is thread key's sandbox of
-// this state dir: its labels, not its name, say whose it is. Anything else
-// (another thread's container under a colliding name, another install's,
-// a container that is not ours at all) is never used, and never removed.
+// this state dir made with these settings: its labels, not its name, say
+// whose it is. Anything else (another thread's container under a colliding
+// name, another install's, one of other settings, a container that is not
+// ours at all) is never used, and never removed here.
 func (p *Provider) mine(info container.InspectResponse, name, key string) error {
 	var labels map[string]string
 	if info.Config != nil {
@@ -701,6 +802,8 @@ func (p *Provider) mine(info container.InspectResponse, name, key string) error 
 		return fmt.Errorf("docker provider: container %s belongs to another sandbox-mcp state dir; left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name)
 	case labels[labelThread] != key:
 		return fmt.Errorf("docker provider: container %s is another thread's sandbox (its label names another thread); it is never used for this thread", name)
+	case labels[labelSpec] != p.spec:
+		return fmt.Errorf("docker provider: container %s was made with other settings (its %s label differs); left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name, labelSpec)
 	}
 	return nil
 }
@@ -732,9 +835,11 @@ func (p *Provider) containerConfig(key string) *container.Config {
 
 // specTag is 16 hex of sha256 of every setting a container is made with
 // but its thread's own directories: the image (by id), user, entrypoint,
-// environment, limits, network, runtime, skills dir and custom mounts. A
-// container whose label differs (the config or the image changed since it
-// was made — e.g. docker.user: root removed) is replaced, never reused.
+// environment, limits, network, runtime, skills dir and custom mounts. It
+// is in the container's name (ContainerName) and label: a container made
+// with other settings (the config or the image changed since — e.g.
+// docker.user: root removed — or another server's on this state dir) is
+// never used.
 func (p *Provider) specTag() string {
 	c := p.containerConfig("")
 	c.Labels = nil

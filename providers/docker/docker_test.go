@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -550,6 +551,41 @@ func TestContainerOfAnotherThreadIsRefused(t *testing.T) {
 	}
 }
 
+// A container found under a thread's name whose settings label differs
+// (not the provider's own: only a hand-made one or a hash collision can
+// be there) is never used, and never removed: a command may run in it.
+func TestContainerOfOtherSettingsUnderItsNameIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	name := f.p.containerName("spec")
+	resp, err := f.cli.ContainerCreate(t.Context(), &container.Config{
+		Image: baseImage,
+		Cmd:   []string{"sleep", "infinity"},
+		Labels: map[string]string{
+			labelManaged: "true",
+			labelThread:  "spec",
+			labelState:   f.p.stateTag,
+			labelPrefix:  f.prefix,
+			labelSpec:    "0123456789abcdef",
+		},
+	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cli.ContainerStart(t.Context(), resp.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sb := f.acquire(t, "spec")
+	_, err = sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "other settings") || !strings.Contains(err.Error(), name) {
+		t.Fatalf("exec in a container of other settings: err = %v", err)
+	}
+	info, err := f.cli.ContainerInspect(t.Context(), resp.ID)
+	if err != nil || !info.State.Running {
+		t.Fatalf("the container of other settings was disturbed: %v", err)
+	}
+}
+
 // An image whose user is root (busybox) runs as a non-root user unless
 // docker.user says root; either way a setuid program planted in the
 // workspace is no setuid-root file another host user can reach and run.
@@ -728,13 +764,15 @@ func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
 	}
 }
 
-// A container made with other settings is not reused: one made as root
-// (docker.user: root) is replaced once the config no longer says root —
-// by a restarted server (adopting) as by another on the same state dir.
+// A container made with other settings is not used: one made as root
+// (docker.user: root) never serves the thread once the config no longer
+// says root — neither for another server on the same state dir nor after a
+// restart, which removes it (idle) rather than leave it behind.
 func TestContainerOfOtherSettingsReplaced(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *Config) { c.User = "root" })
-	if out, _ := execOut(t, f.acquire(t, "settings"), "id -u"); out != "0\n" {
+	sb := f.acquire(t, "settings")
+	if out, _ := execOut(t, sb, "id -u"); out != "0\n" {
 		t.Fatalf("docker.user root: uid %q", out)
 	}
 	cfg := f.cfg
@@ -750,22 +788,175 @@ func TestContainerOfOtherSettingsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p2.Release("settings")
-	if out, _ := execOut(t, sb2, "id -u"); out != "1000\n" {
-		t.Fatalf("without docker.user: uid %q", out)
+	for range 2 {
+		if out, _ := execOut(t, sb2, "id -u"); out != "1000\n" {
+			t.Fatalf("without docker.user: uid %q", out)
+		}
+		// The first server, still saying root, keeps its own.
+		if out, _ := execOut(t, sb, "id -u"); out != "0\n" {
+			t.Fatalf("docker.user root, beside a server without: uid %q", out)
+		}
 	}
-	if got := f.ours(t, true); len(got) != 1 {
-		t.Fatalf("%d containers for one thread", len(got))
+	if got := f.ours(t, true); len(got) != 2 {
+		t.Fatalf("%d containers for one thread of two settings, want 2", len(got))
 	}
-	// A restart adopts nothing made with other settings.
+	// A restart without root adopts the container made without, and
+	// removes the one made as root.
 	f.p.Close()
 	p2.Close()
-	cfg.User = "root"
 	p3, err := New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p3.Close()
-	if got := f.ours(t, true); len(got) != 0 {
-		t.Fatalf("a restart with other settings kept %d containers", len(got))
+	got := f.ours(t, true)
+	if len(got) != 1 || got[0].Labels[labelSpec] != p3.spec {
+		t.Fatalf("a restart kept %d containers, or the one of other settings", len(got))
+	}
+	sb3, err := p3.Acquire(t.Context(), "settings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p3.Release("settings")
+	if out, _ := execOut(t, sb3, "id -u"); out != "1000\n" {
+		t.Fatalf("after a restart without docker.user: uid %q", out)
+	}
+}
+
+// Two servers on one state dir whose settings differ (here the
+// environment) each have their own container for a thread: a command
+// running in the first's survives the second's start-up and calls, and
+// each gets its own output.
+func TestOtherSettingsDoNotKillCommands(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.Environment = map[string]string{"FOO": "a"} })
+	sbA := f.acquire(t, "both")
+	execOut(t, sbA, "true") // its container is up
+	var wg sync.WaitGroup
+	var outA string
+	var resA sandbox.ExecResult
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		outA, resA = execOut(t, sbA, "sleep 6; echo A-done $FOO")
+	}()
+	time.Sleep(time.Second) // the command runs
+	cfg := f.cfg
+	cfg.Environment = map[string]string{"FOO": "b"}
+	p2, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	sbB, err := p2.Acquire(t.Context(), "both")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Release("both")
+	for range 2 {
+		if out, res := execOut(t, sbB, "echo B $FOO"); out != "B b\n" || res.ExitCode != 0 {
+			t.Fatalf("the second server: exit %d %q", res.ExitCode, out)
+		}
+	}
+	wg.Wait()
+	if outA != "A-done a\n" || resA.ExitCode != 0 {
+		t.Fatalf("the first server's command: exit %d %q", resA.ExitCode, outA)
+	}
+	if got := f.ours(t, false); len(got) != 2 {
+		t.Fatalf("%d running containers for one thread of two settings, want 2", len(got))
+	}
+}
+
+// A server that started with the engine down adopts the containers of an
+// earlier run on its first call, while its reaper already runs: the two
+// must not race on what the provider knows of its containers (-race).
+func TestAdoptAfterEngineDownStartDoesNotRace(t *testing.T) {
+	f := newFixture(t)
+	execOut(t, f.acquire(t, "one"), "true")
+	f.p.Release("one")
+	f.p.Close()
+	upstream := engineSocket()
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	cfg := f.cfg
+	cfg.IdleTimeout = 100 * time.Millisecond
+	p, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start-up with the engine down: %v", err)
+	}
+	defer p.Close()
+	time.Sleep(300 * time.Millisecond) // the reaper is at work
+	stop := proxy(t, sock, upstream)
+	defer stop()
+	sb, err := p.Acquire(t.Context(), "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release("two")
+	if out, _ := execOut(t, sb, "echo two"); out != "two\n" {
+		t.Fatalf("after the engine came back: %q", out)
+	}
+}
+
+// hangingEngine listens at sock and answers nothing: an engine that hangs.
+func hangingEngine(t testing.TB, sock string) {
+	t.Helper()
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+}
+
+// While the engine hangs, calls that arrive together share one attempt to
+// connect: each answers within about one attempt's time limit, not after
+// the attempts of every call before it.
+func TestHungEngineCallsShareOneConnectAttempt(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	hangingEngine(t, sock)
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	const limit, calls = time.Second, 8
+	cfg := Config{StateDir: t.TempDir(), ContainerPrefix: randomPrefix(t), Image: baseImage, connectTimeout: limit}
+	p, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start-up with the engine hanging: %v", err)
+	}
+	defer p.Close()
+	start := time.Now()
+	errs := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			_, err := p.Acquire(t.Context(), "hung-"+strconv.Itoa(i))
+			errs <- err
+		}()
+	}
+	for range calls {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "docker engine not reachable") {
+			t.Fatalf("a call with the engine hanging: err = %v", err)
+		}
+	}
+	// One after another they would take calls × limit.
+	if took := time.Since(start); took > calls*limit/2 {
+		t.Fatalf("%d calls with the engine hanging took %v (limit %v each)", calls, took, limit)
 	}
 }

@@ -36,15 +36,17 @@ func words(ws ...uint32) []byte {
 
 // keeperELF is the keep-alive program for arch (GOARCH names, as the
 // engine reports an image's architecture) as a static ELF executable: one
-// header, one loadable segment, the code. nil for an architecture it has
-// no code for.
+// header, two program headers — one loadable segment (the whole file, read
+// and execute) and PT_GNU_STACK (read-write: the stack is not executable,
+// whatever a kernel's default for a program that does not say) — and the
+// code. nil for an architecture it has no code for.
 func keeperELF(arch string) []byte {
 	code, ok := keeperCode[arch]
 	if !ok {
 		return nil
 	}
-	const base, ehsize, phsize = 0x400000, 64, 56
-	size := uint64(ehsize + phsize + len(code))
+	const base, ehsize, phsize, phnum = 0x400000, 64, 56, 2
+	size := uint64(ehsize + phnum*phsize + len(code))
 	var b bytes.Buffer
 	le := binary.LittleEndian
 	b.Write([]byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}) // 64-bit, little-endian, version 1, System V
@@ -54,11 +56,13 @@ func keeperELF(arch string) []byte {
 		Entry, PhOff, ShOff                                  uint64
 		Flags                                                uint32
 		EhSize, PhEntSize, PhNum, ShEntSize, ShNum, ShStrNdx uint16
-	}{2, keeperMachine[arch], 1, base + ehsize + phsize, ehsize, 0, 0, ehsize, phsize, 1, 0, 0, 0})
-	binary.Write(&b, le, struct {
+	}{2, keeperMachine[arch], 1, base + ehsize + phnum*phsize, ehsize, 0, 0, ehsize, phsize, phnum, 0, 0, 0})
+	type progHeader struct {
 		Type, Flags                                uint32
 		Offset, VAddr, PAddr, FileSz, MemSz, Align uint64
-	}{1, 5, 0, base, base, size, size, 0x1000}) // PT_LOAD, R+X, the whole file
+	}
+	binary.Write(&b, le, progHeader{1, 5, 0, base, base, size, size, 0x1000}) // PT_LOAD, R+X, the whole file
+	binary.Write(&b, le, progHeader{0x6474e551, 6, 0, 0, 0, 0, 0, 16})        // PT_GNU_STACK, R+W
 	b.Write(code)
 	return b.Bytes()
 }

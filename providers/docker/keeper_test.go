@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"bytes"
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +57,36 @@ func TestKeeperRunsUntilTerm(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			cmd.Process.Kill()
 			t.Fatalf("%s: still running 30 s after SIGTERM", arch)
+		}
+	}
+}
+
+// Each keep-alive program says its stack is not executable (PT_GNU_STACK,
+// read-write), so that no kernel defaulting to an executable stack for a
+// program that says nothing gives it one; its code is still read+execute.
+func TestKeeperStackNotExecutable(t *testing.T) {
+	for arch := range keeperCode {
+		f, err := elf.NewFile(bytes.NewReader(keeperELF(arch)))
+		if err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
+		var stack, load bool
+		for _, p := range f.Progs {
+			switch p.Type {
+			case elf.PT_GNU_STACK:
+				stack = true
+				if p.Flags != elf.PF_R|elf.PF_W {
+					t.Errorf("%s: PT_GNU_STACK flags %v, want R+W", arch, p.Flags)
+				}
+			case elf.PT_LOAD:
+				load = true
+				if p.Flags != elf.PF_R|elf.PF_X || f.Entry < p.Vaddr || f.Entry >= p.Vaddr+p.Memsz {
+					t.Errorf("%s: PT_LOAD %+v, entry %#x", arch, p.ProgHeader, f.Entry)
+				}
+			}
+		}
+		if !stack || !load {
+			t.Errorf("%s: PT_GNU_STACK %v, PT_LOAD %v", arch, stack, load)
 		}
 	}
 }
