@@ -288,3 +288,22 @@ func TestExecSetsidChildrenDie(t *testing.T) {
 		})
 	}
 }
+
+// Orphans re-parented to the host-bash reaper are reaped as they exit, not
+// left as zombies until the call ends (issue 2 of the local review).
+func TestExecReaperReapsOrphans(t *testing.T) {
+	t.Parallel()
+	sb, _ := newSandbox(t, true)
+	out, res, err := execOut(t, sb, t.Context(),
+		`for i in $(seq 200); do (true &); done; sleep 1; n=0; for f in /proc/[0-9]*/stat; do s=$(cat $f 2>/dev/null) || continue; s=${s##*) }; set -- $s; [ "$1 $2" = "Z $PPID" ] && n=$((n+1)); done; echo "zombies=$n"`, time.Minute)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("res = %+v err = %v out = %q", res, err, out)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "zombies=")))
+	if err != nil {
+		t.Fatalf("out = %q", out)
+	}
+	if n > 20 { // promptly reaped: a few may be in flight
+		t.Fatalf("%d zombies under the reaper", n)
+	}
+}

@@ -77,15 +77,20 @@ func reap(argv []string) int {
 	}
 	code := make(chan int, 1)
 	go func() {
+		// Every child is reaped as it exits, not only bash: the orphans
+		// re-parented here would otherwise stay zombies until the call ends.
 		var ws syscall.WaitStatus
 		for {
-			_, err := syscall.Wait4(pid, &ws, 0, nil)
+			wpid, err := syscall.Wait4(-1, &ws, 0, nil)
 			if err == syscall.EINTR {
 				continue
 			}
 			if err != nil {
 				code <- 137 // reaped by the sweep below, after a kill
 				return
+			}
+			if wpid != pid {
+				continue
 			}
 			if ws.Signaled() {
 				code <- 128 + int(ws.Signal())
