@@ -20,12 +20,18 @@ import (
 // (PR_SET_CHILD_SUBREAPER), so that every process the command leaves behind
 // is re-parented to it, whatever session or group it moved to. When bash
 // exits, when the server asks (SIGTERM: timeout or cancellation) or when
-// the server dies (its parent changes), the reaper kills bash's group and
-// then every child it has, again as their own children fall to it, until
-// none is left. A process that makes itself a subreaper, or that leaves
-// through ptrace or a daemon manager (systemd-run, at), is not the
-// command's descendant any more and escapes; only a PID namespace
-// (--isolation bwrap) holds those.
+// the server dies (its parent changes), the reaper kills every child it
+// has, again as their own children fall to it, until none is left.
+//
+// The command runs as the reaper's uid and can signal it. So bash stays in
+// the reaper's process group (the one the server made and kills when the
+// reaper ends, at once if the reaper dies early): a killed reaper still
+// takes with it every process that never left the group. A stopped one is
+// sent SIGCONT with the server's SIGTERM. What is left: a command that
+// kills its reaper after starting children that left the group (setsid)
+// leaves those behind, as does a process that makes itself a subreaper or
+// that leaves through ptrace or a daemon manager (systemd-run, at). Only a
+// PID namespace (--isolation bwrap) or a cgroup holds those.
 
 // reaperName is argv[0] of the reaper process.
 const reaperName = "sandbox-mcp-reaper"
@@ -56,7 +62,7 @@ func reaperCommand() (path string, args []string) {
 	return "/proc/self/exe", []string{reaperName}
 }
 
-// reap runs argv in its own process group and, when it ends, kills every
+// reap runs argv in this process's group and, when it ends, kills every
 // process it left. Its exit code is the command's (128+N for a signal).
 func reap(argv []string) int {
 	parent := os.Getppid()
@@ -69,7 +75,6 @@ func reap(argv []string) int {
 	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
 		os.Stderr.WriteString("sandbox-mcp-reaper: " + argv[0] + ": " + err.Error() + "\n")
@@ -116,7 +121,8 @@ wait:
 			}
 		}
 	}
-	syscall.Kill(-pid, syscall.SIGKILL)
+	// Not the group: this process is in it. bash, if it still runs, is a
+	// child like the others.
 	killChildren()
 	if exit < 0 {
 		select {
@@ -140,6 +146,15 @@ func killChildren() {
 		_, err := unix.Wait4(-1, nil, unix.WALL, nil)
 		if err == unix.ECHILD {
 			return
+		}
+		for { // the rest of this round, without a /proc scan each
+			wpid, err := unix.Wait4(-1, nil, unix.WALL|unix.WNOHANG, nil)
+			if err == unix.ECHILD {
+				return
+			}
+			if wpid <= 0 && err != unix.EINTR {
+				break
+			}
 		}
 	}
 }
