@@ -5,6 +5,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -84,17 +85,28 @@ func reap(argv []string) int {
 	go func() {
 		// Every child is reaped as it exits, not only bash: the orphans
 		// re-parented here would otherwise stay zombies until the call ends.
+		// Only until the sweep starts: a reap here while killChildren
+		// blocks in wait could leave it waiting on a child nobody killed.
+		// So wait without reaping (WNOWAIT), then reap under sweepMu.
 		var ws syscall.WaitStatus
 		for {
-			wpid, err := syscall.Wait4(-1, &ws, 0, nil)
-			if err == syscall.EINTR {
+			var info unix.Siginfo
+			err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err == unix.EINTR {
 				continue
 			}
 			if err != nil {
 				code <- 137 // reaped by the sweep below, after a kill
 				return
 			}
-			if wpid != pid {
+			sweepMu.Lock()
+			if sweeping {
+				sweepMu.Unlock()
+				return
+			}
+			wpid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			sweepMu.Unlock()
+			if err != nil || wpid != pid {
 				continue
 			}
 			if ws.Signaled() {
@@ -134,10 +146,20 @@ wait:
 	return exit
 }
 
+// sweepMu guards sweeping, set when killChildren starts: from then on it
+// alone reaps.
+var (
+	sweepMu  sync.Mutex
+	sweeping bool
+)
+
 // killChildren kills every child of this process and reaps it, until none
 // is left: a killed child's own children are re-parented here and go in a
 // later round.
 func killChildren() {
+	sweepMu.Lock()
+	sweeping = true // reap's waiter stops reaping
+	sweepMu.Unlock()
 	self := os.Getpid()
 	for {
 		for _, c := range childrenOf(self) {
