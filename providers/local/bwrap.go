@@ -37,8 +37,9 @@ var etcFiles = []string{
 	"mime.types", "bash.bashrc", "profile", "inputrc", "environment", "login.defs", "magic", "magic.mime",
 }
 
-// ProbeBwrap checks that bubblewrap can make a sandbox on this machine (it
-// needs user namespaces, which may be disabled) by running `true` in one.
+// ProbeBwrap checks that bubblewrap is recent enough (bwrapArgs uses
+// --perms, new in 0.5) and can make a sandbox on this machine (it needs
+// user namespaces, which may be disabled) by running `true` in one.
 func ProbeBwrap(ctx context.Context) error {
 	bin, err := exec.LookPath("bwrap")
 	if err != nil {
@@ -46,6 +47,11 @@ func ProbeBwrap(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if v, err := exec.CommandContext(ctx, bin, "--version").Output(); err == nil {
+		if err := checkBwrapVersion(string(v)); err != nil {
+			return err
+		}
+	} // no version to read: the sandbox run below says what is wrong
 	opts, command := bwrapArgs(nil, false, "/", []string{"/bin/sh", "-c", "exit 0"})
 	cmd, err := bwrapCommand(bin, opts, command, []string{"PATH=" + defaultPath})
 	if err != nil {
@@ -69,6 +75,35 @@ func ProbeBwrap(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("bwrap does not work here: %v: %s", err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// bwrapMinVersion is the oldest bubblewrap bwrapArgs works with: --perms
+// came in 0.5.0 (Debian 11, Ubuntu 20.04 and RHEL 8/9 ship 0.4).
+var bwrapMinVersion = [2]int{0, 5}
+
+// checkBwrapVersion reads `bwrap --version` ("bubblewrap 0.4.1") and says
+// when it is older than bwrapMinVersion. A version it cannot read passes.
+func checkBwrapVersion(out string) error {
+	f := strings.Fields(out)
+	if len(f) < 2 || f[0] != "bubblewrap" {
+		return nil
+	}
+	parts := strings.SplitN(f[1], ".", 3)
+	if len(parts) < 2 {
+		return nil
+	}
+	var v [2]int
+	for i := range v {
+		n, err := strconv.Atoi(parts[i])
+		if err != nil {
+			return nil
+		}
+		v[i] = n
+	}
+	if v[0] < bwrapMinVersion[0] || v[0] == bwrapMinVersion[0] && v[1] < bwrapMinVersion[1] {
+		return fmt.Errorf("bubblewrap %d.%d or later is needed (found %s)", bwrapMinVersion[0], bwrapMinVersion[1], f[1])
 	}
 	return nil
 }

@@ -427,3 +427,40 @@ func TestBwrapAsOrdinaryUser(t *testing.T) {
 		t.Fatalf("as uid %s: %d tests passed, want 5:\n%s", id, n, out)
 	}
 }
+
+func TestCheckBwrapVersion(t *testing.T) {
+	t.Parallel()
+	for out, want := range map[string]string{
+		"bubblewrap 0.4.1\n": "bubblewrap 0.5 or later is needed (found 0.4.1)",
+		"bubblewrap 0.4.0":   "bubblewrap 0.5 or later is needed (found 0.4.0)",
+		"bubblewrap 0.3.3":   "bubblewrap 0.5 or later is needed (found 0.3.3)",
+		"bubblewrap 0.5.0\n": "",
+		"bubblewrap 0.8.0":   "",
+		"bubblewrap 0.11.0":  "",
+		"bubblewrap 1.0":     "",
+		"":                   "", // unreadable: the sandbox probe decides
+		"bwrap: unknown":     "",
+		"bubblewrap x.y":     "",
+	} {
+		err := checkBwrapVersion(out)
+		if got := fmt.Sprint(err); (want == "" && err != nil) || (want != "" && got != want) {
+			t.Errorf("%q: err = %v, want %q", out, err, want)
+		}
+	}
+}
+
+// An old bubblewrap (no --perms) is named in the probe's error, not left
+// to fail with "Unknown option --perms" (local review #4). The bwrap on
+// PATH is a script that answers as 0.4.1 does.
+func TestProbeBwrapTooOld(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'bubblewrap 0.4.1'; exit 0; fi\necho 'bwrap: Unknown option --perms' >&2; exit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	err := ProbeBwrap(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "bubblewrap 0.5 or later is needed (found 0.4.1)") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -67,8 +67,10 @@ const reaperGrace = 5 * time.Second
 // runGroup runs cmd in its own process group and feeds its interleaved
 // stdout and stderr to req.Output. When reaped, cmd is the host-bash reaper
 // (reaper_linux.go): a timeout or a cancellation asks it to stop with
-// SIGTERM, so that it kills what left the group before it exits, instead
-// of killing it with its group.
+// SIGTERM (and SIGCONT), so that it kills what left the group before it
+// exits, instead of killing it with its group. Whenever cmd ends — a
+// reaper too, even one the command killed early — its group is killed
+// at once.
 func runGroup(ctx context.Context, req sandbox.ExecRequest, cmd *exec.Cmd, reaped bool) (sandbox.ExecResult, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -89,7 +91,11 @@ func runGroup(ctx context.Context, req sandbox.ExecRequest, cmd *exec.Cmd, reape
 	killGroup := func() { syscall.Kill(-pgid, syscall.SIGKILL) }
 	stop := killGroup
 	if reaped {
-		stop = func() { syscall.Kill(pgid, syscall.SIGTERM) }
+		// SIGCONT too: the command may have stopped its reaper.
+		stop = func() {
+			syscall.Kill(pgid, syscall.SIGTERM)
+			syscall.Kill(pgid, syscall.SIGCONT)
+		}
 	}
 
 	copied := make(chan struct{})

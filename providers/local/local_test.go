@@ -288,3 +288,49 @@ func TestExecSetsidChildrenDie(t *testing.T) {
 		})
 	}
 }
+
+// Orphans re-parented to the host-bash reaper are reaped as they exit, not
+// left as zombies until the call ends (issue 2 of the local review).
+func TestExecReaperReapsOrphans(t *testing.T) {
+	t.Parallel()
+	sb, _ := newSandbox(t, true)
+	out, res, err := execOut(t, sb, t.Context(),
+		`for i in $(seq 200); do (true &); done; sleep 1; n=0; for f in /proc/[0-9]*/stat; do s=$(cat $f 2>/dev/null) || continue; s=${s##*) }; set -- $s; [ "$1 $2" = "Z $PPID" ] && n=$((n+1)); done; echo "zombies=$n"`, time.Minute)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("res = %+v err = %v out = %q", res, err, out)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "zombies=")))
+	if err != nil {
+		t.Fatalf("out = %q", out)
+	}
+	if n > 20 { // promptly reaped: a few may be in flight
+		t.Fatalf("%d zombies under the reaper", n)
+	}
+}
+
+// A command can signal its reaper (same uid). Killing it must not let
+// the command's plain background children outlive the call: they stay in
+// the group the server kills. Stopping it must not keep it from killing
+// what left the group when the call times out (local review #1). A command
+// that kills its reaper after starting setsid children is the escape left:
+// see reaper_linux.go.
+func TestExecReaperKilledOrStopped(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, cmd string
+		timeout   time.Duration
+	}{
+		{"killed", "kill -9 $PPID; sleep 300 </dev/null >/dev/null 2>&1 & echo $! > pid; echo done", time.Minute},
+		{"stopped", "kill -STOP $PPID; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > pid; echo done", time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sb, state := newSandbox(t, true)
+			out, res, err := execOut(t, sb, t.Context(), tc.cmd, tc.timeout)
+			if err != nil {
+				t.Fatalf("res = %+v err = %v out = %q", res, err, out)
+			}
+			assertDead(t, filepath.Join(ThreadDir(state, "t1"), "workspace", "pid"))
+		})
+	}
+}

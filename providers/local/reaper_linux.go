@@ -5,6 +5,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,12 +21,18 @@ import (
 // (PR_SET_CHILD_SUBREAPER), so that every process the command leaves behind
 // is re-parented to it, whatever session or group it moved to. When bash
 // exits, when the server asks (SIGTERM: timeout or cancellation) or when
-// the server dies (its parent changes), the reaper kills bash's group and
-// then every child it has, again as their own children fall to it, until
-// none is left. A process that makes itself a subreaper, or that leaves
-// through ptrace or a daemon manager (systemd-run, at), is not the
-// command's descendant any more and escapes; only a PID namespace
-// (--isolation bwrap) holds those.
+// the server dies (its parent changes), the reaper kills every child it
+// has, again as their own children fall to it, until none is left.
+//
+// The command runs as the reaper's uid and can signal it. So bash stays in
+// the reaper's process group (the one the server made and kills when the
+// reaper ends, at once if the reaper dies early): a killed reaper still
+// takes with it every process that never left the group. A stopped one is
+// sent SIGCONT with the server's SIGTERM. What is left: a command that
+// kills its reaper after starting children that left the group (setsid)
+// leaves those behind, as does a process that makes itself a subreaper or
+// that leaves through ptrace or a daemon manager (systemd-run, at). Only a
+// PID namespace (--isolation bwrap) or a cgroup holds those.
 
 // reaperName is argv[0] of the reaper process.
 const reaperName = "sandbox-mcp-reaper"
@@ -56,7 +63,7 @@ func reaperCommand() (path string, args []string) {
 	return "/proc/self/exe", []string{reaperName}
 }
 
-// reap runs argv in its own process group and, when it ends, kills every
+// reap runs argv in this process's group and, when it ends, kills every
 // process it left. Its exit code is the command's (128+N for a signal).
 func reap(argv []string) int {
 	parent := os.Getppid()
@@ -69,7 +76,6 @@ func reap(argv []string) int {
 	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
 		os.Stderr.WriteString("sandbox-mcp-reaper: " + argv[0] + ": " + err.Error() + "\n")
@@ -77,15 +83,31 @@ func reap(argv []string) int {
 	}
 	code := make(chan int, 1)
 	go func() {
+		// Every child is reaped as it exits, not only bash: the orphans
+		// re-parented here would otherwise stay zombies until the call ends.
+		// Only until the sweep starts: a reap here while killChildren
+		// blocks in wait could leave it waiting on a child nobody killed.
+		// So wait without reaping (WNOWAIT), then reap under sweepMu.
 		var ws syscall.WaitStatus
 		for {
-			_, err := syscall.Wait4(pid, &ws, 0, nil)
-			if err == syscall.EINTR {
+			var info unix.Siginfo
+			err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err == unix.EINTR {
 				continue
 			}
 			if err != nil {
 				code <- 137 // reaped by the sweep below, after a kill
 				return
+			}
+			sweepMu.Lock()
+			if sweeping {
+				sweepMu.Unlock()
+				return
+			}
+			wpid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			sweepMu.Unlock()
+			if err != nil || wpid != pid {
+				continue
 			}
 			if ws.Signaled() {
 				code <- 128 + int(ws.Signal())
@@ -111,7 +133,8 @@ wait:
 			}
 		}
 	}
-	syscall.Kill(-pid, syscall.SIGKILL)
+	// Not the group: this process is in it. bash, if it still runs, is a
+	// child like the others.
 	killChildren()
 	if exit < 0 {
 		select {
@@ -123,10 +146,20 @@ wait:
 	return exit
 }
 
+// sweepMu guards sweeping, set when killChildren starts: from then on it
+// alone reaps.
+var (
+	sweepMu  sync.Mutex
+	sweeping bool
+)
+
 // killChildren kills every child of this process and reaps it, until none
 // is left: a killed child's own children are re-parented here and go in a
 // later round.
 func killChildren() {
+	sweepMu.Lock()
+	sweeping = true // reap's waiter stops reaping
+	sweepMu.Unlock()
 	self := os.Getpid()
 	for {
 		for _, c := range childrenOf(self) {
@@ -135,6 +168,15 @@ func killChildren() {
 		_, err := unix.Wait4(-1, nil, unix.WALL, nil)
 		if err == unix.ECHILD {
 			return
+		}
+		for { // the rest of this round, without a /proc scan each
+			wpid, err := unix.Wait4(-1, nil, unix.WALL|unix.WNOHANG, nil)
+			if err == unix.ECHILD {
+				return
+			}
+			if wpid <= 0 && err != unix.EINTR {
+				break
+			}
 		}
 	}
 }

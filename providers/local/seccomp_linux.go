@@ -2,7 +2,6 @@ package local
 
 import (
 	"encoding/binary"
-	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,8 +17,7 @@ import (
 // Docker's default profile does — a dev sandbox needs none of them.
 
 // keyringSyscalls are the numbers of add_key, request_key and keyctl for
-// an audit architecture: the native one and, on 64-bit x86 and ARM, the
-// 32-bit one a program can still call them through.
+// an audit architecture.
 type keyringSyscalls struct {
 	arch uint32
 	nrs  []uint32
@@ -28,26 +26,19 @@ type keyringSyscalls struct {
 // x32 system calls are the x86-64 numbers with this bit set.
 const x32Bit = 0x40000000
 
+// keyringFilterArches lists every architecture the filter knows, whatever
+// GOARCH the server was built for: a 386 or arm build on a 64-bit kernel
+// runs 64-bit programs in the sandbox, and a 64-bit kernel runs 32-bit
+// (and x32) ones. A block for an architecture the kernel does not run is
+// never entered: the filter compares the call's architecture first.
 func keyringFilterArches() []keyringSyscalls {
-	switch runtime.GOARCH {
-	case "amd64":
-		return []keyringSyscalls{
-			{unix.AUDIT_ARCH_X86_64, []uint32{248, 249, 250, x32Bit | 248, x32Bit | 249, x32Bit | 250}},
-			{unix.AUDIT_ARCH_I386, []uint32{286, 287, 288}},
-		}
-	case "arm64":
-		return []keyringSyscalls{
-			{unix.AUDIT_ARCH_AARCH64, []uint32{217, 218, 219}},
-			{unix.AUDIT_ARCH_ARM, []uint32{309, 310, 311}},
-		}
-	case "386":
-		return []keyringSyscalls{{unix.AUDIT_ARCH_I386, []uint32{286, 287, 288}}}
-	case "arm":
-		return []keyringSyscalls{{unix.AUDIT_ARCH_ARM, []uint32{309, 310, 311}}}
-	case "riscv64":
-		return []keyringSyscalls{{unix.AUDIT_ARCH_RISCV64, []uint32{217, 218, 219}}}
+	return []keyringSyscalls{
+		{unix.AUDIT_ARCH_X86_64, []uint32{248, 249, 250, x32Bit | 248, x32Bit | 249, x32Bit | 250}},
+		{unix.AUDIT_ARCH_I386, []uint32{286, 287, 288}},
+		{unix.AUDIT_ARCH_AARCH64, []uint32{217, 218, 219}},
+		{unix.AUDIT_ARCH_ARM, []uint32{309, 310, 311}},
+		{unix.AUDIT_ARCH_RISCV64, []uint32{217, 218, 219}},
 	}
-	return []keyringSyscalls{{0, []uint32{unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_KEYCTL}}}
 }
 
 // Classic BPF opcodes and the offsets of struct seccomp_data's fields.
@@ -72,12 +63,10 @@ func keyringFilter() []byte {
 	}
 	var prog []insn
 	for _, a := range keyringFilterArches() {
-		if a.arch != 0 {
-			// Not this architecture: skip its block (load, compares, allow).
-			prog = append(prog,
-				insn{code: bpfLdW, k: offsetArch},
-				insn{code: bpfJeq, k: a.arch, jf: uint8(len(a.nrs) + 2)})
-		}
+		// Not this architecture: skip its block (load, compares, allow).
+		prog = append(prog,
+			insn{code: bpfLdW, k: offsetArch},
+			insn{code: bpfJeq, k: a.arch, jf: uint8(len(a.nrs) + 2)})
 		prog = append(prog, insn{code: bpfLdW, k: offsetNr})
 		for _, nr := range a.nrs {
 			prog = append(prog, insn{code: bpfJeq, k: nr, deny: true})
