@@ -320,7 +320,9 @@ func TestExecReaperKilledOrStopped(t *testing.T) {
 		name, cmd string
 		timeout   time.Duration
 	}{
-		{"killed", "kill -9 $PPID; sleep 300 </dev/null >/dev/null 2>&1 & echo $! > pid; echo done", time.Minute},
+		// The child is started (and its pid written) before the reaper is
+		// killed: once it is, the server kills the call's group at once.
+		{"killed", "sleep 300 </dev/null >/dev/null 2>&1 & echo $! > pid; kill -9 $PPID; echo done", time.Minute},
 		{"stopped", "kill -STOP $PPID; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > pid; echo done", time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
