@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // reserveConns is how many connections beyond MaxConnections are still
@@ -187,50 +189,20 @@ const busyWait = 5 * time.Second
 // budget is a weighted semaphore: bytes of request bodies in flight, or
 // tool calls running. Acquire waits up to busyWait.
 type budget struct {
-	mu      sync.Mutex
-	cap     int64
-	used    int64
-	changed chan struct{} // closed and replaced on every release
+	sem *semaphore.Weighted
+	cap int64
 }
 
-func newBudget(cap int64) *budget { return &budget{cap: cap, changed: make(chan struct{})} }
+func newBudget(cap int64) *budget { return &budget{sem: semaphore.NewWeighted(cap), cap: cap} }
 
 // acquire takes n (at most cap) within busyWait, or reports false.
 func (b *budget) acquire(ctx context.Context, n int64) bool {
-	n = min(n, b.cap)
-	var timer <-chan time.Time
-	for {
-		b.mu.Lock()
-		if b.used+n <= b.cap {
-			b.used += n
-			b.mu.Unlock()
-			return true
-		}
-		ch := b.changed
-		b.mu.Unlock()
-		if timer == nil {
-			t := time.NewTimer(busyWait)
-			defer t.Stop()
-			timer = t.C
-		}
-		select {
-		case <-ch:
-		case <-timer:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
+	ctx, cancel := context.WithTimeout(ctx, busyWait)
+	defer cancel()
+	return b.sem.Acquire(ctx, min(n, b.cap)) == nil
 }
 
-func (b *budget) release(n int64) {
-	n = min(n, b.cap)
-	b.mu.Lock()
-	b.used -= n
-	close(b.changed)
-	b.changed = make(chan struct{})
-	b.mu.Unlock()
-}
+func (b *budget) release(n int64) { b.sem.Release(min(n, b.cap)) }
 
 // fairBudget is a budget that one credential cannot take whole: with
 // several tokens, each gets an even share of it (a token that fills its
