@@ -2,11 +2,13 @@ package tools
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -69,6 +71,18 @@ func argFields(t reflect.Type) []argField {
 	return fields
 }
 
+// fieldsOf caches argFields by type: the tags are read once per tool, not
+// on every call.
+var fieldsOf sync.Map // reflect.Type -> []argField
+
+func cachedArgFields(t reflect.Type) []argField {
+	if f, ok := fieldsOf.Load(t); ok {
+		return f.([]argField)
+	}
+	f, _ := fieldsOf.LoadOrStore(t, argFields(t))
+	return f.([]argField)
+}
+
 // kindName is the JSON schema type of a field kind.
 func kindName(k reflect.Kind) string {
 	switch k {
@@ -100,19 +114,13 @@ func argsUsage(tool string, fields []argField) string {
 // args struct holding the defaults.
 func bindArgs(tool string, req mcp.CallToolRequest, dst any) error {
 	v := reflect.ValueOf(dst).Elem()
-	fields := argFields(v.Type())
+	fields := cachedArgFields(v.Type())
 	usage := func() string { return argsUsage(tool, fields) }
 	raw := req.GetArguments()
 	if raw == nil && req.Params.Arguments != nil {
 		return fmt.Errorf("the arguments must be a JSON object; %s", usage())
 	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range raw {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if !slices.ContainsFunc(fields, func(f argField) bool { return f.name == k }) {
 			return fmt.Errorf("unknown argument %q; %s", k, usage())
 		}
