@@ -112,7 +112,8 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	// hashMaxBytes (and the scan limit); past that, reading stops once the
 	// text is complete, or at the scan limit.
 	scanMax := env.Limits.ReadFileMaxScanBytes
-	whole := fi.Size() <= hashMaxBytes && (scanMax <= 0 || fi.Size() <= scanMax)
+	wholeMax := min(hashMaxBytes, positive(scanMax)) // the largest file read whole
+	whole := fi.Size() <= wholeMax
 	var b strings.Builder
 	line, truncated := 0, false // line: how many lines have ended so far
 	partial := false            // the last line read has no newline yet
@@ -134,7 +135,7 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		chunk, err := br.ReadSlice('\n')
 		scanned += int64(len(chunk))
 		if !valid.write(chunk) {
-			return failf("not UTF-8 text: %s (%d bytes); convert it with bash to read it, e.g. iconv -f LATIN1 -t UTF-8 %s (file -i tells the encoding)", name, fi.Size(), name)
+			return notUTF8(name, fi.Size())
 		}
 		if len(chunk) > 0 {
 			partial = true
@@ -164,7 +165,7 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		line++
 	}
 	if eof && !valid.end() {
-		return failf("not UTF-8 text: %s (%d bytes); convert it with bash to read it, e.g. iconv -f LATIN1 -t UTF-8 %s (file -i tells the encoding)", name, fi.Size(), name)
+		return notUTF8(name, fi.Size())
 	}
 	if whole && start > 1 && line < start {
 		return failf("start_line %d is past the end of %s (%d lines)", start, name, line)
@@ -177,7 +178,7 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if !whole {
 		// Not read whole: see hashMaxBytes.
 		facts.SHA256, facts.Lines = "", -1
-		facts.Note = fmt.Sprintf("sha256 and lines not computed: the file is over %d bytes", min(hashMaxBytes, positive(scanMax)))
+		facts.Note = fmt.Sprintf("sha256 and lines not computed: the file is over %d bytes", wholeMax)
 	}
 	raw := []byte(b.String())
 	if truncated || scanCut {
@@ -207,12 +208,18 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		if facts.SHA256 != "" {
 			out += "[sha256: " + facts.SHA256 + "]"
 		} else {
-			out += "[sha256: not computed: " + name + " is over " + fmt.Sprint(min(hashMaxBytes, positive(scanMax))) + " bytes]"
+			out += "[sha256: not computed: " + name + " is over " + fmt.Sprint(wholeMax) + " bytes]"
 		}
 	}
 	r.CallToolResult = mcp.NewToolResultText(out)
 	r.StructuredContent = facts
 	return r
+}
+
+// notUTF8 refuses text that is not UTF-8 like a binary file (SPEC §6):
+// never returned with bytes replaced.
+func notUTF8(name string, size int64) *Result {
+	return failf("not UTF-8 text: %s (%d bytes); convert it with bash to read it, e.g. iconv -f LATIN1 -t UTF-8 %s (file -i tells the encoding)", name, size, name)
 }
 
 // lastRuneStart is where the last character of b starts (len(b) for none).
