@@ -1,0 +1,365 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Conn is the server's end of one channel to a supervisor. Many calls share
+// it; each is a stream. Every byte from the supervisor is treated as
+// hostile: frames are checked (frame.go), a stream may hold at most window
+// bytes the server has not consumed, and anything malformed ends the
+// channel — every call on it then fails, and the provider starts or dials
+// a new one for the next.
+type Conn struct {
+	hello  Hello
+	closer io.Closer
+
+	wm sync.Mutex
+	fw frameWriter
+
+	mu    sync.Mutex
+	next  uint32
+	calls map[uint32]*call
+	err   error // why the channel ended, set once before done is closed
+	done  chan struct{}
+}
+
+// call is one command in flight on a Conn.
+type call struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	chunks  [][]byte
+	pending int  // bytes in chunks
+	ended   bool // Exit came, or the channel ended
+	exit    *ExitMsg
+}
+
+// helloTimeout bounds how long a new channel may take to say hello.
+const helloTimeout = 30 * time.Second
+
+// NewConn runs the server's end of a channel over r and w (a supervisor's
+// stdout and stdin, or one socket for both) and waits for its hello.
+// closer ends the transport (and, where it is a process, the process); it
+// is called once, when the channel fails or is closed.
+func NewConn(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*Conn, error) {
+	c := &Conn{closer: closer, fw: frameWriter{w: w}, calls: map[uint32]*call{}, done: make(chan struct{})}
+	fr := &frameReader{r: bufio.NewReaderSize(r, 64<<10)}
+	got := make(chan error, 1)
+	go func() {
+		f, err := fr.read()
+		switch {
+		case err != nil:
+		case f.kind != msgHello || f.stream != 0:
+			err = protocolError("first frame is kind %d, not a hello", f.kind)
+		default:
+			if err = json.Unmarshal(f.payload, &c.hello); err != nil {
+				err = protocolError("hello: %v", err)
+			} else if c.hello.Protocol != Protocol {
+				err = fmt.Errorf("supervisor speaks protocol %d, this server %d: the sandbox runs another version of sandbox-mcp", c.hello.Protocol, Protocol)
+			}
+		}
+		got <- err
+		if err == nil {
+			c.readLoop(fr)
+		}
+	}()
+	t := time.NewTimer(helloTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case err = <-got:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-t.C:
+		err = errors.New("the supervisor did not answer")
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = errors.New("the supervisor ended before it answered")
+		}
+		c.fail(err)
+		return nil, err
+	}
+	return c, nil
+}
+
+// Hello is what the supervisor said of itself.
+func (c *Conn) Hello() Hello { return c.hello }
+
+// Done is closed when the channel has ended; Err then says why.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the channel ended, or nil while it works.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close ends the channel; calls in flight fail.
+func (c *Conn) Close() error {
+	c.fail(errors.New("closed"))
+	return nil
+}
+
+// fail ends the channel with err (the first reason is kept).
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	calls := c.calls
+	c.calls = map[uint32]*call{}
+	close(c.done)
+	c.mu.Unlock()
+	if c.closer != nil {
+		c.closer.Close()
+	}
+	for _, cl := range calls {
+		cl.mu.Lock()
+		cl.ended = true
+		cl.cond.Broadcast()
+		cl.mu.Unlock()
+	}
+}
+
+func (c *Conn) send(kind byte, id uint32, payload []byte) error {
+	c.wm.Lock()
+	defer c.wm.Unlock()
+	if err := c.fw.write(kind, id, payload); err != nil {
+		c.fail(fmt.Errorf("write: %w", err))
+		return err
+	}
+	return nil
+}
+
+// readLoop dispatches the supervisor's frames until the channel ends.
+func (c *Conn) readLoop(fr *frameReader) {
+	for {
+		f, err := fr.read()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the supervisor ended")
+			}
+			c.fail(err)
+			return
+		}
+		if err := c.dispatch(f); err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+func (c *Conn) dispatch(f frame) error {
+	c.mu.Lock()
+	cl := c.calls[f.stream]
+	c.mu.Unlock()
+	switch f.kind {
+	case msgOutput:
+		if cl == nil {
+			return nil // a call that already returned (cancelled): dropped
+		}
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		if cl.exit != nil {
+			return protocolError("output on stream %d after its exit", f.stream)
+		}
+		if cl.pending+len(f.payload) > window {
+			return protocolError("stream %d sent more output than its credit", f.stream)
+		}
+		cl.chunks = append(cl.chunks, append([]byte(nil), f.payload...))
+		cl.pending += len(f.payload)
+		cl.cond.Broadcast()
+	case msgExit:
+		if cl == nil {
+			return nil
+		}
+		var m ExitMsg
+		if err := json.Unmarshal(f.payload, &m); err != nil {
+			return protocolError("exit: %v", err)
+		}
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		if cl.exit != nil {
+			return protocolError("stream %d exited twice", f.stream)
+		}
+		if len(m.Error) > 1024 {
+			m.Error = m.Error[:1024]
+		}
+		cl.exit, cl.ended = &m, true
+		cl.cond.Broadcast()
+	default:
+		return protocolError("unexpected message kind %d", f.kind)
+	}
+	return nil
+}
+
+// ExecRequest is one command for a supervisor.
+type ExecRequest struct {
+	Argv    []string
+	Dir     string
+	Timeout time.Duration // 0: none
+	Output  io.Writer     // stdout and stderr, interleaved
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode int
+	TimedOut bool
+}
+
+// ErrUnresponsive: the supervisor did not end a command it was told to
+// kill (it may be stopped, or the sandbox hung). The provider's last
+// resort follows: the sandbox is ended, with every process in it.
+var ErrUnresponsive = errors.New("the sandbox's supervisor did not end the command")
+
+// killGrace is how long a command told to end (timeout, cancellation) may
+// take before ErrUnresponsive: the supervisor's own drain grace and then
+// some.
+const killGrace = drainGraceMax + 3*time.Second
+
+// drainGraceMax is the longest the supervisor drains output after a kill.
+const drainGraceMax = 2 * time.Second
+
+// Exec runs a command and waits for its end, copying its output to
+// req.Output as it comes. A cancelled ctx kills the command and returns
+// ctx's error. An error that is not ctx's means the command's end is not
+// known: the channel failed (the call gets a clear error, never a hang), or
+// ErrUnresponsive.
+func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	body, err := json.Marshal(ExecMsg{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds()})
+	if err != nil {
+		return ExecResult{}, err
+	}
+	cl := &call{}
+	cl.cond = sync.NewCond(&cl.mu)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return ExecResult{}, c.wrap(err)
+	}
+	c.next++
+	id := c.next
+	c.calls[id] = cl
+	c.mu.Unlock()
+	drained := make(chan struct{})
+	defer func() {
+		c.mu.Lock()
+		delete(c.calls, id)
+		c.mu.Unlock()
+		cl.mu.Lock()
+		cl.ended, cl.chunks = true, nil
+		cl.cond.Broadcast()
+		cl.mu.Unlock()
+		<-drained // no write to req.Output after Exec returns
+	}()
+	if err := c.send(msgExec, id, body); err != nil {
+		close(drained)
+		return ExecResult{}, c.wrap(c.Err())
+	}
+
+	// Output goes to req.Output from here, in order; credit goes back as
+	// it is consumed.
+	out := req.Output
+	if out == nil {
+		out = io.Discard
+	}
+	go func() {
+		defer close(drained)
+		for {
+			cl.mu.Lock()
+			for len(cl.chunks) == 0 && !cl.ended {
+				cl.cond.Wait()
+			}
+			if len(cl.chunks) == 0 {
+				cl.mu.Unlock()
+				return
+			}
+			chunk := cl.chunks[0]
+			cl.chunks = cl.chunks[1:]
+			cl.mu.Unlock()
+			out.Write(chunk)
+			cl.mu.Lock()
+			cl.pending -= len(chunk)
+			cl.mu.Unlock()
+			var b [4]byte
+			binary.BigEndian.PutUint32(b[:], uint32(len(chunk)))
+			c.send(msgCredit, id, b[:])
+		}
+	}()
+
+	// The supervisor enforces the timeout; this side's own clock only
+	// notices one that does not.
+	var backstop <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout + killGrace)
+		defer t.Stop()
+		backstop = t.C
+	}
+	var ctxErr error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		c.send(msgKill, id, nil)
+		t := time.NewTimer(killGrace)
+		defer t.Stop()
+		select {
+		case <-drained:
+		case <-t.C:
+			return ExecResult{}, ErrUnresponsive
+		}
+	case <-backstop:
+		c.send(msgKill, id, nil)
+		t := time.NewTimer(killGrace)
+		defer t.Stop()
+		select {
+		case <-drained:
+		case <-t.C:
+			return ExecResult{TimedOut: true}, ErrUnresponsive
+		}
+	}
+	cl.mu.Lock()
+	exit := cl.exit
+	cl.mu.Unlock()
+	if ctxErr != nil {
+		return ExecResult{}, ctxErr
+	}
+	if exit == nil {
+		return ExecResult{}, c.wrap(c.Err())
+	}
+	if exit.Error != "" {
+		return ExecResult{}, fmt.Errorf("start command: %s", exit.Error)
+	}
+	return ExecResult{ExitCode: exit.Code, TimedOut: exit.TimedOut}, nil
+}
+
+// wrap says that the channel to the supervisor failed, and why.
+func (c *Conn) wrap(err error) error {
+	if err == nil {
+		err = errors.New("ended")
+	}
+	return &ChannelError{Err: err}
+}
+
+// ChannelError: the channel to a sandbox's supervisor failed; the command's
+// end is not known.
+type ChannelError struct{ Err error }
+
+func (e *ChannelError) Error() string {
+	return "the sandbox's supervisor channel failed: " + e.Err.Error() + "; the next call starts a new one"
+}
+
+func (e *ChannelError) Unwrap() error { return e.Err }

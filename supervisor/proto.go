@@ -1,0 +1,42 @@
+package supervisor
+
+// Message kinds (the frame's kind byte). "s→c" is from the supervisor to
+// the server (the client), "c→s" the other way.
+const (
+	msgHello  byte = 1 // s→c, stream 0, first frame: Hello (JSON)
+	msgExec   byte = 2 // c→s: start a command (ExecMsg, JSON) as the stream
+	msgOutput byte = 3 // s→c: bytes the stream's command wrote (stdout and stderr, interleaved)
+	msgCredit byte = 4 // c→s: 4 bytes: this many more output bytes may be sent
+	msgExit   byte = 5 // s→c: the stream's command ended (ExitMsg, JSON); its last frame
+	msgKill   byte = 6 // c→s: kill the stream's process group
+)
+
+// Protocol is the version of this protocol; a supervisor of another
+// version is refused (the server and the supervisor are one binary, so
+// they differ only when a server was replaced under a running sandbox).
+const Protocol = 1
+
+// window is how many output bytes of one stream may be in flight,
+// unacknowledged by credit: the memory a stream can hold in the server.
+const window = 1 << 20
+
+// Hello is the supervisor's first frame.
+type Hello struct {
+	Protocol int    `json:"protocol"`
+	Shell    string `json:"shell"` // bash's path in the sandbox, else sh's; "" when it has neither
+	PID      int    `json:"pid"`   // the supervisor's pid, in the sandbox's own pid namespace
+}
+
+// ExecMsg starts a command.
+type ExecMsg struct {
+	Argv      []string `json:"argv"`
+	Dir       string   `json:"dir"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"` // 0: none
+}
+
+// ExitMsg says how a command ended.
+type ExitMsg struct {
+	Code     int    `json:"code"` // 128+N when killed by signal N
+	TimedOut bool   `json:"timed_out,omitempty"`
+	Error    string `json:"error,omitempty"` // it could not start
+}

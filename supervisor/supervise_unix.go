@@ -1,0 +1,442 @@
+//go:build unix
+
+package supervisor
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// drainGrace is how long output may still arrive after a command's process
+// group was killed; a process that left the group (setsid) and holds the
+// pipe is cut off after it.
+const drainGrace = 2 * time.Second
+
+// Main runs the supervisor and exits when this process was started as
+// one (`sandbox-mcp supervise ...`); otherwise it returns at once. The
+// server's main calls it first thing, as do the test binaries of the
+// providers, which serve as their own supervisor.
+func Main() {
+	if len(os.Args) < 2 || os.Args[1] != "supervise" {
+		return
+	}
+	os.Exit(Run(os.Args[2:], os.Stdin, os.Stdout))
+}
+
+// Run is the supervise subcommand. With no arguments it serves one channel
+// on stdin and stdout and, when that ends, kills everything it started and
+// exits (the local provider). With --listen SOCK it serves every
+// connection to the unix socket SOCK for as long as it runs (the container
+// of a docker sandbox: its main process).
+func Run(args []string, stdin io.Reader, stdout io.Writer) int {
+	var listen string
+	switch {
+	case len(args) == 0:
+	case len(args) == 2 && args[0] == "--listen":
+		listen = args[1]
+	default:
+		fmt.Fprintln(os.Stderr, "usage: sandbox-mcp supervise [--listen SOCKET]")
+		return 2
+	}
+	s := newSupervisor()
+	if listen == "" {
+		err := s.serve(stdin, stdout)
+		s.shutdown()
+		if err != nil && !errors.Is(err, io.EOF) {
+			fmt.Fprintln(os.Stderr, "sandbox-mcp supervise:", err)
+			return 1
+		}
+		return 0
+	}
+	os.Remove(listen) // a socket left by an earlier run of this container
+	l, err := net.Listen("unix", listen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox-mcp supervise:", err)
+		return 1
+	}
+	os.Chmod(listen, 0o600)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-term
+		l.Close()
+	}()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			s.shutdown()
+			return 0
+		}
+		go func() {
+			s.serve(c, c)
+			c.Close()
+		}()
+	}
+}
+
+// supervisor runs commands for every channel it serves.
+type supervisor struct {
+	shell  string
+	devnul *os.File
+
+	mu    sync.Mutex // held across fork and registration, and by the reaper's dispatch
+	procs map[int]*proc
+	busy  int // commands in flight
+}
+
+// proc is one started command, by its pid (its process group).
+type proc struct {
+	pid  int
+	done chan struct{} // closed when it was reaped
+	ws   syscall.WaitStatus
+}
+
+func newSupervisor() *supervisor {
+	s := &supervisor{procs: map[int]*proc{}}
+	for _, sh := range []string{"bash", "sh"} {
+		if p, err := exec.LookPath(sh); err == nil {
+			s.shell = p
+			break
+		}
+	}
+	s.devnul, _ = os.Open(os.DevNull)
+	becomeSubreaper()
+	go s.reap()
+	return s
+}
+
+// reap waits for every child, on SIGCHLD: a command's exit status goes to
+// its proc; orphans that were re-parented here (the supervisor is a child
+// subreaper where the system has one) are only reaped.
+func (s *supervisor) reap() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	for {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil || pid <= 0 {
+				break
+			}
+			s.mu.Lock()
+			if p := s.procs[pid]; p != nil {
+				p.ws = ws
+				delete(s.procs, pid)
+				close(p.done)
+			}
+			s.mu.Unlock()
+		}
+		<-sig
+	}
+}
+
+// start forks argv in its own process group, with stdout and stderr the
+// write end of one pipe.
+func (s *supervisor) start(m ExecMsg, out *os.File) (*proc, error) {
+	if len(m.Argv) == 0 {
+		return nil, errors.New("no command")
+	}
+	path := m.Argv[0]
+	if !strings.Contains(path, "/") {
+		p, err := exec.LookPath(path)
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pid, err := syscall.ForkExec(path, m.Argv, &syscall.ProcAttr{
+		Dir:   m.Dir,
+		Env:   os.Environ(),
+		Files: []uintptr{s.devnul.Fd(), out.Fd(), out.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{pid: pid, done: make(chan struct{})}
+	s.procs[pid] = p
+	return p, nil
+}
+
+// channel is one connection's state in the supervisor.
+type channel struct {
+	s  *supervisor
+	wm sync.Mutex
+	fw frameWriter
+
+	mu      sync.Mutex
+	streams map[uint32]*stream
+}
+
+// stream is one command of a channel.
+type stream struct {
+	kill   chan struct{} // closed by a msgKill or the channel's end
+	killed sync.Once
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	credit int
+	closed bool // the channel ended: stop waiting for credit
+}
+
+func (st *stream) stop() { st.killed.Do(func() { close(st.kill) }) }
+
+func (c *channel) send(kind byte, id uint32, payload []byte) error {
+	c.wm.Lock()
+	defer c.wm.Unlock()
+	return c.fw.write(kind, id, payload)
+}
+
+// serve runs one channel until it ends; the commands it started are then
+// killed.
+func (s *supervisor) serve(r io.Reader, w io.Writer) error {
+	c := &channel{s: s, fw: frameWriter{w: w}, streams: map[uint32]*stream{}}
+	hello, _ := json.Marshal(Hello{Protocol: Protocol, Shell: s.shell, PID: os.Getpid()})
+	err := c.send(msgHello, 0, hello)
+	fr := frameReader{r: bufio.NewReaderSize(r, 64<<10)}
+	for err == nil {
+		var f frame
+		if f, err = fr.read(); err == nil {
+			err = c.handle(f)
+		}
+	}
+	c.mu.Lock()
+	for _, st := range c.streams {
+		st.stop()
+		st.mu.Lock()
+		st.closed = true
+		st.cond.Broadcast()
+		st.mu.Unlock()
+	}
+	c.mu.Unlock()
+	return err
+}
+
+// handle acts on one frame from the server.
+func (c *channel) handle(f frame) error {
+	switch f.kind {
+	case msgExec:
+		var m ExecMsg
+		if err := json.Unmarshal(f.payload, &m); err != nil {
+			return protocolError("exec: %v", err)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.streams[f.stream] != nil || f.stream == 0 {
+			return protocolError("stream %d started twice", f.stream)
+		}
+		st := &stream{kill: make(chan struct{}), credit: window}
+		st.cond = sync.NewCond(&st.mu)
+		c.streams[f.stream] = st
+		go c.run(f.stream, st, m)
+	case msgCredit:
+		if len(f.payload) != 4 {
+			return protocolError("credit of %d bytes", len(f.payload))
+		}
+		if st := c.stream(f.stream); st != nil {
+			st.mu.Lock()
+			st.credit += int(binary.BigEndian.Uint32(f.payload))
+			st.cond.Broadcast()
+			st.mu.Unlock()
+		}
+	case msgKill:
+		if st := c.stream(f.stream); st != nil {
+			st.stop()
+		}
+	default:
+		return protocolError("unknown message kind %d", f.kind)
+	}
+	return nil
+}
+
+func (c *channel) stream(id uint32) *stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[id]
+}
+
+// run runs one command: it streams its output, kills its process group when
+// it ends (background children do not outlive the call), when its timeout
+// passes or when the server asks, and says how it ended.
+func (c *channel) run(id uint32, st *stream, m ExecMsg) {
+	s := c.s
+	defer func() {
+		c.mu.Lock()
+		delete(c.streams, id)
+		c.mu.Unlock()
+	}()
+	exit := func(e ExitMsg) {
+		b, _ := json.Marshal(e)
+		c.send(msgExit, id, b)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		exit(ExitMsg{Code: -1, Error: err.Error()})
+		return
+	}
+	s.mu.Lock()
+	s.busy++
+	s.mu.Unlock()
+	defer s.idle()
+	p, err := s.start(m, pw)
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		exit(ExitMsg{Code: 127, Error: err.Error()})
+		return
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		c.copyOut(id, st, pr)
+	}()
+	var timeout <-chan time.Time
+	if m.TimeoutMS > 0 {
+		t := time.NewTimer(time.Duration(m.TimeoutMS) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var res ExitMsg
+	select {
+	case <-p.done:
+	case <-timeout:
+		res.TimedOut = true
+	case <-st.kill:
+	}
+	syscall.Kill(-p.pid, syscall.SIGKILL) // background children die with the command
+	<-p.done
+	select {
+	case <-copied:
+	case <-time.After(drainGrace):
+		pr.Close()
+		st.mu.Lock()
+		st.closed = true
+		st.cond.Broadcast()
+		st.mu.Unlock()
+		<-copied
+	}
+	pr.Close()
+	if p.ws.Signaled() {
+		res.Code = 128 + int(p.ws.Signal())
+	} else {
+		res.Code = p.ws.ExitStatus()
+	}
+	exit(res)
+}
+
+// copyOut sends what the command writes, within the stream's credit.
+func (c *channel) copyOut(id uint32, st *stream, r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			st.mu.Lock()
+			for st.credit < n && !st.closed {
+				st.cond.Wait()
+			}
+			ok := !st.closed
+			st.credit -= n
+			st.mu.Unlock()
+			if !ok || c.send(msgOutput, id, buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// idle ends one command; when none is left in flight, the processes that
+// commands left behind outside their groups (re-parented here) are killed.
+func (s *supervisor) idle() {
+	s.mu.Lock()
+	s.busy--
+	sweep := s.busy == 0
+	s.mu.Unlock()
+	if sweep {
+		s.killOrphans()
+	}
+}
+
+// killOrphans kills every child of the supervisor that is not a command in
+// flight: what commands left behind, re-parented to this subreaper.
+func (s *supervisor) killOrphans() {
+	for _, pid := range childrenOf(os.Getpid()) {
+		s.mu.Lock()
+		ours := s.procs[pid] != nil
+		s.mu.Unlock()
+		if !ours {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// shutdown kills every command and every orphan, a few rounds (a killed
+// process's children are re-parented here and go in the next).
+func (s *supervisor) shutdown() {
+	s.mu.Lock()
+	for pid := range s.procs {
+		syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	s.mu.Unlock()
+	for range 50 {
+		kids := childrenOf(os.Getpid())
+		if len(kids) == 0 {
+			return
+		}
+		for _, pid := range kids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// childrenOf lists the processes whose parent is pid (zombies too).
+func childrenOf(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := strconv.Itoa(pid)
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		st := string(stat)
+		i := strings.LastIndexByte(st, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(st[i+1:])
+		if len(f) > 1 && f[0] != "Z" && f[1] == want {
+			out = append(out, p)
+		}
+	}
+	return out
+}
