@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -33,6 +34,7 @@ var (
 )
 
 func main() {
+	supervisor.Main() // the local provider's sandboxes run this binary as their supervisor
 	flag.Parse()
 	if *peerMode != "" {
 		if err := runPeer(*peerMode); err != nil {

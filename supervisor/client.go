@@ -178,7 +178,7 @@ func (c *Conn) dispatch(f frame) error {
 		if cl.pending+len(f.payload) > window {
 			return protocolError("stream %d sent more output than its credit", f.stream)
 		}
-		cl.chunks = append(cl.chunks, append([]byte(nil), f.payload...))
+		cl.chunks = append(cl.chunks, getChunk(f.payload))
 		cl.pending += len(f.payload)
 		cl.cond.Broadcast()
 	case msgExit:
@@ -291,11 +291,13 @@ func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 			cl.chunks = cl.chunks[1:]
 			cl.mu.Unlock()
 			out.Write(chunk)
+			n := len(chunk)
+			putChunk(chunk)
 			cl.mu.Lock()
-			cl.pending -= len(chunk)
+			cl.pending -= n
 			cl.mu.Unlock()
 			var b [4]byte
-			binary.BigEndian.PutUint32(b[:], uint32(len(chunk)))
+			binary.BigEndian.PutUint32(b[:], uint32(n))
 			c.send(msgCredit, id, b[:])
 		}
 	}()
@@ -322,14 +324,9 @@ func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 			return ExecResult{}, ErrUnresponsive
 		}
 	case <-backstop:
+		// An honest supervisor has long killed it and said so.
 		c.send(msgKill, id, nil)
-		t := time.NewTimer(killGrace)
-		defer t.Stop()
-		select {
-		case <-drained:
-		case <-t.C:
-			return ExecResult{TimedOut: true}, ErrUnresponsive
-		}
+		return ExecResult{TimedOut: true}, ErrUnresponsive
 	}
 	cl.mu.Lock()
 	exit := cl.exit
@@ -363,3 +360,24 @@ func (e *ChannelError) Error() string {
 }
 
 func (e *ChannelError) Unwrap() error { return e.Err }
+
+// Output chunks are copied out of the frame reader's buffer into pooled
+// buffers: a command that prints a gigabyte costs no gigabyte of garbage.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
+
+const chunkSize = 32 << 10 // what the supervisor reads and sends at a time
+
+func getChunk(p []byte) []byte {
+	if len(p) > chunkSize {
+		return append([]byte(nil), p...)
+	}
+	b := chunkPool.Get().(*[]byte)
+	return append((*b)[:0], p...)
+}
+
+func putChunk(b []byte) {
+	if cap(b) == chunkSize {
+		b = b[:0]
+		chunkPool.Put(&b)
+	}
+}

@@ -4,11 +4,14 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -22,7 +25,14 @@ const stopGrace = 2 * time.Second
 // returns the channel to it. Closing the channel closes the supervisor's
 // stdin (it kills its commands and exits), then kills the group if it
 // lingers. cmd.ExtraFiles are closed once it started.
-func StartProcess(ctx context.Context, cmd *exec.Cmd) (*Conn, error) {
+//
+// With session, the supervisor leads a session of its own instead (it
+// runs on the host, with no namespace to end), and closing the channel
+// also kills every process left in that session: the commands of a
+// supervisor that was killed or stopped. (A command that starts a session
+// of its own and then kills its supervisor leaves that session behind:
+// only a PID namespace holds that.)
+func StartProcess(ctx context.Context, cmd *exec.Cmd, session bool) (*Conn, error) {
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -39,7 +49,11 @@ func StartProcess(ctx context.Context, cmd *exec.Cmd) (*Conn, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
-	cmd.SysProcAttr.Setpgid = true
+	if session {
+		cmd.SysProcAttr.Setsid = true
+	} else {
+		cmd.SysProcAttr.Setpgid = true
+	}
 	err = cmd.Start()
 	pw.Close()
 	for _, f := range cmd.ExtraFiles {
@@ -49,7 +63,7 @@ func StartProcess(ctx context.Context, cmd *exec.Cmd) (*Conn, error) {
 		stdout.Close()
 		return nil, fmt.Errorf("start the supervisor: %w", err)
 	}
-	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
+	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, session: session, exited: make(chan struct{})}
 	go func() {
 		cmd.Wait()
 		close(p.exited)
@@ -67,23 +81,29 @@ func StartProcess(ctx context.Context, cmd *exec.Cmd) (*Conn, error) {
 
 // process is a supervisor started by StartProcess.
 type process struct {
-	cmd    *exec.Cmd
-	stdin  interface{ Close() error }
-	stdout *os.File
-	exited chan struct{}
-	once   sync.Once
+	cmd     *exec.Cmd
+	stdin   interface{ Close() error }
+	stdout  *os.File
+	session bool
+	exited  chan struct{}
+	once    sync.Once
 }
 
 func (p *process) Close() error {
 	p.once.Do(func() {
+		pid := p.cmd.Process.Pid
+		syscall.Kill(pid, syscall.SIGCONT) // a command may have stopped it
 		p.stdin.Close()
 		select {
 		case <-p.exited:
 		case <-time.After(stopGrace):
 		}
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		syscall.Kill(-pid, syscall.SIGKILL)
 		<-p.exited
 		p.stdout.Close()
+		if p.session {
+			killSession(pid)
+		}
 	})
 	return nil
 }
@@ -112,12 +132,72 @@ func (t *tailBuffer) String() string {
 	return string(t.b)
 }
 
+// mainCalled is set when Main ran and returned: this binary serves as a
+// supervisor (a test binary of a package that does not call Main would
+// run its tests instead).
+var mainCalled atomic.Bool
+
 // Executable is this binary's path, which serves as the supervisor
 // (`supervise` subcommand).
 func Executable() (string, error) {
+	if !mainCalled.Load() {
+		return "", errors.New("this binary cannot serve as the sandbox's supervisor: its main does not call supervisor.Main")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("find this binary (the sandbox's supervisor): %w", err)
 	}
 	return exe, nil
+}
+
+// killSession kills every process of session sid, a few rounds.
+func killSession(sid int) {
+	for range 50 {
+		pids := inSession(sid)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// inSession lists the live processes of session sid (/proc: Linux; an
+// empty list elsewhere).
+func inSession(sid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := strconv.Itoa(sid)
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		f := statFields(pid)
+		// state ppid pgrp session ...
+		if len(f) > 3 && f[0] != "Z" && f[3] == want {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// statFields is /proc/PID/stat after the command name: state, ppid, pgrp,
+// session, ... (the name may hold spaces and parentheses).
+func statFields(pid int) []string {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
 }

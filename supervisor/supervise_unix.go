@@ -31,6 +31,7 @@ const drainGrace = 2 * time.Second
 // providers, which serve as their own supervisor.
 func Main() {
 	if len(os.Args) < 2 || os.Args[1] != "supervise" {
+		mainCalled.Store(true)
 		return
 	}
 	os.Exit(Run(os.Args[2:], os.Stdin, os.Stdout))
@@ -295,11 +296,11 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 	s.mu.Lock()
 	s.busy++
 	s.mu.Unlock()
-	defer s.idle()
 	p, err := s.start(m, pw)
 	pw.Close()
 	if err != nil {
 		pr.Close()
+		s.idle()
 		exit(ExitMsg{Code: 127, Error: err.Error()})
 		return
 	}
@@ -334,6 +335,7 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 		<-copied
 	}
 	pr.Close()
+	s.idle() // before the exit frame: what the command left is gone when the call ends
 	if p.ws.Signaled() {
 		res.Code = 128 + int(p.ws.Signal())
 	} else {
@@ -344,7 +346,7 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 
 // copyOut sends what the command writes, within the stream's credit.
 func (c *channel) copyOut(id uint32, st *stream, r io.Reader) {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, chunkSize)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
@@ -370,23 +372,36 @@ func (c *channel) copyOut(id uint32, st *stream, r io.Reader) {
 func (s *supervisor) idle() {
 	s.mu.Lock()
 	s.busy--
-	sweep := s.busy == 0
 	s.mu.Unlock()
-	if sweep {
-		s.killOrphans()
-	}
+	s.killOrphans()
 }
 
-// killOrphans kills every child of the supervisor that is not a command in
-// flight: what commands left behind, re-parented to this subreaper.
+// killOrphans kills, while no command is in flight, every child of the
+// supervisor that is not a command: what commands left behind (setsid,
+// double forks), re-parented to this subreaper. A killed orphan's own
+// children are re-parented here in turn: a few rounds, until none is left.
 func (s *supervisor) killOrphans() {
-	for _, pid := range childrenOf(os.Getpid()) {
+	for range 200 {
 		s.mu.Lock()
-		ours := s.procs[pid] != nil
+		busy := s.busy
 		s.mu.Unlock()
-		if !ours {
-			syscall.Kill(pid, syscall.SIGKILL)
+		if busy > 0 {
+			return
 		}
+		n := 0
+		for _, pid := range childrenOf(os.Getpid()) {
+			s.mu.Lock()
+			ours := s.procs[pid] != nil
+			s.mu.Unlock()
+			if !ours {
+				syscall.Kill(pid, syscall.SIGKILL)
+				n++
+			}
+		}
+		if n == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -410,7 +425,7 @@ func (s *supervisor) shutdown() {
 	}
 }
 
-// childrenOf lists the processes whose parent is pid (zombies too).
+// childrenOf lists the live processes whose parent is pid.
 func childrenOf(pid int) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -423,18 +438,7 @@ func childrenOf(pid int) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		st := string(stat)
-		i := strings.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(st[i+1:])
-		if len(f) > 1 && f[0] != "Z" && f[1] == want {
+		if f := statFields(p); len(f) > 1 && f[0] != "Z" && f[1] == want {
 			out = append(out, p)
 		}
 	}

@@ -30,7 +30,7 @@ func start(t *testing.T) *Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := StartProcess(context.Background(), exec.Command(exe, "supervise"))
+	c, err := StartProcess(context.Background(), exec.Command(exe, "supervise"), true)
 	if err != nil {
 		t.Fatal(err)
 	}

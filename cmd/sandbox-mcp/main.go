@@ -25,13 +25,14 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = ""
 
 func main() {
-	local.ReaperMain() // when started as the host-bash reaper, runs it and exits
+	supervisor.Main() // when started as a sandbox's supervisor (`sandbox-mcp supervise`), runs it and exits
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
 }
 

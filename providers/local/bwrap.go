@@ -242,23 +242,6 @@ func bwrapArgs(mounts []sandbox.Mount, network bool, cwd string, argv []string) 
 	return a, append(command, argv...)
 }
 
-// execBwrap runs the command inside bubblewrap, where the virtual paths are
-// real mount points: nothing to rewrite.
-func (s *Sandbox) execBwrap(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	env := Env(s.p.cfg.EnvInherit, sandbox.WorkspaceDir)
-	for i, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			env[i] = "PATH=" + sandboxPath(v)
-		}
-	}
-	opts, command := bwrapArgs(s.mounts, s.p.cfg.Network, sandbox.WorkspaceDir, []string{s.p.shell, "-c", req.Command})
-	cmd, err := bwrapCommand(s.p.bwrap, opts, command, env)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	return runGroup(ctx, req, cmd, false)
-}
-
 // sandboxPath keeps the PATH entries that exist inside the sandbox (the
 // system directories), so the host's layout (home directories, tool
 // managers) does not show.

@@ -401,9 +401,14 @@ func TestBwrapAsOrdinaryUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The binary is the sandbox's supervisor too, bound into it by path:
+	// the user who runs it can reach it, as any user can reach a binary
+	// they run.
 	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	bin := filepath.Join(dir, "local.test")
 	b, err := os.ReadFile(self)

@@ -4,51 +4,85 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"sort"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
-// drainGrace is how long output may still arrive after a command's process
-// group was killed; a process that left the group (setsid) and holds the
-// pipe is cut off after it.
-const drainGrace = 2 * time.Second
-
-// Exec runs the command with bash, in its own process group, with cwd the
-// workspace and a scrubbed environment: inside bubblewrap when the provider
-// isolates, else on the host — only when AllowHostBash — with the virtual
-// paths of the command rewritten to host paths. When the shell exits, when
-// the timeout fires or when ctx is cancelled, the whole group is killed, so
-// background children cannot outlive the call or hold its pipe open; on the
-// host, children that left the group (setsid) too, through the reaper
-// (reaper_linux.go).
+// Exec runs the command with bash through the thread's supervisor
+// (package supervisor), started on first use and kept until the thread is
+// released: inside bubblewrap when the provider isolates, where the
+// virtual paths are real mount points; else on the host — only when
+// AllowHostBash — with the virtual paths of the command rewritten to host
+// paths. Each command runs in its own process group, with cwd the
+// workspace and a scrubbed environment (the supervisor's own); when the
+// shell exits, when the timeout fires or when ctx is cancelled, the whole
+// group is killed, so background children cannot outlive the call or hold
+// its pipe open, and children that left the group (setsid) are killed too
+// once no command runs (the supervisor is their subreaper).
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if s.p.cfg.Isolation == IsolationBwrap {
-		return s.execBwrap(ctx, req)
+	command, dir := req.Command, sandbox.WorkspaceDir
+	if s.p.cfg.Isolation != IsolationBwrap {
+		if err := s.p.BashDisabled(); err != nil {
+			return sandbox.ExecResult{}, err
+		}
+		for _, m := range s.mounts {
+			if !shellSafe(m.Host) {
+				return sandbox.ExecResult{}, fmt.Errorf("%w: the host directory of %s has characters that need shell quoting, so virtual paths cannot be rewritten into commands; use a plainer path or bubblewrap isolation", sandbox.ErrBashDisabled, m.Virtual)
+			}
+		}
+		command, dir = rewrite(req.Command, s.mounts), s.mounts[0].Host
 	}
-	if err := s.p.BashDisabled(); err != nil {
+	c, err := s.link.Conn(ctx)
+	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	for _, m := range s.mounts {
-		if !shellSafe(m.Host) {
-			return sandbox.ExecResult{}, fmt.Errorf("%w: the host directory of %s has characters that need shell quoting, so virtual paths cannot be rewritten into commands; use a plainer path or bubblewrap isolation", sandbox.ErrBashDisabled, m.Virtual)
+	res, err := c.Exec(ctx, supervisor.ExecRequest{Argv: []string{s.p.shell, "-c", command}, Dir: dir, Timeout: req.Timeout, Output: req.Output})
+	if errors.Is(err, supervisor.ErrUnresponsive) {
+		s.link.Drop(c) // the last resort: the sandbox ends, every process in it too
+	}
+	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, err
+}
+
+// dial starts the thread's supervisor: this binary, inside bubblewrap
+// (bound read-only at supervisorPath; whoever bash runs as there must be
+// able to read it, as the server's user can) or on the host.
+func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
+	if s.p.cfg.Isolation != IsolationBwrap {
+		exe, err := supervisor.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(exe, "supervise")
+		cmd.Dir = s.mounts[0].Host
+		cmd.Env = Env(s.p.cfg.EnvInherit, s.mounts[0].Host)
+		return supervisor.StartProcess(ctx, cmd, true)
+	}
+	env := Env(s.p.cfg.EnvInherit, sandbox.WorkspaceDir)
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			env[i] = "PATH=" + sandboxPath(v)
 		}
 	}
-	cmd := exec.Command(s.p.shell, "-c", rewrite(req.Command, s.mounts))
-	reaper, prefix := reaperCommand()
-	if prefix != nil { // children that leave the group die with the call too
-		cmd.Path, cmd.Args = reaper, append(prefix, cmd.Args...)
+	exe, err := supervisor.Executable()
+	if err != nil {
+		return nil, err
 	}
-	cmd.Dir = s.mounts[0].Host
-	cmd.Env = Env(s.p.cfg.EnvInherit, s.mounts[0].Host)
-	return runGroup(ctx, req, cmd, prefix != nil)
+	mounts := append(s.mounts[:len(s.mounts):len(s.mounts)], sandbox.Mount{Virtual: supervisorPath, Host: exe, ReadOnly: true})
+	opts, command := bwrapArgs(mounts, s.p.cfg.Network, sandbox.WorkspaceDir, []string{supervisorPath, "supervise"})
+	cmd, err := bwrapCommand(s.p.bwrap, opts, command, env)
+	if err != nil {
+		return nil, err
+	}
+	return supervisor.StartProcess(ctx, cmd, false)
 }
+
+// supervisorPath is where the supervisor's binary is bound in bubblewrap.
+const supervisorPath = "/.sandbox-mcp/sandbox-mcp"
 
 // shellSafe reports whether p can stand in a command unquoted.
 func shellSafe(p string) bool {
@@ -58,104 +92,6 @@ func shellSafe(p string) bool {
 		}
 	}
 	return true
-}
-
-// reaperGrace is how long a reaper asked to stop may take to kill what
-// the command left before its group is killed the blunt way.
-const reaperGrace = 5 * time.Second
-
-// runGroup runs cmd in its own process group and feeds its interleaved
-// stdout and stderr to req.Output. When reaped, cmd is the host-bash reaper
-// (reaper_linux.go): a timeout or a cancellation asks it to stop with
-// SIGTERM (and SIGCONT), so that it kills what left the group before it
-// exits, instead of killing it with its group. Whenever cmd ends — a
-// reaper too, even one the command killed early — its group is killed
-// at once.
-func runGroup(ctx context.Context, req sandbox.ExecRequest, cmd *exec.Cmd, reaped bool) (sandbox.ExecResult, error) {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	defer pr.Close()
-	cmd.Stdout, cmd.Stderr = pw, pw // one pipe: stdout and stderr interleave as written
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	pw.Close()
-	for _, f := range cmd.ExtraFiles {
-		f.Close() // the child has its copies
-	}
-	if err != nil {
-		return sandbox.ExecResult{}, fmt.Errorf("start command: %w", errors.Unwrap(err))
-	}
-	pgid := cmd.Process.Pid
-	killGroup := func() { syscall.Kill(-pgid, syscall.SIGKILL) }
-	stop := killGroup
-	if reaped {
-		// SIGCONT too: the command may have stopped its reaper.
-		stop = func() {
-			syscall.Kill(pgid, syscall.SIGTERM)
-			syscall.Kill(pgid, syscall.SIGCONT)
-		}
-	}
-
-	copied := make(chan struct{})
-	go func() {
-		out := req.Output
-		if out == nil {
-			out = io.Discard
-		}
-		io.Copy(out, pr)
-		close(copied)
-	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var res sandbox.ExecResult
-	var ctxErr error
-	select {
-	case <-waited:
-	case <-timeout:
-		res.TimedOut = true
-		stop()
-		awaitStop(waited, killGroup)
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
-		stop()
-		awaitStop(waited, killGroup)
-	}
-	killGroup() // background children die with the command
-	select {
-	case <-copied:
-	case <-time.After(drainGrace):
-		pr.Close()
-		<-copied
-	}
-	if ctxErr != nil {
-		return res, ctxErr
-	}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.ExitCode = 128 + int(ws.Signal())
-	} else {
-		res.ExitCode = cmd.ProcessState.ExitCode()
-	}
-	return res, nil
-}
-
-// awaitStop waits for a stopped command to end, killing its group if it
-// takes longer than reaperGrace (a group kill ends at once).
-func awaitStop(waited <-chan error, killGroup func()) {
-	select {
-	case <-waited:
-	case <-time.After(reaperGrace):
-		killGroup()
-		<-waited
-	}
 }
 
 // defaultPath is used when the server has no PATH.

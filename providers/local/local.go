@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // Config configures the provider.
@@ -114,6 +115,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		return nil, fmt.Errorf("open thread %s: %w", thread, err)
 	}
 	sb := &Sandbox{p: p, thread: thread, mounts: mounts, fs: hfs, refs: 1}
+	sb.link = supervisor.NewLink(sb.dial)
 	p.threads[thread] = sb
 	return sb, nil
 }
@@ -127,7 +129,7 @@ func (p *Provider) Release(thread string) {
 		return
 	}
 	if sb.refs--; sb.refs <= 0 {
-		sb.fs.Close()
+		sb.close()
 		delete(p.threads, thread)
 	}
 }
@@ -137,7 +139,7 @@ func (p *Provider) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for t, sb := range p.threads {
-		sb.fs.Close()
+		sb.close()
 		delete(p.threads, t)
 	}
 	return nil
@@ -149,7 +151,15 @@ type Sandbox struct {
 	thread string
 	mounts []sandbox.Mount
 	fs     *sandbox.HostFS
+	link   *supervisor.Link // to the thread's supervisor, which runs its commands
 	refs   int
+}
+
+// close ends the sandbox: its supervisor, with every process it runs, and
+// its files' handles.
+func (s *Sandbox) close() {
+	s.link.Close()
+	s.fs.Close()
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

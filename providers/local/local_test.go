@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 func newSandbox(t *testing.T, allow bool) (*Sandbox, string) {
@@ -289,9 +290,9 @@ func TestExecSetsidChildrenDie(t *testing.T) {
 	}
 }
 
-// Orphans re-parented to the host-bash reaper are reaped as they exit, not
-// left as zombies until the call ends (issue 2 of the local review).
-func TestExecReaperReapsOrphans(t *testing.T) {
+// Orphans re-parented to the supervisor (a child subreaper) are reaped as
+// they exit, not left as zombies until the call ends.
+func TestExecSupervisorReapsOrphans(t *testing.T) {
 	t.Parallel()
 	sb, _ := newSandbox(t, true)
 	out, res, err := execOut(t, sb, t.Context(),
@@ -304,35 +305,38 @@ func TestExecReaperReapsOrphans(t *testing.T) {
 		t.Fatalf("out = %q", out)
 	}
 	if n > 20 { // promptly reaped: a few may be in flight
-		t.Fatalf("%d zombies under the reaper", n)
+		t.Fatalf("%d zombies under the supervisor", n)
 	}
 }
 
-// A command can signal its reaper (same uid). Killing it must not let
-// the command's plain background children outlive the call: they stay in
-// the group the server kills. Stopping it must not keep it from killing
-// what left the group when the call times out (local review #1). A command
-// that kills its reaper after starting setsid children is the escape left:
-// see reaper_linux.go.
-func TestExecReaperKilledOrStopped(t *testing.T) {
+// A command can signal its supervisor on the host (same uid). Killed, the
+// call fails with a clear error and the command's children (its group,
+// and a setsid one re-parented away) do not outlive it; stopped, the
+// call's timeout still ends it — the server gives up on the supervisor,
+// resumes it and closes its channel, and it kills what is left. The next
+// call gets a new supervisor.
+func TestExecSupervisorKilledOrStopped(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, cmd string
 		timeout   time.Duration
 	}{
-		// The child is started (and its pid written) before the reaper is
-		// killed: once it is, the server kills the call's group at once.
-		{"killed", "sleep 300 </dev/null >/dev/null 2>&1 & echo $! > pid; kill -9 $PPID; echo done", time.Minute},
-		{"stopped", "kill -STOP $PPID; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > pid; echo done", time.Second},
+		{"killed", "sleep 300 </dev/null >/dev/null 2>&1 & echo $! > pid; kill -9 $PPID; sleep 300", time.Minute},
+		{"stopped", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > pid; kill -STOP $PPID; echo done", time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sb, state := newSandbox(t, true)
 			out, res, err := execOut(t, sb, t.Context(), tc.cmd, tc.timeout)
-			if err != nil {
+			var ce *supervisor.ChannelError
+			if err == nil || (tc.name == "killed") != errors.As(err, &ce) || (tc.name == "stopped") != errors.Is(err, supervisor.ErrUnresponsive) {
 				t.Fatalf("res = %+v err = %v out = %q", res, err, out)
 			}
 			assertDead(t, filepath.Join(ThreadDir(state, "t1"), "workspace", "pid"))
+			out, res, err = execOut(t, sb, t.Context(), "echo again", time.Minute)
+			if err != nil || out != "again\n" {
+				t.Fatalf("next call: res = %+v err = %v out = %q", res, err, out)
+			}
 		})
 	}
 }

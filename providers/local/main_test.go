@@ -1,12 +1,13 @@
 package local
 
 import (
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"os"
 	"testing"
 )
 
-// The test binary is its own host-bash reaper, as the server binary is.
+// The test binary is its own supervisor, as the server binary is.
 func TestMain(m *testing.M) {
-	ReaperMain()
+	supervisor.Main()
 	os.Exit(m.Run())
 }
