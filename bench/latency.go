@@ -104,3 +104,29 @@ func measureLatency(ctx context.Context, ours, peer *mcp.ClientSession, cases []
 	}
 	return results, peerAll, nil
 }
+
+// measurePair times one call on a and on b alternately, n times each, after
+// a warm-up.
+func measurePair(ctx context.Context, a, b *mcp.ClientSession, tool string, args map[string]any, n int) (ta, tb []time.Duration, err error) {
+	for range 20 {
+		for _, cs := range []*mcp.ClientSession{a, b} {
+			if _, err := call(ctx, cs, tool, args); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for range n {
+		for i, cs := range []*mcp.ClientSession{a, b} {
+			start := time.Now()
+			if _, err := call(ctx, cs, tool, args); err != nil {
+				return nil, nil, err
+			}
+			if i == 0 {
+				ta = append(ta, time.Since(start))
+			} else {
+				tb = append(tb, time.Since(start))
+			}
+		}
+	}
+	return ta, tb, nil
+}

@@ -152,6 +152,23 @@ func run(ctx context.Context) error {
 			row{figure: "stdio p50 read_file (1 KiB), mcp-go v1.2.1 client", ours: float64(percentile(mo, 50)), peer: float64(percentile(mp, 50)), unit: "time",
 				target: "≤ 300 µs", met: metBelow(float64(percentile(mo, 50)), float64(300*time.Microsecond))},
 			row{figure: "stdio p99 read_file (1 KiB), mcp-go v1.2.1 client", ours: float64(percentile(mo, 99)), peer: float64(percentile(mp, 99)), unit: "time"})
+
+		// bash under bubblewrap against host bash: the same server, the
+		// other started with --isolation none --allow-host-bash.
+		host, err := startStdio(ctx, *serverBin, "--state-dir", filepath.Join(tmp, "hostbash"), "--isolation", "none", "--allow-host-bash")
+		if err != nil {
+			return err
+		}
+		defer host.Close()
+		bo, bh, err := measurePair(ctx, ours.cs, host.cs, "bash", map[string]any{"command": "true"}, max(*samples/4, 100))
+		if err != nil {
+			return err
+		}
+		bo, bh = sortedCopy(bo), sortedCopy(bh)
+		r := row{figure: "stdio p50 bash `true` under bubblewrap vs host bash (--allow-host-bash), go-sdk client", ours: float64(percentile(bo, 50)), peer: float64(percentile(bh, 50)), unit: "time", target: "≤ 1.5× host bash"}
+		r.met = metBelow(r.ours/r.peer, 1.5)
+		rows = append(rows, r,
+			row{figure: "stdio p99 bash `true` under bubblewrap vs host bash, go-sdk client", ours: float64(percentile(bo, 99)), peer: float64(percentile(bh, 99)), unit: "time"})
 	}
 
 	in, err := newInproc(ctx, filepath.Join(tmp, "inproc"), src)

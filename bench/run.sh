@@ -46,8 +46,8 @@ if docker image inspect sandbox-mcp-base:latest >/dev/null 2>&1; then
 	echo "|---|---|---|---|---|---|"
 	go test -run '^$' -bench 'WarmExecVsCLI|ColdFirstCall|WarmAcquire' -benchtime 50x ./providers/docker/ | awk '
 		/^BenchmarkWarmExecVsCLI/ { for (i = 1; i < NF; i++) v[$(i+1)] = $i
-			printf "| docker: warm bash `true`, alternated with the CLI on one container (medians) | %.1f ms | `docker exec CONTAINER true`: %.1f ms | %.2f× | below the CLI | %s |\n", v["ours-ms"], v["cli-ms"], v["ratio"], (v["ratio"] < 1 ? "yes" : "no") }
-		/^BenchmarkColdFirstCall/ { printf "| docker: cold first call (create, start, first exec) | %.0f ms | — | — | — | — |\n", $3 / 1e6 }
+			printf "| docker: warm bash `true`, alternated with the CLI on one container (medians) | %.1f ms | `docker exec CONTAINER true`: %.1f ms | %.3f× | ≤ 0.1× the CLI | %s |\n", v["ours-ms"], v["cli-ms"], v["ratio"], (v["ratio"] <= 0.1 ? "yes" : "no") }
+		/^BenchmarkColdFirstCall/ { printf "| docker: cold first call (create, start, the supervisor up, first command) | %.0f ms | — | — | no slower than 423 ms (the exec path) | %s |\n", $3 / 1e6, ($3 / 1e6 <= 423 ? "yes" : "no") }
 		/^BenchmarkWarmAcquire/ { printf "| docker: warm acquire (the thread'"'"'s container known and running) | %.1f µs | — | — | — | — |\n", $3 / 1e3 }'
 else
 	echo "bench: no docker engine or no sandbox-mcp-base:latest image (deploy/docker/build-images.sh): docker rows skipped" >&2

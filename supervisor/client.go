@@ -39,6 +39,7 @@ type call struct {
 	chunks  [][]byte
 	pending int  // bytes in chunks
 	ended   bool // Exit came, or the channel ended
+	started bool // Start came
 	exit    *ExitMsg
 }
 
@@ -166,6 +167,12 @@ func (c *Conn) dispatch(f frame) error {
 	cl := c.calls[f.stream]
 	c.mu.Unlock()
 	switch f.kind {
+	case msgStart:
+		if cl != nil {
+			cl.mu.Lock()
+			cl.started = true
+			cl.mu.Unlock()
+		}
 	case msgOutput:
 		if cl == nil {
 			return nil // a call that already returned (cancelled): dropped
@@ -248,7 +255,7 @@ func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return ExecResult{}, c.wrap(err)
+		return ExecResult{}, &ChannelError{Err: err, NotStarted: true}
 	}
 	c.next++
 	id := c.next
@@ -267,7 +274,7 @@ func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	}()
 	if err := c.send(msgExec, id, body); err != nil {
 		close(drained)
-		return ExecResult{}, c.wrap(c.Err())
+		return ExecResult{}, &ChannelError{Err: c.Err(), NotStarted: true}
 	}
 
 	// Output goes to req.Output from here, in order; credit goes back as
@@ -329,13 +336,17 @@ func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 		return ExecResult{TimedOut: true}, ErrUnresponsive
 	}
 	cl.mu.Lock()
-	exit := cl.exit
+	exit, started := cl.exit, cl.started || cl.exit != nil
 	cl.mu.Unlock()
 	if ctxErr != nil {
 		return ExecResult{}, ctxErr
 	}
 	if exit == nil {
-		return ExecResult{}, c.wrap(c.Err())
+		err := c.Err()
+		if err == nil {
+			err = errors.New("ended")
+		}
+		return ExecResult{}, &ChannelError{Err: err, NotStarted: !started}
 	}
 	if exit.Error != "" {
 		return ExecResult{}, fmt.Errorf("start command: %s", exit.Error)
@@ -343,17 +354,15 @@ func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	return ExecResult{ExitCode: exit.Code, TimedOut: exit.TimedOut}, nil
 }
 
-// wrap says that the channel to the supervisor failed, and why.
-func (c *Conn) wrap(err error) error {
-	if err == nil {
-		err = errors.New("ended")
-	}
-	return &ChannelError{Err: err}
-}
-
 // ChannelError: the channel to a sandbox's supervisor failed; the command's
 // end is not known.
-type ChannelError struct{ Err error }
+type ChannelError struct {
+	Err error
+	// NotStarted: the supervisor never said the command started, so it
+	// did not run (the channel was gone first): trying it again on a new
+	// channel runs it once.
+	NotStarted bool
+}
 
 func (e *ChannelError) Error() string {
 	return "the sandbox's supervisor channel failed: " + e.Err.Error() + "; the next call starts a new one"

@@ -92,3 +92,27 @@ func (l *Link) Close() {
 		c.Close()
 	}
 }
+
+// Exec runs a command on the sandbox's channel (Conn.Exec). A command the
+// supervisor never started because the channel was already gone (a
+// sandbox ended behind the server's back) is tried once more on a new
+// channel. On ErrUnresponsive the channel is dropped: the caller ends the
+// sandbox (its last resort), and the next call dials anew.
+func (l *Link) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := l.Conn(ctx)
+		if err != nil {
+			return ExecResult{}, err
+		}
+		res, err := c.Exec(ctx, req)
+		var ce *ChannelError
+		switch {
+		case errors.As(err, &ce) && ce.NotStarted && attempt == 0:
+			l.Drop(c)
+			continue
+		case errors.Is(err, ErrUnresponsive):
+			l.Drop(c)
+		}
+		return res, err
+	}
+}

@@ -9,6 +9,7 @@ const (
 	msgCredit byte = 4 // c→s: 4 bytes: this many more output bytes may be sent
 	msgExit   byte = 5 // s→c: the stream's command ended (ExitMsg, JSON); its last frame
 	msgKill   byte = 6 // c→s: kill the stream's process group
+	msgStart  byte = 7 // s→c: the stream's command was started (before any output)
 )
 
 // Protocol is the version of this protocol; a supervisor of another
@@ -25,6 +26,7 @@ type Hello struct {
 	Protocol int    `json:"protocol"`
 	Shell    string `json:"shell"` // bash's path in the sandbox, else sh's; "" when it has neither
 	PID      int    `json:"pid"`   // the supervisor's pid, in the sandbox's own pid namespace
+	Busy     int    `json:"busy"`  // commands in flight when the channel opened (any channel's)
 }
 
 // ExecMsg starts a command.

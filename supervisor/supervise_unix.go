@@ -210,7 +210,10 @@ func (c *channel) send(kind byte, id uint32, payload []byte) error {
 // killed.
 func (s *supervisor) serve(r io.Reader, w io.Writer) error {
 	c := &channel{s: s, fw: frameWriter{w: w}, streams: map[uint32]*stream{}}
-	hello, _ := json.Marshal(Hello{Protocol: Protocol, Shell: s.shell, PID: os.Getpid()})
+	s.mu.Lock()
+	busy := s.busy
+	s.mu.Unlock()
+	hello, _ := json.Marshal(Hello{Protocol: Protocol, Shell: s.shell, PID: os.Getpid(), Busy: busy})
 	err := c.send(msgHello, 0, hello)
 	fr := frameReader{r: bufio.NewReaderSize(r, 64<<10)}
 	for err == nil {
@@ -304,6 +307,7 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 		exit(ExitMsg{Code: 127, Error: err.Error()})
 		return
 	}
+	c.send(msgStart, id, nil)
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)

@@ -30,6 +30,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // Labels on every container of ours.
@@ -93,7 +94,8 @@ type Provider struct {
 	log      *slog.Logger
 	stateTag string // labels our containers with the state dir they serve
 	memory   int64
-	env      []string // every command's environment, KEY=VALUE (envList)
+	env      []string           // every command's environment, KEY=VALUE (envList)
+	bin      *supervisor.Binary // the supervisor, bound into every container as its main process
 
 	// Known once connect succeeded (connected), which may be after New.
 	connectMu  sync.Mutex
@@ -102,7 +104,6 @@ type Provider struct {
 	downErr    string   // why the engine did not answer (connectMu)
 	user       string   // the containers' user
 	uid, gid   int      // that user's ids, -1 when unknown
-	keeper     []byte   // the containers' keep-alive program (keeperELF); nil: the image's CMD
 	imageID    string   // the image's id, as it was when connect succeeded
 	spec       string   // specTag
 
@@ -200,8 +201,16 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	if err != nil {
 		return nil, fmt.Errorf("docker provider: state dir: %w", err)
 	}
+	exe, err := supervisor.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("docker provider: %w", err)
+	}
+	bin, err := supervisor.InspectBinary(exe)
+	if err != nil {
+		return nil, fmt.Errorf("docker provider: %w", err)
+	}
 	p := &Provider{
-		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem, env: envList(cfg),
+		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem, env: envList(cfg), bin: bin,
 		stateTag: tag,
 		threads:  map[string]*Sandbox{},
 		running:  map[string]*run{},
@@ -310,8 +319,8 @@ func (p *Provider) tryConnect() error {
 	if img.Config != nil {
 		imageUser = img.Config.User
 	}
-	if p.keeper = keeperELF(img.Architecture); p.keeper == nil {
-		p.log.Warn("docker provider: no keep-alive program for the image's architecture: containers run the image's own CMD, which must keep running", "image", cfg.Image, "architecture", img.Architecture)
+	if err := p.bin.CheckArch(img.Architecture); err != nil {
+		return fmt.Errorf("docker provider: image %s: %w", cfg.Image, err)
 	}
 	p.user, p.uid, p.gid = containerUser(cfg.User, imageUser, os.Geteuid(), os.Getegid())
 	switch {
@@ -513,12 +522,32 @@ func (p *Provider) removeUnlessBusy(ctx context.Context, c container.Summary) {
 		case err != nil:
 			p.log.Warn("docker provider: inspect container", "id", shortID(c.ID), "err", err)
 			return
-		case len(info.ExecIDs) > 0:
+		case len(info.ExecIDs) > 0 || p.supervisorBusy(ctx, strings.TrimPrefix(firstName(c.Names), "/")):
 			p.log.Info("docker provider: container of other settings left alone: a command runs in it", "name", strings.TrimPrefix(firstName(c.Names), "/"))
 			return
 		}
 	}
 	p.remove(ctx, c.ID)
+}
+
+// supervisorBusy asks the supervisor of container name, if it answers,
+// whether a command runs there (its hello says).
+func (p *Provider) supervisorBusy(ctx context.Context, name string) bool {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
+		return false
+	}
+	nc, err := supervisor.DialSocket(filepath.Join(p.cfg.StateDir, "supervisors", name), socketName)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := supervisor.NewConn(ctx, nc, nc, nc)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	return c.Hello().Busy > 0
 }
 
 func (p *Provider) remove(ctx context.Context, id string) {
@@ -623,6 +652,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		return nil, fmt.Errorf("open thread %s: %w", thread, err)
 	}
 	sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts, host: hfs, refs: 1}
+	sb.link = supervisor.NewLink(sb.dial)
 	p.threads[thread] = sb
 	return sb, nil
 }
@@ -636,6 +666,7 @@ func (p *Provider) Release(thread string) {
 		return
 	}
 	if sb.refs--; sb.refs <= 0 {
+		sb.link.Close() // the channel; the supervisor and its container stay warm
 		sb.host.Close()
 		delete(p.threads, thread)
 	}
@@ -658,6 +689,7 @@ func (p *Provider) Close() error {
 	}
 	p.mu.Lock()
 	for k, sb := range p.threads {
+		sb.link.Close()
 		sb.host.Close()
 		delete(p.threads, k)
 	}
@@ -760,7 +792,11 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 		case !cerrdefs.IsNotFound(err):
 			return "", engineError(err)
 		}
-		resp, err := p.cli.ContainerCreate(ctx, p.containerConfig(key), p.hostConfig(mounts), nil, nil, name)
+		run, err := p.runDir(name)
+		if err != nil {
+			return "", err
+		}
+		resp, err := p.cli.ContainerCreate(ctx, p.containerConfig(key), p.hostConfig(mounts, run), nil, nil, name)
 		if cerrdefs.IsConflict(err) && attempt < 5 {
 			// Another creator got there first (the engine may answer 409
 			// while inspect still says 404): look again.
@@ -769,12 +805,6 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 		}
 		if err != nil {
 			return "", engineError(err)
-		}
-		if p.keeper != nil {
-			if err := p.cli.CopyToContainer(ctx, resp.ID, "/", keeperArchive(p.keeper), container.CopyToContainerOptions{}); err != nil {
-				p.remove(ctx, resp.ID)
-				return "", engineError(err)
-			}
 		}
 		if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 			p.remove(ctx, resp.ID)
@@ -808,17 +838,14 @@ func (p *Provider) mine(info container.InspectResponse, name, key string) error 
 	return nil
 }
 
-// containerConfig is the container of thread key. Its main process is the
-// keep-alive program, whatever the image's ENTRYPOINT and CMD (a stock
+// containerConfig is the container of thread key. Its main process (under
+// the engine's init) is the supervisor, listening on its socket in the
+// bound run directory, whatever the image's ENTRYPOINT and CMD (a stock
 // image's CMD is often a shell or python3 that exits at once without a
-// terminal), so that the container stays up for exec.
+// terminal): it keeps the container up and runs its commands.
 func (p *Provider) containerConfig(key string) *container.Config {
-	var entrypoint []string
-	if p.keeper != nil {
-		entrypoint = []string{keeperPath}
-	}
 	return &container.Config{
-		Entrypoint: entrypoint,
+		Entrypoint: p.bin.Argv("supervise", "--listen", runDir+"/"+socketName),
 		Image:      p.cfg.Image,
 		User:       p.user,
 		WorkingDir: sandbox.WorkspaceDir,
@@ -835,7 +862,8 @@ func (p *Provider) containerConfig(key string) *container.Config {
 
 // specTag is 16 hex of sha256 of every setting a container is made with
 // but its thread's own directories: the image (by id), user, entrypoint,
-// environment, limits, network, runtime, skills dir and custom mounts. It
+// environment, limits, network, runtime, skills dir, custom mounts and the
+// supervisor binary (a server upgraded since runs its own in new ones). It
 // is in the container's name (ContainerName) and label: a container made
 // with other settings (the config or the image changed since — e.g.
 // docker.user: root removed — or another server's on this state dir) is
@@ -844,20 +872,30 @@ func (p *Provider) specTag() string {
 	c := p.containerConfig("")
 	c.Labels = nil
 	b, _ := json.Marshal(struct {
-		Image  string
-		C      *container.Config
-		H      *container.HostConfig
-		Skills string
-		Mounts []sandbox.Mount
-	}{p.imageID, c, p.hostConfig(nil), p.cfg.SkillsDir, p.cfg.Mounts})
+		Image      string
+		C          *container.Config
+		H          *container.HostConfig
+		Skills     string
+		Mounts     []sandbox.Mount
+		Supervisor string
+	}{p.imageID, c, p.hostConfig(nil, ""), p.cfg.SkillsDir, p.cfg.Mounts, p.bin.Sums})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
 
-func (p *Provider) hostConfig(mounts []sandbox.Mount) *container.HostConfig {
+// hostConfig is how a container runs: the thread's mounts, the
+// supervisor's binary (read-only) and its run directory (runHost: "" in
+// specTag, which hashes the settings), hardened.
+func (p *Provider) hostConfig(mounts []sandbox.Mount, runHost string) *container.HostConfig {
 	var ms []mount.Mount
 	for _, m := range mounts {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: m.Host, Target: m.Virtual, ReadOnly: m.ReadOnly})
+	}
+	for _, m := range p.bin.Mounts() {
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: m.Host, Target: m.Target, ReadOnly: true})
+	}
+	if runHost != "" {
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: runHost, Target: runDir})
 	}
 	init := true
 	pids := p.cfg.PidsLimit

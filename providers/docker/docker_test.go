@@ -433,7 +433,9 @@ func TestTwoThreadsTwoContainers(t *testing.T) {
 	}
 }
 
-// The engine going away mid-run gives the next call a clear error, not a
+// The engine going away mid-run: a warm sandbox goes on working (its
+// calls go to its supervisor, not through the engine), and a call that
+// needs the engine — a new thread's first — gets a clear error, not a
 // hang: the provider talks to the real engine through a proxy socket that
 // the test then shuts.
 func TestEngineGoneMidRun(t *testing.T) {
@@ -460,7 +462,11 @@ func TestEngineGoneMidRun(t *testing.T) {
 	stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	_, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+	if out, res := execOut(t, sb, "echo warm"); out != "warm\n" || res.ExitCode != 0 {
+		t.Fatalf("warm call with the engine gone: exit %d %q", res.ExitCode, out)
+	}
+	sb2 := f.acquire(t, "gone-new")
+	_, err := sb2.Exec(ctx, sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "docker engine") || ctx.Err() != nil {
 		t.Fatalf("err = %v (ctx %v)", err, ctx.Err())
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,136 +16,153 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
-// killGrace is how long a killed command may take to end before the
-// container is restarted as the last resort.
-const killGrace = 5 * time.Second
-
-// Exec runs the command through exec in the thread's container, with cwd
-// the workspace. A timeout or a cancelled ctx kills the command's process
-// group from inside (there is no exec-kill API); if the command does not
-// end then, the container is restarted.
+// Exec runs the command through the container's supervisor (its main
+// process), over the channel of the sandbox's link: a unix socket in the
+// container's run directory, bound from the host, so that a warm call is
+// one round trip on a socket, not an exec through the engine. The
+// supervisor runs the command in its own process group with cwd the
+// workspace and enforces the timeout; a cancelled ctx kills the group. If
+// the supervisor does not end a command it was told to (stopped, hung),
+// the container is restarted: every process in it goes, the thread's files
+// stay.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	for attempt := 0; ; attempt++ {
-		res, err := s.exec(ctx, req)
-		if errors.Is(err, errGone) && attempt == 0 {
-			continue // the container was killed or removed behind our back: make it again
-		}
-		return res, err
-	}
-}
-
-// errGone: the container the provider knew is no longer there.
-var errGone = errors.New("container gone")
-
-func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	var res sandbox.ExecResult
 	id, done, err := s.container(ctx)
 	if err != nil {
-		return res, err
+		return sandbox.ExecResult{}, err
 	}
 	defer done()
-	shell := s.shell(ctx, id)
+	c, err := s.link.Conn(ctx)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	shell := c.Hello().Shell
 	if shell == "" {
-		return res, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
+		return sandbox.ExecResult{}, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
 	}
-	ex, err := s.p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
-		Cmd:          sandbox.InbandCommand(shell, "", req.Command),
-		WorkingDir:   sandbox.WorkspaceDir,
-		Env:          s.p.env,
-		AttachStdout: true,
-		AttachStderr: true,
-	})
-	if err != nil {
-		if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
-			s.p.forget(s.name, id)
-			return res, errGone
-		}
-		return res, engineError(err)
+	// $0 is "bash", as for bash -c, whatever the shell: it prefixes the
+	// shell's error messages.
+	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: []string{shell, "-c", req.Command, "bash"}, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output})
+	if errors.Is(err, supervisor.ErrUnresponsive) {
+		s.restart(id)
 	}
-	// The attach is not tied to ctx: ending it would leave the command
-	// running. Ending the command ends the stream.
-	conn, err := s.p.cli.ContainerExecAttach(context.Background(), ex.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return res, engineError(err)
-	}
-	defer conn.Close()
-	out := req.Output
-	if out == nil {
-		out = io.Discard
-	}
-	var status sandbox.InbandStatus // the wrapper's lines, on stderr
-	copied := make(chan error, 1)
-	go func() {
-		_, err := stdcopy.StdCopy(out, &status, conn.Reader)
-		copied <- err
-	}()
-
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var ctxErr error
-	select {
-	case <-copied:
-	case <-timeout:
-		res.TimedOut = true
-		s.kill(id, status.PID(), copied)
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
-		s.kill(id, status.PID(), copied)
-	}
-	if ctxErr != nil {
-		return res, ctxErr
-	}
-	if code, ok := status.ExitCode(); ok {
-		// The wrapper said how the command ended: no inspect call.
-		if !res.TimedOut {
-			res.ExitCode = code
-		}
-		return res, nil
-	}
-	ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	info, err := s.p.cli.ContainerExecInspect(ictx, ex.ID)
-	if err != nil {
-		return res, engineError(err)
-	}
-	if !res.TimedOut {
-		res.ExitCode = info.ExitCode
-	}
-	return res, nil
+	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, err
 }
 
-// kill ends a running command: its process group from inside (pid, as the
-// wrapper reported it; 0 when it did not), then, if the stream does not
-// end, the whole container (a restart: every process in it goes, the
-// thread's files stay).
-func (s *Sandbox) kill(id string, pid int, copied <-chan error) {
-	if pid > 1 {
-		ctx, cancel := context.WithTimeout(context.Background(), killGrace)
-		defer cancel()
-		s.run(ctx, id, sandbox.InbandKillCommand(pid))
-	}
-	select {
-	case <-copied:
-		return
-	case <-time.After(killGrace):
-	}
-	s.p.log.Warn("docker provider: command did not end after its process group was killed; restarting the container", "name", s.name)
+// restart restarts the container: the last resort for a command that does
+// not end.
+func (s *Sandbox) restart(id string) {
+	s.p.log.Warn("docker provider: the supervisor did not end a command; restarting the container", "name", s.name)
 	zero := 0
-	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer rcancel()
-	if err := s.p.cli.ContainerRestart(rctx, id, container.StopOptions{Timeout: &zero}); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.p.cli.ContainerRestart(ctx, id, container.StopOptions{Timeout: &zero}); err != nil {
 		s.p.log.Warn("docker provider: restart failed", "name", s.name, "err", err)
 	}
-	select {
-	case <-copied:
-	case <-time.After(killGrace):
+}
+
+// supervisorStart bounds how long a container's supervisor may take to
+// listen once the container runs.
+const supervisorStart = 30 * time.Second
+
+// dial reaches the supervisor of the thread's container, making or
+// starting the container when it is not running (the supervisor ended,
+// taking the container with it; or it was removed behind the server's
+// back).
+func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		id, done, err := s.container(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c, err := s.connect(ctx, id)
+		done()
+		if errors.Is(err, errGone) && attempt == 0 {
+			s.p.forget(s.name, id)
+			continue
+		}
+		if errors.Is(err, errGone) {
+			err = fmt.Errorf("docker provider: container %s stopped as it started; its supervisor did not run (the image's architecture or user?)", s.name)
+		}
+		return c, err
 	}
+}
+
+// connect waits for the supervisor's socket in the container's run
+// directory, as the container starts, and says hello.
+func (s *Sandbox) connect(ctx context.Context, id string) (*supervisor.Conn, error) {
+	run, err := s.p.runDir(s.name)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(supervisorStart)
+	lastCheck := time.Now()
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		nc, err := supervisor.DialSocket(run, socketName)
+		if err == nil {
+			c, err := supervisor.NewConn(ctx, nc, nc, nc)
+			if err != nil {
+				return nil, fmt.Errorf("docker provider: container %s: %w", s.name, err)
+			}
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("docker provider: the supervisor of container %s did not listen within %s", s.name, supervisorStart)
+		}
+		if time.Since(lastCheck) > 200*time.Millisecond {
+			// Not yet listening, or never again: is the container up?
+			lastCheck = time.Now()
+			info, err := s.p.cli.ContainerInspect(ctx, id)
+			if cerrdefs.IsNotFound(err) || err == nil && (info.State == nil || !info.State.Running) {
+				return nil, errGone
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// errGone: the container the provider knew is no longer there or running.
+var errGone = errors.New("container gone")
+
+// The supervisor's run directory: where it listens, bound from
+// <state>/supervisors/<container name> on the host.
+const (
+	runDir     = supervisor.BinaryDir + "/run"
+	socketName = "sock"
+)
+
+// runDir is the host directory bound at runDir in container name, made
+// when missing: owned by the containers' user, private to it (mode 0700;
+// 0777 when that user is a name whose uid is not known, in a parent only
+// the server's user can enter).
+func (p *Provider) runDir(name string) (string, error) {
+	parent := filepath.Join(p.cfg.StateDir, "supervisors")
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", fmt.Errorf("docker provider: state dir: %w", err)
+	}
+	dir := filepath.Join(parent, name)
+	mode := os.FileMode(0o700)
+	if p.uid < 0 {
+		mode = 0o777
+	}
+	if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("docker provider: state dir: %w", err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		return "", fmt.Errorf("docker provider: state dir: %w", err)
+	}
+	if p.uid >= 0 && os.Geteuid() == 0 {
+		if err := os.Lchown(dir, p.uid, p.gid); err != nil {
+			return "", fmt.Errorf("docker provider: state dir: %w", err)
+		}
+	}
+	return dir, nil
 }
 
 // run execs argv in the container and returns its stdout, stderr and exit

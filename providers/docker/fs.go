@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // Sandbox is one thread's container-backed sandbox.
@@ -28,8 +29,9 @@ type Sandbox struct {
 	mounts []sandbox.Mount
 	host   *sandbox.HostFS
 	refs   int
+	link   *supervisor.Link // to the container's supervisor, which runs its commands
 
-	sh atomic.Pointer[string] // the wrapper's shell, once known (see shell)
+	sh atomic.Pointer[string] // the image's shell for file operations, once known (see shell)
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

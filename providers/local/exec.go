@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -37,14 +36,9 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		}
 		command, dir = rewrite(req.Command, s.mounts), s.mounts[0].Host
 	}
-	c, err := s.link.Conn(ctx)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	res, err := c.Exec(ctx, supervisor.ExecRequest{Argv: []string{s.p.shell, "-c", command}, Dir: dir, Timeout: req.Timeout, Output: req.Output})
-	if errors.Is(err, supervisor.ErrUnresponsive) {
-		s.link.Drop(c) // the last resort: the sandbox ends, every process in it too
-	}
+	// On ErrUnresponsive the link drops the channel: the supervisor's
+	// process (and bwrap's namespace) ends, with every process in it.
+	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: []string{s.p.shell, "-c", command}, Dir: dir, Timeout: req.Timeout, Output: req.Output})
 	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, err
 }
 
