@@ -429,14 +429,35 @@ func (s *supervisor) shutdown() {
 	}
 }
 
-// childrenOf lists the live processes whose parent is pid.
-func childrenOf(pid int) []int {
+// childrenOf lists the live children of this process: from each of its
+// threads' children lists where the kernel keeps them (CONFIG_PROC_CHILDREN:
+// a few small reads), else by a scan of /proc (every process's stat).
+func childrenOf(self int) []int {
+	var out []int
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err == nil {
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+			if err != nil {
+				out = nil
+				goto scan
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					if st := statFields(pid); len(st) > 0 && st[0] != "Z" {
+						out = append(out, pid)
+					}
+				}
+			}
+		}
+		return out
+	}
+scan:
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	want := strconv.Itoa(pid)
-	var out []int
+	want := strconv.Itoa(self)
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {

@@ -65,7 +65,7 @@ func (s *Sandbox) restart(id string) {
 
 // supervisorStart bounds how long a container's supervisor may take to
 // listen once the container runs.
-const supervisorStart = 30 * time.Second
+const supervisorStart = 10 * time.Second
 
 // dial reaches the supervisor of the thread's container, making or
 // starting the container when it is not running (the supervisor ended,
@@ -81,6 +81,12 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		done()
 		if errors.Is(err, errGone) && attempt == 0 {
 			s.p.forget(s.name, id)
+			continue
+		}
+		if errors.Is(err, errNoSupervisor) && attempt == 0 {
+			// Its socket gone or taken over from inside: a restart brings
+			// the supervisor back (the thread's files stay).
+			s.restart(id)
 			continue
 		}
 		if errors.Is(err, errGone) {
@@ -99,17 +105,19 @@ func (s *Sandbox) connect(ctx context.Context, id string) (*supervisor.Conn, err
 	}
 	deadline := time.Now().Add(supervisorStart)
 	lastCheck := time.Now()
-	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+	for wait := time.Millisecond; ; wait = min(2*wait, 5*time.Millisecond) {
 		nc, err := supervisor.DialSocket(run, socketName)
 		if err == nil {
-			c, err := supervisor.NewConn(ctx, nc, nc, nc)
+			hctx, cancel := context.WithTimeout(ctx, supervisorStart)
+			c, err := supervisor.NewConn(hctx, nc, nc, nc)
+			cancel()
 			if err != nil {
-				return nil, fmt.Errorf("docker provider: container %s: %w", s.name, err)
+				return nil, fmt.Errorf("%w: container %s: %v", errNoSupervisor, s.name, err)
 			}
 			return c, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("docker provider: the supervisor of container %s did not listen within %s", s.name, supervisorStart)
+			return nil, fmt.Errorf("%w: container %s: nothing listens after %s", errNoSupervisor, s.name, supervisorStart)
 		}
 		if time.Since(lastCheck) > 200*time.Millisecond {
 			// Not yet listening, or never again: is the container up?
@@ -129,6 +137,10 @@ func (s *Sandbox) connect(ctx context.Context, id string) (*supervisor.Conn, err
 
 // errGone: the container the provider knew is no longer there or running.
 var errGone = errors.New("container gone")
+
+// errNoSupervisor: the container runs, but its supervisor does not answer
+// as one (its socket removed, or taken over by a command).
+var errNoSupervisor = errors.New("docker provider: the container's supervisor does not answer")
 
 // The supervisor's run directory: where it listens, bound from
 // <state>/supervisors/<container name> on the host.

@@ -1,0 +1,113 @@
+package docker
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+)
+
+// The supervisor killed mid-call from inside (kill -9, as any command may):
+// the call fails with a clear error, never a hang, and the next call works
+// in the container made to run again, with the thread's files intact.
+func TestSupervisorKilledMidCall(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sb := f.acquire(t, "killed")
+	execOut(t, sb, "echo kept > /mnt/user-data/workspace/f")
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 0.2; kill -9 $PPID; sleep 60", Timeout: time.Minute, Output: io.Discard})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var ce *supervisor.ChannelError
+		if !errors.As(err, &ce) {
+			t.Fatalf("err = %v, want the channel's failure", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call hangs")
+	}
+	if out, res := execOut(t, sb, "cat /mnt/user-data/workspace/f"); out != "kept\n" || res.ExitCode != 0 {
+		t.Fatalf("next call: exit %d %q", res.ExitCode, out)
+	}
+}
+
+// A command that takes the supervisor's socket over and answers garbage to
+// whoever dials next (another server on this state dir) gives that server
+// a clear error — no crash, no hang — and, once the command is gone, the
+// container's supervisor is brought back by a restart.
+func TestLyingSupervisorInsideTheContainer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sb := f.acquire(t, "liar")
+	execOut(t, sb, "true")
+	fake := `import os, socket
+p = "` + runDir + `/` + socketName + `"
+os.unlink(p)
+s = socket.socket(socket.AF_UNIX)
+s.bind(p)
+s.listen(8)
+open("/tmp/ready", "w").close()
+while True:
+    c, _ = s.accept()
+    c.sendall(b"SM\x01\x00" + b"\x00" * 8 + b"\xff\xff\xff\xff" + b"garbage" * 1000)
+    c.close()
+`
+	liar := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "python3 -c '" + fake + "'", Timeout: 8 * time.Second, Output: io.Discard})
+		liar <- err
+	}()
+	for i := 0; ; i++ {
+		if out, _ := execOut(t, sb, "test -e /tmp/ready && echo ready"); out == "ready\n" {
+			break
+		}
+		if i > 100 {
+			t.Fatal("the fake supervisor did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p2, err := New(t.Context(), f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	sb2, err := p2.Acquire(t.Context(), "liar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Release("liar")
+	start := time.Now()
+	_, err = sb2.Exec(t.Context(), sandbox.ExecRequest{Command: "echo hi", Timeout: time.Minute, Output: io.Discard})
+	if err == nil {
+		// It may only have got through after a restart, which ended the liar.
+		if e := <-liar; e == nil {
+			t.Fatal("a call went to the fake supervisor and succeeded")
+		}
+	} else if !strings.Contains(err.Error(), "supervisor") || time.Since(start) > 45*time.Second {
+		t.Fatalf("err = %v after %v", err, time.Since(start))
+	}
+	// Once the liar is gone (its call's timeout, or the restart), calls work.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, res, err := func() (string, sandbox.ExecResult, error) {
+			c := sandbox.NewCapture(1<<10, 1<<10)
+			res, err := sb2.Exec(t.Context(), sandbox.ExecRequest{Command: "echo back", Timeout: time.Minute, Output: c})
+			h, tl, _ := c.Result()
+			return string(h) + string(tl), res, err
+		}()
+		if err == nil && out == "back\n" && res.ExitCode == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never back: %q %v", out, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
