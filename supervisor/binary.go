@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 )
 
 // Binary is this binary as a container sandbox gets it (docker binds it
@@ -35,6 +36,9 @@ const BinaryDir = "/.sandbox-mcp"
 // InspectBinary reads the ELF file at p (this binary: Executable) and
 // finds what it needs to run elsewhere.
 func InspectBinary(p string) (*Binary, error) {
+	if runtime.GOOS != "linux" {
+		return nil, fmt.Errorf("a container's supervisor is this server's binary, which runs on %s, not Linux: the docker provider needs a Linux host for now", runtime.GOOS)
+	}
 	f, err := elf.Open(p)
 	if err != nil {
 		return nil, fmt.Errorf("read the supervisor binary: %w", err)

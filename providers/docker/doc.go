@@ -18,8 +18,10 @@
 // on a thread's first use, kept warm after its sessions end, stopped and
 // removed after IdleTimeout, capped at Replicas running (least recently
 // used goes first), and found again by label when the server restarts.
-// Their main process is a keep-alive program of the provider's own
-// (keeper.go), whatever the image's CMD; their user is not root unless
+// Their main process is the thread's supervisor (package supervisor): this
+// binary, bound read-only, whatever the image's CMD, which runs their
+// commands and which the server reaches through a unix socket in a bound
+// run directory; their user is not root unless
 // docker.user says so. The engine may be down at start-up: each call then
 // says so, until it is back.
 package docker
