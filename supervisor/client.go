@@ -41,6 +41,7 @@ type call struct {
 	ended   bool // Exit came, or the channel ended
 	started bool // Start came
 	exit    *ExitMsg
+	free    [][]byte // consumed chunks, for reuse
 }
 
 // helloTimeout bounds how long a new channel may take to say hello.
@@ -185,7 +186,7 @@ func (c *Conn) dispatch(f frame) error {
 		if cl.pending+len(f.payload) > window {
 			return protocolError("stream %d sent more output than its credit", f.stream)
 		}
-		cl.chunks = append(cl.chunks, getChunk(f.payload))
+		cl.chunks = append(cl.chunks, cl.chunk(f.payload))
 		cl.pending += len(f.payload)
 		cl.cond.Broadcast()
 	case msgExit:
@@ -299,9 +300,11 @@ func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 			cl.mu.Unlock()
 			out.Write(chunk)
 			n := len(chunk)
-			putChunk(chunk)
 			cl.mu.Lock()
 			cl.pending -= n
+			if cap(chunk) == chunkSize {
+				cl.free = append(cl.free, chunk[:0])
+			}
 			cl.mu.Unlock()
 			var b [4]byte
 			binary.BigEndian.PutUint32(b[:], uint32(n))
@@ -370,23 +373,20 @@ func (e *ChannelError) Error() string {
 
 func (e *ChannelError) Unwrap() error { return e.Err }
 
-// Output chunks are copied out of the frame reader's buffer into pooled
-// buffers: a command that prints a gigabyte costs no gigabyte of garbage.
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
-
-const chunkSize = 32 << 10 // what the supervisor reads and sends at a time
-
-func getChunk(p []byte) []byte {
+// chunk copies p out of the frame reader's buffer, into a buffer the call
+// used before when it can (cl.mu is held): a command that prints a
+// gigabyte costs no gigabyte of garbage. At most window/chunkSize buffers
+// are ever in use.
+func (cl *call) chunk(p []byte) []byte {
 	if len(p) > chunkSize {
 		return append([]byte(nil), p...)
 	}
-	b := chunkPool.Get().(*[]byte)
-	return append((*b)[:0], p...)
+	if n := len(cl.free); n > 0 {
+		b := cl.free[n-1]
+		cl.free = cl.free[:n-1]
+		return append(b, p...)
+	}
+	return append(make([]byte, 0, chunkSize), p...)
 }
 
-func putChunk(b []byte) {
-	if cap(b) == chunkSize {
-		b = b[:0]
-		chunkPool.Put(&b)
-	}
-}
+const chunkSize = 32 << 10 // what the supervisor reads and sends at a time

@@ -29,6 +29,7 @@ import (
 	units "github.com/docker/go-units"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -108,8 +109,8 @@ type Provider struct {
 	spec       string   // specTag
 
 	mu      sync.Mutex
-	threads map[string]*Sandbox // acquired sandboxes, by thread key
-	running map[string]*run     // our containers, by name
+	threads threads.Table[*Sandbox] // acquired sandboxes
+	running map[string]*run         // our containers, by name
 
 	stop chan struct{}
 	done chan struct{}
@@ -212,7 +213,6 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	p := &Provider{
 		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem, env: envList(cfg), bin: bin,
 		stateTag: tag,
-		threads:  map[string]*Sandbox{},
 		running:  map[string]*run{},
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -635,42 +635,28 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		}
 		return nil, err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if sb := p.threads[thread]; sb != nil {
-		sb.refs++
-		return sb, nil
-	}
-	// The container's user owns the thread's files; the file tools' new
-	// files inherit it (sandbox.HostFS).
-	mounts, err := sandbox.ThreadMounts(p.cfg.StateDir, thread, p.cfg.SkillsDir, p.cfg.Mounts, p.uid, p.gid)
-	if err != nil {
-		return nil, fmt.Errorf("thread %s: %w", thread, err)
-	}
-	hfs, err := sandbox.OpenHostFS(mounts, p.cfg.Locks)
-	if err != nil {
-		return nil, fmt.Errorf("open thread %s: %w", thread, err)
-	}
-	sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts, host: hfs, refs: 1}
-	sb.link = supervisor.NewLink(sb.dial)
-	p.threads[thread] = sb
-	return sb, nil
+	return p.threads.Acquire(thread, func() (*Sandbox, func(), error) {
+		// The container's user owns the thread's files; the file tools' new
+		// files inherit it (sandbox.HostFS).
+		mounts, err := sandbox.ThreadMounts(p.cfg.StateDir, thread, p.cfg.SkillsDir, p.cfg.Mounts, p.uid, p.gid)
+		if err != nil {
+			return nil, nil, fmt.Errorf("thread %s: %w", thread, err)
+		}
+		hfs, err := sandbox.OpenHostFS(mounts, p.cfg.Locks)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open thread %s: %w", thread, err)
+		}
+		sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts, host: hfs}
+		sb.link = supervisor.NewLink(sb.dial)
+		return sb, func() {
+			sb.link.Close() // the channel; the supervisor and its container stay warm
+			hfs.Close()
+		}, nil
+	})
 }
 
 // Release drops one user of the thread's sandbox. The container stays warm.
-func (p *Provider) Release(thread string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	sb := p.threads[thread]
-	if sb == nil {
-		return
-	}
-	if sb.refs--; sb.refs <= 0 {
-		sb.link.Close() // the channel; the supervisor and its container stay warm
-		sb.host.Close()
-		delete(p.threads, thread)
-	}
-}
+func (p *Provider) Release(thread string) { p.threads.Release(thread) }
 
 // Close stops the reaper and, with RemoveOnExit, removes this server's
 // containers; otherwise they stay warm for the next run to adopt.
@@ -687,12 +673,8 @@ func (p *Provider) Close() error {
 	if a != nil {
 		<-a.done
 	}
+	p.threads.Close()
 	p.mu.Lock()
-	for k, sb := range p.threads {
-		sb.link.Close()
-		sb.host.Close()
-		delete(p.threads, k)
-	}
 	var ids []string
 	if p.cfg.RemoveOnExit {
 		for name, r := range p.running {

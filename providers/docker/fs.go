@@ -28,7 +28,6 @@ type Sandbox struct {
 	name   string // container name
 	mounts []sandbox.Mount
 	host   *sandbox.HostFS
-	refs   int
 	link   *supervisor.Link // to the container's supervisor, which runs its commands
 
 	sh atomic.Pointer[string] // the image's shell for file operations, once known (see shell)

@@ -28,7 +28,6 @@ type Sandbox struct {
 	key    string // thread key
 	name   string // Pod name
 	mounts []sandbox.Mount
-	refs   int
 	sh     atomic.Pointer[string] // the wrapper's shell, once known
 }
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -103,8 +104,8 @@ type Provider struct {
 	keep   string // names of the variables commands keep, space separated
 
 	mu      sync.Mutex
-	threads map[string]*Sandbox // acquired sandboxes, by thread key
-	pods    map[string]*podUse  // Pods known running, by name
+	threads threads.Table[*Sandbox] // acquired sandboxes
+	pods    map[string]*podUse      // Pods known running, by name
 
 	stop chan struct{}
 	done chan struct{}
@@ -235,11 +236,10 @@ func restConfig(cfg Config) (*rest.Config, error) {
 func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Config) (*Provider, error) {
 	p := &Provider{
 		cfg: cfg, cs: cs, rest: rc, log: cfg.Logger,
-		locks:   sandbox.NewLocks(),
-		threads: map[string]*Sandbox{},
-		pods:    map[string]*podUse{},
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		locks: sandbox.NewLocks(),
+		pods:  map[string]*podUse{},
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
 	}
 	p.limits = corev1.ResourceList{}
 	for _, r := range []struct {
@@ -326,33 +326,24 @@ func (p *Provider) threadDir(key string) string {
 // Pods' user, when the node directory is visible to the server (a
 // single-node cluster, or the server's Pod mounting it).
 func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox, error) {
-	if err := sandbox.ValidThreadKey(thread); err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if sb := p.threads[thread]; sb != nil {
-		sb.refs++
-		return sb, nil
-	}
-	var mounts []sandbox.Mount
-	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
-		m := sandbox.Mount{Virtual: d}
-		if p.cfg.Storage.Mode == StorageHostPath {
-			m.Host = filepath.Join(p.threadDir(thread), filepath.Base(d))
-			if err := p.makeThreadDir(m.Host); err != nil {
-				return nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
+	return p.threads.Acquire(thread, func() (*Sandbox, func(), error) {
+		var mounts []sandbox.Mount
+		for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
+			m := sandbox.Mount{Virtual: d}
+			if p.cfg.Storage.Mode == StorageHostPath {
+				m.Host = filepath.Join(p.threadDir(thread), filepath.Base(d))
+				if err := p.makeThreadDir(m.Host); err != nil {
+					return nil, nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
+				}
 			}
+			mounts = append(mounts, m)
 		}
-		mounts = append(mounts, m)
-	}
-	if p.cfg.SkillsDir != "" {
-		mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
-	}
-	mounts = append(mounts, p.cfg.Mounts...)
-	sb := &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts, refs: 1}
-	p.threads[thread] = sb
-	return sb, nil
+		if p.cfg.SkillsDir != "" {
+			mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
+		}
+		mounts = append(mounts, p.cfg.Mounts...)
+		return &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts}, nil, nil
+	})
 }
 
 // makeThreadDir makes a thread directory owned by the Pods' user.
@@ -374,17 +365,7 @@ func (p *Provider) makeThreadDir(dir string) error {
 }
 
 // Release drops one user of the thread's sandbox. The Pod stays warm.
-func (p *Provider) Release(thread string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	sb := p.threads[thread]
-	if sb == nil {
-		return
-	}
-	if sb.refs--; sb.refs <= 0 {
-		delete(p.threads, thread)
-	}
-}
+func (p *Provider) Release(thread string) { p.threads.Release(thread) }
 
 // Close stops the reaper and, with RemoveOnExit, deletes the Pods this
 // server used; otherwise they stay warm for any replica to use.
@@ -395,8 +376,8 @@ func (p *Provider) Close() error {
 		close(p.stop)
 		<-p.done
 	}
+	p.threads.Close()
 	p.mu.Lock()
-	clear(p.threads)
 	var names []string
 	if p.cfg.RemoveOnExit {
 		for name := range p.pods {

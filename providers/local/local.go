@@ -7,8 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -31,8 +31,7 @@ type Provider struct {
 	shell string
 	bwrap string // bwrap's path, with IsolationBwrap
 
-	mu      sync.Mutex
-	threads map[string]*Sandbox
+	threads threads.Table[*Sandbox]
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -56,7 +55,7 @@ func New(cfg Config) (*Provider, error) {
 			break
 		}
 	}
-	p := &Provider{cfg: cfg, shell: shell, threads: map[string]*Sandbox{}}
+	p := &Provider{cfg: cfg, shell: shell}
 	switch cfg.Isolation {
 	case "", IsolationNone:
 		p.cfg.Isolation = IsolationNone
@@ -93,55 +92,31 @@ func ThreadDir(stateDir, thread string) string { return sandbox.ThreadDir(stateD
 
 // Acquire returns the thread's sandbox, creating its directories on first use.
 func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox, error) {
-	if err := sandbox.ValidThreadKey(thread); err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if sb := p.threads[thread]; sb != nil {
-		sb.refs++
-		return sb, nil
-	}
-	owner := -1
-	if p.cfg.Isolation == IsolationBwrap {
-		owner = sandboxUID // commands run as nobody when the server is root
-	}
-	mounts, err := sandbox.ThreadMounts(p.cfg.StateDir, thread, p.cfg.SkillsDir, p.cfg.Mounts, owner, owner)
-	if err != nil {
-		return nil, fmt.Errorf("thread %s: %w", thread, err)
-	}
-	hfs, err := sandbox.OpenHostFS(mounts, p.cfg.Locks)
-	if err != nil {
-		return nil, fmt.Errorf("open thread %s: %w", thread, err)
-	}
-	sb := &Sandbox{p: p, thread: thread, mounts: mounts, fs: hfs, refs: 1}
-	sb.link = supervisor.NewLink(sb.dial)
-	p.threads[thread] = sb
-	return sb, nil
+	return p.threads.Acquire(thread, func() (*Sandbox, func(), error) {
+		owner := -1
+		if p.cfg.Isolation == IsolationBwrap {
+			owner = sandboxUID // commands run as nobody when the server is root
+		}
+		mounts, err := sandbox.ThreadMounts(p.cfg.StateDir, thread, p.cfg.SkillsDir, p.cfg.Mounts, owner, owner)
+		if err != nil {
+			return nil, nil, fmt.Errorf("thread %s: %w", thread, err)
+		}
+		hfs, err := sandbox.OpenHostFS(mounts, p.cfg.Locks)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open thread %s: %w", thread, err)
+		}
+		sb := &Sandbox{p: p, thread: thread, mounts: mounts, fs: hfs}
+		sb.link = supervisor.NewLink(sb.dial)
+		return sb, sb.close, nil
+	})
 }
 
 // Release drops one user of the thread's sandbox; the last one closes it.
-func (p *Provider) Release(thread string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	sb := p.threads[thread]
-	if sb == nil {
-		return
-	}
-	if sb.refs--; sb.refs <= 0 {
-		sb.close()
-		delete(p.threads, thread)
-	}
-}
+func (p *Provider) Release(thread string) { p.threads.Release(thread) }
 
 // Close closes every sandbox.
 func (p *Provider) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for t, sb := range p.threads {
-		sb.close()
-		delete(p.threads, t)
-	}
+	p.threads.Close()
 	return nil
 }
 
@@ -152,7 +127,6 @@ type Sandbox struct {
 	mounts []sandbox.Mount
 	fs     *sandbox.HostFS
 	link   *supervisor.Link // to the thread's supervisor, which runs its commands
-	refs   int
 }
 
 // close ends the sandbox: its supervisor, with every process it runs, and

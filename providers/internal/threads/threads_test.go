@@ -1,0 +1,73 @@
+package threads
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+func TestTableCountsUsers(t *testing.T) {
+	var tb Table[*int]
+	var opened, closed atomic.Int32
+	open := func() (*int, func(), error) {
+		opened.Add(1)
+		n := new(int)
+		return n, func() { closed.Add(1) }, nil
+	}
+	var wg sync.WaitGroup
+	got := make([]*int, 20)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := tb.Acquire("t1", open)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = sb
+		}()
+	}
+	wg.Wait()
+	if opened.Load() != 1 {
+		t.Fatalf("opened %d times for concurrent first users", opened.Load())
+	}
+	for _, sb := range got {
+		if sb != got[0] {
+			t.Fatal("two sandboxes for one thread")
+		}
+	}
+	for range 19 {
+		tb.Release("t1")
+	}
+	if closed.Load() != 0 {
+		t.Fatal("closed while a user holds it")
+	}
+	tb.Release("t1")
+	tb.Release("t1") // one too many: nothing
+	if closed.Load() != 1 {
+		t.Fatalf("closed %d times", closed.Load())
+	}
+	if _, err := tb.Acquire("t2", open); err != nil {
+		t.Fatal(err)
+	}
+	tb.Close()
+	if closed.Load() != 2 {
+		t.Fatalf("Close: closed %d", closed.Load())
+	}
+}
+
+func TestTableRefusesBadKeysAndFailedOpens(t *testing.T) {
+	var tb Table[int]
+	if _, err := tb.Acquire("../x", func() (int, func(), error) { return 1, nil, nil }); err == nil {
+		t.Fatal("a bad thread key passed")
+	}
+	boom := errors.New("boom")
+	if _, err := tb.Acquire("t", func() (int, func(), error) { return 0, nil, boom }); !errors.Is(err, boom) {
+		t.Fatalf("err %v", err)
+	}
+	n := 0
+	if _, err := tb.Acquire("t", func() (int, func(), error) { n++; return 1, nil, nil }); err != nil || n != 1 {
+		t.Fatalf("a failed open was remembered: %v %d", err, n)
+	}
+}
