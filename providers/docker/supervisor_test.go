@@ -2,6 +2,7 @@ package docker
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -119,5 +120,36 @@ while True:
 			t.Fatalf("never back: %q %v", out, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Forty calls at once on one container share its supervisor's channel:
+// each gets its own output and exit code, whole.
+func TestFortyConcurrentCallsOneContainer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sb := f.acquire(t, "forty")
+	execOut(t, sb, "true")
+	errs := make(chan string, 40)
+	for i := range 40 {
+		go func() {
+			c := sandbox.NewCapture(1<<20, 1<<20)
+			res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: fmt.Sprintf("head -c 50000 /dev/zero | tr '\\0' a; echo %d; exit %d", i, i%5), Timeout: time.Minute, Output: c})
+			h, tl, _ := c.Result()
+			want := strings.Repeat("a", 50000) + fmt.Sprint(i) + "\n"
+			if err != nil || string(h)+string(tl) != want || res.ExitCode != i%5 {
+				errs <- fmt.Sprintf("call %d: exit %d, %d bytes, err %v", i, res.ExitCode, len(h)+len(tl), err)
+				return
+			}
+			errs <- ""
+		}()
+	}
+	for range 40 {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+	if got := f.ours(t, false); len(got) != 1 {
+		t.Fatalf("%d containers for one thread", len(got))
 	}
 }
