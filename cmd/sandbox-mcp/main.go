@@ -43,6 +43,7 @@ Usage:
   sandbox-mcp [flags]                  serve MCP over stdio (default)
   sandbox-mcp --http 127.0.0.1:8080    serve Streamable HTTP (/mcp) and SSE (/sse, /message)
   sandbox-mcp audit verify FILE        check an audit log's hash chain
+  sandbox-mcp supervise [--listen S]   internal: a sandbox's resident supervisor (the server starts it)
 
 Flags:
 `
