@@ -22,7 +22,6 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/kubernetes"
-	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
 )
@@ -31,7 +30,7 @@ import (
 var version = ""
 
 func main() {
-	local.ReaperMain() // when started as the host-bash reaper, runs it and exits
+	reaperMain() // when started as the host-bash reaper, runs it and exits
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
 }
 
@@ -265,41 +264,7 @@ func newProvider(ctx context.Context, cfg *Config, log *slog.Logger) (sandbox.Pr
 	default:
 		return nil, fmt.Errorf("provider %q: want local, docker or kubernetes", cfg.Provider)
 	}
-	isolation := local.IsolationNone
-	switch cfg.Local.Isolation {
-	case "bwrap":
-		if err := local.ProbeBwrap(ctx); err != nil {
-			return nil, fmt.Errorf("--isolation bwrap: %w", err)
-		}
-		isolation = local.IsolationBwrap
-	case "auto":
-		if err := local.ProbeBwrap(ctx); err != nil {
-			log.Warn("bubblewrap isolation unavailable, bash falls back to isolation none", "reason", err.Error())
-		} else {
-			isolation = local.IsolationBwrap
-		}
-	}
-	p, err := local.New(local.Config{
-		StateDir:      cfg.StateDir,
-		SkillsDir:     cfg.SkillsDir,
-		Mounts:        mounts,
-		Isolation:     isolation,
-		Network:       cfg.Local.Network,
-		AllowHostBash: cfg.Local.AllowHostBash,
-		EnvInherit:    cfg.EnvInherit,
-	})
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case isolation == local.IsolationBwrap:
-		log.Info("bash runs inside bubblewrap", "network", cfg.Local.Network)
-	case cfg.Local.AllowHostBash:
-		log.Warn("bash runs on the host, unisolated, as this user (--allow-host-bash)")
-	default:
-		log.Info("bash is off: no isolation and no --allow-host-bash")
-	}
-	return p, nil
+	return newLocalProvider(ctx, cfg, mounts, log)
 }
 
 // serve builds the provider, the audit sink and the server, and serves.
