@@ -41,6 +41,7 @@ Usage:
   sandbox-mcp [flags]                  serve MCP over stdio (default)
   sandbox-mcp --http 127.0.0.1:8080    serve Streamable HTTP (/mcp) and SSE (/sse, /message)
   sandbox-mcp audit verify FILE        check an audit log's hash chain
+  sandbox-mcp doctor [flags]           check what works here; print a client config
 
 Flags:
 `
@@ -65,6 +66,9 @@ func versionString() string {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
 	if len(args) > 0 && args[0] == "audit" {
 		return auditCommand(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "doctor" {
+		return doctorCommand(args[1:], stdout, stderr, lookup)
 	}
 	fs := flag.NewFlagSet("sandbox-mcp", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
