@@ -13,11 +13,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 )
 
 // Outcomes.
@@ -170,30 +169,6 @@ func lineBound(e Event) int64 {
 	return int64(len(b)) + 6*ErrorMax + lineSlack
 }
 
-// reserve allocates the blocks of [size, size+n) to f without changing
-// its size, and checks that the file system has room for free more bytes
-// beyond that: a disk that is full refuses new calls even while the
-// reserved room lasts, which is kept for the calls in flight. Where the
-// file system cannot allocate (no fallocate), only the free space is
-// checked.
-func reserve(f *os.File, size, n, free int64) error {
-	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, size, n)
-	switch {
-	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS):
-		free += n
-	case err != nil:
-		return err
-	}
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
-		return err
-	}
-	if int64(st.Bavail)*int64(st.Bsize) < free {
-		return unix.ENOSPC
-	}
-	return nil
-}
-
 // unavailable wraps err as ErrUnavailable, without the path a *PathError
 // would name.
 func unavailable(err error) error {
@@ -216,7 +191,7 @@ func (w *Writer) lock() (unlock func(), size int64, err error) {
 	if err != nil {
 		return nil, 0, unavailable(err)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink == 0 || !samePath(fi, w.path) {
+	if unlinked(fi) || !samePath(fi, w.path) {
 		// Removed, or replaced at its path (rotated): only a file at the
 		// path is written to; a removed log is not made again.
 		f, err := os.OpenFile(w.path, os.O_RDWR|os.O_APPEND, 0)
@@ -229,11 +204,11 @@ func (w *Writer) lock() (unlock func(), size int64, err error) {
 		w.file.Close()
 		w.file, w.w, w.closer, w.end = f, f, f, -1
 	}
-	fd := int(w.file.Fd())
-	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+	f := w.file
+	if err := filelock.Lock(f); err != nil {
 		return nil, 0, unavailable(err)
 	}
-	unlock = func() { syscall.Flock(fd, syscall.LOCK_UN) }
+	unlock = func() { filelock.Unlock(f) }
 	if fi, err = w.file.Stat(); err != nil {
 		unlock()
 		return nil, 0, unavailable(err)

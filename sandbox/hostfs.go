@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 )
 
 // HostFS is the one place where a virtual path becomes a host file
@@ -294,11 +296,11 @@ type owner struct {
 }
 
 func ownerFromInfo(fi fs.FileInfo, mode fs.FileMode) owner {
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	uid, gid, ok := fileOwner(fi)
 	if !ok {
 		return owner{mode: mode}
 	}
-	return owner{uid: int(st.Uid), gid: int(st.Gid), mode: mode, known: true}
+	return owner{uid: uid, gid: gid, mode: mode, known: true}
 }
 
 // ownerOf is the owner of dir, with the given mode.
@@ -397,7 +399,7 @@ func (h *HostFS) newAtomicWriter(root *os.Root, name string, own owner) (*atomic
 		dir.Close()
 		return nil, err
 	}
-	syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) // where flock works; the age check covers the rest
+	filelock.TryLock(f) // where locks work; the age check covers the rest
 	return &atomicWriter{dir: dir, f: f, tmp: tmp, name: path.Base(name), own: own}, nil
 }
 
@@ -441,7 +443,7 @@ const staleTempAge = 15 * time.Minute
 // enough that nobody holds locked.
 type tempSweeper struct {
 	mu   sync.Mutex
-	last map[[2]uint64]time.Time // directory (dev, ino) -> last sweep
+	last map[[2]uint64]time.Time // directory (dirKey) -> last sweep
 }
 
 func (s *tempSweeper) sweep(dir *os.Root) {
@@ -449,12 +451,11 @@ func (s *tempSweeper) sweep(dir *os.Root) {
 	if err != nil {
 		return
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	key, ok := dirKey(dir, fi)
 	if !ok {
 		return
 	}
 	now := time.Now()
-	key := [2]uint64{uint64(st.Dev), uint64(st.Ino)}
 	s.mu.Lock()
 	if s.last == nil || len(s.last) > 4096 {
 		s.last = map[[2]uint64]time.Time{} // a bound, not a history
@@ -485,11 +486,11 @@ func sweepTemps(dir *os.Root, now time.Time) {
 		if err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < staleTempAge {
 			continue
 		}
-		f, err := dir.OpenFile(n, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+		f, err := dir.OpenFile(n, os.O_RDONLY|syscall.O_NONBLOCK|oNoFollow, 0)
 		if err != nil {
 			continue
 		}
-		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+		if filelock.TryLock(f) == nil {
 			dir.Remove(n)
 		}
 		f.Close()

@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -461,7 +461,7 @@ func TestStaleTempFilesSwept(t *testing.T) {
 	lf, err := os.Open(held)
 	must(t, err)
 	defer lf.Close()
-	must(t, syscall.Flock(int(lf.Fd()), syscall.LOCK_SH)) // a live writer elsewhere
+	must(t, filelock.Lock(lf)) // a live writer elsewhere
 	must(t, f.fs.Edit(t.Context(), sandbox.WorkspaceDir+"/a.txt", func(b []byte, _ bool) ([]byte, error) { return append(b, '!'), nil }))
 	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stale temp file kept: %v", err)

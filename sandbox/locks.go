@@ -8,8 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 )
 
 // Locks is a table of per-key mutexes whose entries live only while someone
@@ -95,11 +96,11 @@ func (l *Locks) flock(ctx context.Context, key string) (*os.File, error) {
 		return nil, fmt.Errorf("lock file: %w", err)
 	}
 	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err := filelock.TryLock(f)
 		if err == nil {
 			return f, nil
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+		if !errors.Is(err, filelock.ErrLocked) {
 			f.Close()
 			return nil, fmt.Errorf("lock file: %w", err)
 		}

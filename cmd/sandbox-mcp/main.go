@@ -22,7 +22,6 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/kubernetes"
-	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -43,6 +42,7 @@ Usage:
   sandbox-mcp [flags]                  serve MCP over stdio (default)
   sandbox-mcp --http 127.0.0.1:8080    serve Streamable HTTP (/mcp) and SSE (/sse, /message)
   sandbox-mcp audit verify FILE        check an audit log's hash chain
+  sandbox-mcp doctor [flags]           check what works here; print a client config
   sandbox-mcp supervise [--listen S]   internal: a sandbox's resident supervisor (the server starts it)
 
 Flags:
@@ -68,6 +68,9 @@ func versionString() string {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
 	if len(args) > 0 && args[0] == "audit" {
 		return auditCommand(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "doctor" {
+		return doctorCommand(args[1:], stdout, stderr, lookup)
 	}
 	fs := flag.NewFlagSet("sandbox-mcp", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -267,41 +270,7 @@ func newProvider(ctx context.Context, cfg *Config, log *slog.Logger) (sandbox.Pr
 	default:
 		return nil, fmt.Errorf("provider %q: want local, docker or kubernetes", cfg.Provider)
 	}
-	isolation := local.IsolationNone
-	switch cfg.Local.Isolation {
-	case "bwrap":
-		if err := local.ProbeBwrap(ctx); err != nil {
-			return nil, fmt.Errorf("--isolation bwrap: %w", err)
-		}
-		isolation = local.IsolationBwrap
-	case "auto":
-		if err := local.ProbeBwrap(ctx); err != nil {
-			log.Warn("bubblewrap isolation unavailable, bash falls back to isolation none", "reason", err.Error())
-		} else {
-			isolation = local.IsolationBwrap
-		}
-	}
-	p, err := local.New(local.Config{
-		StateDir:      cfg.StateDir,
-		SkillsDir:     cfg.SkillsDir,
-		Mounts:        mounts,
-		Isolation:     isolation,
-		Network:       cfg.Local.Network,
-		AllowHostBash: cfg.Local.AllowHostBash,
-		EnvInherit:    cfg.EnvInherit,
-	})
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case isolation == local.IsolationBwrap:
-		log.Info("bash runs inside bubblewrap", "network", cfg.Local.Network)
-	case cfg.Local.AllowHostBash:
-		log.Warn("bash runs on the host, unisolated, as this user (--allow-host-bash)")
-	default:
-		log.Info("bash is off: no isolation and no --allow-host-bash")
-	}
-	return p, nil
+	return newLocalProvider(ctx, cfg, mounts, log)
 }
 
 // serve builds the provider, the audit sink and the server, and serves.

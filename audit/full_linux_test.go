@@ -61,33 +61,6 @@ func fill(t *testing.T, dir string) (free func()) {
 	}
 }
 
-func verify(t *testing.T, path string) int {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n, err := audit.Verify(f)
-	if err != nil {
-		t.Fatalf("audit verify %s: %v", filepath.Base(path), err)
-	}
-	return n
-}
-
-// call is what the server does around a tool call: Begin, run, Record.
-func call(w *audit.Writer, tool string, run func()) error {
-	ev, err := w.Begin(audit.Event{Tool: tool, Args: map[string]any{"command": "x"}})
-	if err != nil {
-		return err
-	}
-	if run != nil {
-		run()
-	}
-	ev.Outcome = audit.OK
-	return w.Record(ev)
-}
-
 // With the disk full, Begin refuses: the call does not run. Once space is
 // free, calls go on and the chain is intact.
 func TestBeginRefusesWhenDiskFull(t *testing.T) {

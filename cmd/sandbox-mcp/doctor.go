@@ -1,0 +1,504 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// doctorTimeout bounds each probe of an engine or a cluster: a hung one
+// is a broken one, and doctor answers in seconds.
+const doctorTimeout = 8 * time.Second
+
+// finding is one line of doctor's report.
+type finding struct {
+	status string // ok, warn, FAIL, info
+	what   string
+	detail string
+}
+
+// doctorCommand is `sandbox-mcp doctor [flags]`: it takes the server's
+// flags, checks what the configured provider needs on this machine —
+// bubblewrap and who bash runs as, the docker engine and image, the
+// cluster and namespace, the state dir, the audit log — and prints a
+// client config line for this machine. It exits 1 when the configured
+// provider cannot work, 2 on bad flags or config.
+func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	fs := flag.NewFlagSet("sandbox-mcp doctor", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		configFile    = fs.String("config", "", "YAML config `FILE`, as for serving")
+		stateDir      = fs.String("state-dir", "", "state `DIR`, as for serving")
+		provider      = fs.String("provider", "", "local|docker|kubernetes, as for serving")
+		thread        = fs.String("thread", "", "the thread the printed client config serves")
+		skillsDir     = fs.String("skills-dir", "", "skills `DIR`, as for serving")
+		isolation     = fs.String("isolation", "", "auto|bwrap|none, as for serving")
+		allowHostBash = fs.Bool("allow-host-bash", false, "as for serving")
+		auditLog      = fs.String("audit-log", "", "audit log `FILE`, - or off, as for serving")
+		mounts        multiFlag
+	)
+	fs.Var(&mounts, "mount", "extra mount `HOST:VIRTUAL[:ro]`, as for serving")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "Usage: sandbox-mcp doctor [flags]\n\nChecks what the server needs here, with the flags you serve with, and prints\na client config for this machine. Exits 1 when the provider cannot work.\n\nFlags:")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(stderr, "sandbox-mcp doctor: %v (see --help)\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sandbox-mcp doctor: unexpected argument %q (see --help)\n", fs.Arg(0))
+		return 2
+	}
+
+	// The config's ${VAR}s: a client starts the server without them.
+	var (
+		varsMu sync.Mutex
+		vars   []string
+	)
+	recording := func(k string) (string, bool) {
+		v, ok := lookup(k)
+		if ok {
+			varsMu.Lock()
+			if !slices.Contains(vars, k) {
+				vars = append(vars, k)
+			}
+			varsMu.Unlock()
+		}
+		return v, ok
+	}
+	var cfg Config
+	if *configFile != "" {
+		var err error
+		if cfg, err = loadConfig(*configFile, recording); err != nil {
+			fmt.Fprintf(stderr, "sandbox-mcp doctor: %v\n", err)
+			return 2
+		}
+	}
+	configVars := slices.Clone(vars)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	override := func(name string, dst *string, v string) {
+		if set[name] {
+			*dst = v
+		}
+	}
+	override("state-dir", &cfg.StateDir, *stateDir)
+	override("provider", &cfg.Provider, *provider)
+	override("thread", &cfg.Thread, *thread)
+	override("skills-dir", &cfg.SkillsDir, *skillsDir)
+	override("isolation", &cfg.Local.Isolation, *isolation)
+	override("audit-log", &cfg.Audit.Path, *auditLog)
+	if set["allow-host-bash"] {
+		cfg.Local.AllowHostBash = *allowHostBash
+	}
+	for _, m := range mounts {
+		mc, err := parseMount(m)
+		if err != nil {
+			fmt.Fprintf(stderr, "sandbox-mcp doctor: %v\n", err)
+			return 2
+		}
+		cfg.Mounts = append(cfg.Mounts, mc)
+	}
+	cfg.HTTP = HTTPConfig{} // doctor is about stdio clients
+	if err := cfg.Validate(lookup); err != nil {
+		fmt.Fprintf(stderr, "sandbox-mcp doctor: %v\n", err)
+		return 2
+	}
+
+	fmt.Fprintf(stdout, "sandbox-mcp %s on %s/%s, provider %s\n\n", versionString(), runtime.GOOS, runtime.GOARCH, cfg.Provider)
+	ctx := context.Background()
+	var found []finding
+	fatal := false
+	add := func(f finding, counts bool) {
+		if counts && f.status == "FAIL" {
+			fatal = true
+		} else if !counts && f.status == "FAIL" {
+			f.status = "warn"
+		}
+		found = append(found, f)
+	}
+	add(checkBash(ctx, &cfg), cfg.Provider == "local")
+	add(checkDocker(ctx, &cfg, lookup), cfg.Provider == "docker")
+	add(checkKubernetes(ctx, &cfg, lookup), cfg.Provider == "kubernetes")
+	add(checkStateDir(cfg.StateDir), true)
+	add(auditFinding(&cfg), true)
+	for _, f := range found {
+		fmt.Fprintf(stdout, "%-5s %s\n", f.status, f.what)
+		for line := range strings.SplitSeq(f.detail, "\n") {
+			if line != "" {
+				fmt.Fprintf(stdout, "      %s\n", line)
+			}
+		}
+	}
+
+	line, notes := clientConfig(&cfg, set, *configFile, mounts, lookup, configVars)
+	fmt.Fprintf(stdout, "\nClient config for this machine (merge into the \"mcpServers\" of %s):\n%s\n", desktopConfigPath(lookup), line)
+	for _, n := range notes {
+		fmt.Fprintf(stdout, "  note: %s\n", n)
+	}
+	if fatal {
+		fmt.Fprintf(stdout, "\nThe %s provider cannot work here: see FAIL above.\n", cfg.Provider)
+		return 1
+	}
+	return 0
+}
+
+// checkBash says whether bash can run and, if so, as whom.
+func checkBash(ctx context.Context, cfg *Config) finding {
+	const what = "bash (local provider)"
+	probe := probeBwrap(ctx)
+	off := "bash is off: the file tools work, bash answers an error"
+	alternatives := "for bash, use --provider docker, or --allow-host-bash (unisolated, runs as you)"
+	switch {
+	case cfg.Local.Isolation != "none" && probe == nil:
+		return finding{"ok", what + ": bubblewrap works", "bash runs isolated in bubblewrap as " + bashUser(true) +
+			"; network " + map[bool]string{true: "on", false: "off"}[cfg.Local.Network]}
+	case cfg.Local.Isolation == "bwrap":
+		return finding{"FAIL", what + ": --isolation bwrap, but bubblewrap cannot run here", probe.Error() + "\nthe server refuses to start; " + bwrapHint()}
+	case cfg.Local.AllowHostBash:
+		reason := "isolation none"
+		if probe != nil && cfg.Local.Isolation != "none" {
+			reason = "no bubblewrap: " + probe.Error()
+		}
+		return finding{"warn", what + ": runs on the host, unisolated (--allow-host-bash)", reason + "\nbash runs as " + bashUser(false) + " and can read and write whatever that user can"}
+	case cfg.Local.Isolation == "none":
+		return finding{"info", what + ": isolation none", off + "\n" + alternatives}
+	default:
+		return finding{"warn", what + ": bubblewrap cannot run here", probe.Error() + "\n" + off + "\n" + bwrapHint() + "; or " + alternatives}
+	}
+}
+
+func bwrapHint() string {
+	if runtime.GOOS != "linux" {
+		return "bubblewrap is Linux only"
+	}
+	return "install bubblewrap 0.5 or later (apt-get install bubblewrap) where user namespaces are allowed"
+}
+
+// bashUser is who a command runs as: inside bubblewrap a root server's
+// commands run as nobody (see providers/local).
+func bashUser(isolated bool) string {
+	uid := os.Geteuid()
+	if isolated && uid == 0 {
+		return "nobody (uid 65534; the server runs as root and drops to nobody)"
+	}
+	if u, err := user.Current(); err == nil {
+		if uid < 0 {
+			return u.Username
+		}
+		return fmt.Sprintf("%s (uid %d)", u.Username, uid)
+	}
+	return "uid " + strconv.Itoa(uid)
+}
+
+// recorder is a slog handler that keeps what a provider logs, so that
+// doctor can read what it said (the docker provider serves with the
+// engine down and only logs it).
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *recorder) WithGroup(string) slog.Handler            { return r }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	msg := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		msg += " " + a.Key + "=" + a.Value.String()
+		return true
+	})
+	r.mu.Lock()
+	r.msgs = append(r.msgs, msg)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) find(s string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.msgs {
+		if strings.Contains(m, s) {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+// dockerEnv are the variables the Docker client reads (client.FromEnv).
+var dockerEnv = []string{"DOCKER_HOST", "DOCKER_API_VERSION", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY"}
+
+// checkDocker starts the docker provider with the configured settings on
+// a throw-away state dir, so that nothing of the real one (its
+// containers) is touched: it connects to the engine and inspects the image
+// as a server's start-up does.
+func checkDocker(ctx context.Context, cfg *Config, lookup func(string) (string, bool)) finding {
+	const what = "docker"
+	tmp, err := os.MkdirTemp("", "sandbox-mcp-doctor-")
+	if err != nil {
+		return finding{"FAIL", what, err.Error()}
+	}
+	defer os.RemoveAll(tmp)
+	c := *cfg
+	c.Provider, c.StateDir = "docker", tmp
+	rec := &recorder{}
+	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	p, err := newProvider(ctx, &c, slog.New(rec))
+	host := "the default socket"
+	if h, ok := lookup("DOCKER_HOST"); ok && h != "" {
+		host = "DOCKER_HOST=" + h
+	}
+	if err != nil {
+		return finding{"FAIL", what + ": " + firstLine(strings.TrimPrefix(err.Error(), "docker provider: ")), "engine at " + host}
+	}
+	defer p.Close()
+	if msg, down := rec.find("engine not reachable"); down {
+		detail := "engine at " + host + ": " + msg
+		if _, ok := lookup("DOCKER_HOST"); !ok && runtime.GOOS == "darwin" {
+			detail += "\nDocker Desktop: start it, or set DOCKER_HOST=unix://$HOME/.docker/run/docker.sock"
+		}
+		return finding{"FAIL", what + ": engine not reachable", detail}
+	}
+	image := c.Docker.Image
+	if image == "" {
+		image = "sandbox-mcp-base:latest"
+	}
+	return finding{"ok", what + ": engine reachable, image " + image + " present", "engine at " + host}
+}
+
+// checkKubernetes starts the kubernetes provider as a server would, but
+// without making the NetworkPolicy: it reads the cluster configuration
+// and lists the namespace's Pods, nothing is written.
+func checkKubernetes(ctx context.Context, cfg *Config, lookup func(string) (string, bool)) finding {
+	const what = "kubernetes"
+	k := cfg.Kubernetes
+	source := "~/.kube/config"
+	switch v, ok := lookup("KUBECONFIG"); {
+	case k.Kubeconfig != "":
+		source = "kubernetes.kubeconfig " + k.Kubeconfig
+	case ok && v != "":
+		source = "KUBECONFIG=" + v
+	}
+	if k.Context != "" {
+		source += ", context " + k.Context
+	}
+	ns := k.Namespace
+	if ns == "" {
+		ns = "sandbox-mcp"
+	}
+	c := *cfg
+	c.Provider = "kubernetes"
+	off := false
+	c.Kubernetes.NetworkPolicy = &off
+	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	p, err := newProvider(ctx, &c, slog.New(&recorder{}))
+	if err != nil {
+		return finding{"FAIL", what + ": " + firstLine(strings.TrimPrefix(err.Error(), "kubernetes provider: ")), "cluster from " + source}
+	}
+	p.Close()
+	return finding{"ok", what + ": namespace " + ns + " reachable", "cluster from " + source}
+}
+
+// checkStateDir reports the state dir's owner and mode: it holds every
+// thread's files and the audit log.
+func checkStateDir(dir string) finding {
+	what := "state dir " + dir
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		parent := filepath.Dir(dir)
+		for {
+			if _, err := os.Stat(parent); err == nil || filepath.Dir(parent) == parent {
+				break
+			}
+			parent = filepath.Dir(parent)
+		}
+		if err := writable(parent); err != nil {
+			return finding{"FAIL", what + ": cannot be created", err.Error()}
+		}
+		return finding{"ok", what + ": not there yet", "made (mode 0700) on the first start"}
+	case err != nil:
+		return finding{"FAIL", what, err.Error()}
+	case !fi.IsDir():
+		return finding{"FAIL", what + ": not a directory", ""}
+	}
+	if err := writable(dir); err != nil {
+		return finding{"FAIL", what + ": not writable", err.Error()}
+	}
+	owner := fileOwnerName(fi)
+	mode := fi.Mode().Perm()
+	if runtime.GOOS != "windows" && mode&0o077 != 0 {
+		return finding{"warn", fmt.Sprintf("%s: owner %s, mode %04o", what, owner, mode),
+			fmt.Sprintf("other users can reach it (threads' files, the audit log): chmod 700 %s", dir)}
+	}
+	return finding{"ok", fmt.Sprintf("%s: owner %s, mode %04o", what, owner, mode), ""}
+}
+
+// writable: a file can be made in dir.
+func writable(dir string) error {
+	f, err := os.CreateTemp(dir, ".sandbox-mcp-doctor-*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("%s: %w", dir, pe.Err)
+		}
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+func fileOwnerName(fi fs.FileInfo) string {
+	uid, _, ok := statOwner(fi)
+	if !ok {
+		return "you"
+	}
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return fmt.Sprintf("%s (uid %d)", u.Username, uid)
+	}
+	return "uid " + strconv.Itoa(uid)
+}
+
+func auditFinding(cfg *Config) finding {
+	switch cfg.Audit.Path {
+	case "off":
+		return finding{"warn", "audit log: off", "no record of the calls is kept"}
+	case "-":
+		return finding{"info", "audit log: stderr", "MCP clients keep a server's stderr in their own log"}
+	}
+	return finding{"info", "audit log: " + cfg.Audit.Path, "check it with: sandbox-mcp audit verify " + cfg.Audit.Path}
+}
+
+// clientConfig is a stdio client's config entry for this machine: the
+// binary's absolute path (clients do not search the user's PATH), the
+// flags given to doctor with their paths absolute, and the environment the
+// provider relies on — MCP clients start servers with a minimal one (the
+// TypeScript SDK passes only HOME, LOGNAME, PATH, SHELL, TERM, USER).
+func clientConfig(cfg *Config, set map[string]bool, configFile string, mounts []string, lookup func(string) (string, bool), configVars []string) (string, []string) {
+	var notes []string
+	bin, err := os.Executable()
+	if err != nil {
+		bin = "sandbox-mcp"
+		notes = append(notes, "the binary's path is unknown: put its absolute path in \"command\"")
+	}
+	args := []string{}
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	if configFile != "" {
+		args = append(args, "--config", abs(configFile))
+	}
+	if set["provider"] {
+		args = append(args, "--provider", cfg.Provider)
+	}
+	// A client passes HOME but not XDG_STATE_HOME: name the state dir
+	// whenever it is not the one a client's server would find by itself.
+	homeOnly := func(k string) (string, bool) {
+		if k == "HOME" {
+			return lookup(k)
+		}
+		return "", false
+	}
+	if def, err := expandHome(defaultStateDir(homeOnly), homeOnly); err != nil || def != cfg.StateDir {
+		args = append(args, "--state-dir", cfg.StateDir)
+	}
+	if set["skills-dir"] {
+		args = append(args, "--skills-dir", cfg.SkillsDir)
+	}
+	for _, m := range mounts {
+		if mc, err := parseMount(m); err == nil {
+			m = abs(mc.HostPath) + ":" + mc.ContainerPath
+			if mc.ReadOnly {
+				m += ":ro"
+			}
+		}
+		args = append(args, "--mount", m)
+	}
+	if set["isolation"] {
+		args = append(args, "--isolation", cfg.Local.Isolation)
+	}
+	if set["allow-host-bash"] {
+		args = append(args, "--allow-host-bash="+strconv.FormatBool(cfg.Local.AllowHostBash))
+	}
+	if set["audit-log"] {
+		a := cfg.Audit.Path
+		if a != "-" && a != "off" {
+			a = abs(a)
+		}
+		args = append(args, "--audit-log", a)
+	}
+	args = append(args, "--thread", cfg.Thread)
+
+	env := map[string]string{}
+	switch cfg.Provider {
+	case "docker":
+		for _, k := range dockerEnv {
+			if v, ok := lookup(k); ok && v != "" {
+				env[k] = v
+			}
+		}
+	case "kubernetes":
+		if v, ok := lookup("KUBECONFIG"); ok && v != "" && cfg.Kubernetes.Kubeconfig == "" {
+			env["KUBECONFIG"] = v
+		}
+	}
+	var missing []string
+	for _, v := range configVars {
+		switch v {
+		case "HOME", "USER", "LOGNAME", "PATH", "SHELL", "TERM":
+		default:
+			if _, ok := env[v]; !ok {
+				missing = append(missing, v)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		notes = append(notes, fmt.Sprintf("the config reads ${%s} from the environment, which a client does not pass: add it to \"env\"", strings.Join(missing, "}, ${")))
+	}
+	entry := map[string]any{"command": bin, "args": args}
+	if len(env) > 0 {
+		entry["env"] = env
+	}
+	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"sandbox": entry}})
+	return string(b), notes
+}
+
+// desktopConfigPath is where Claude Desktop keeps its config on this OS.
+func desktopConfigPath(lookup func(string) (string, bool)) string {
+	home, _ := lookup("HOME")
+	switch runtime.GOOS {
+	case "darwin":
+		return filepath.Join(home, "Library/Application Support/Claude/claude_desktop_config.json")
+	case "windows":
+		appdata, _ := lookup("APPDATA")
+		return filepath.Join(appdata, "Claude", "claude_desktop_config.json")
+	}
+	return "your MCP client's config"
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// doctor runs `sandbox-mcp doctor args...` in this process with HOME (and
+// only HOME, as an MCP client gives) set to home, plus env.
+func doctor(t *testing.T, home string, env map[string]string, args ...string) (out string, code int) {
+	t.Helper()
+	vars := map[string]string{"HOME": home}
+	for k, v := range env {
+		vars[k] = v
+	}
+	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	var stdout, stderr bytes.Buffer
+	code = run(append([]string{"doctor"}, args...), nil, &stdout, &stderr, lookup)
+	if stderr.Len() > 0 {
+		t.Logf("stderr: %s", stderr.String())
+	}
+	return stdout.String(), code
+}
+
+// clientEntry reads the client config line doctor printed.
+func clientEntry(t *testing.T, out string) (command string, args []string, env map[string]string) {
+	t.Helper()
+	for line := range strings.SplitSeq(out, "\n") {
+		if !strings.HasPrefix(line, `{"mcpServers"`) {
+			continue
+		}
+		var c struct {
+			MCPServers map[string]struct {
+				Command string            `json:"command"`
+				Args    []string          `json:"args"`
+				Env     map[string]string `json:"env"`
+			} `json:"mcpServers"`
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("client config line %q: %v", line, err)
+		}
+		s, ok := c.MCPServers["sandbox"]
+		if !ok {
+			t.Fatalf("client config line %q: no \"sandbox\" server", line)
+		}
+		return s.Command, s.Args, s.Env
+	}
+	t.Fatalf("no client config line in:\n%s", out)
+	return
+}
+
+func wantLine(t *testing.T, out, status, text string) {
+	t.Helper()
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.HasPrefix(line, status+" ") && strings.Contains(line, text) {
+			return
+		}
+	}
+	t.Errorf("no %q line containing %q in:\n%s", status, text, out)
+}
+
+// On this machine (Linux, bubblewrap installed) the local provider works:
+// doctor says bash is isolated and as whom, reports the state dir's owner
+// and mode and the audit log, exits 0, and prints a config line with the
+// absolute binary path and the state dir (which a client, passing HOME
+// only, would not find from $XDG_STATE_HOME).
+func TestDoctorLocal(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, code := doctor(t, home, map[string]string{"XDG_STATE_HOME": filepath.Dir(state)}, "--thread", "proj")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", code, out)
+	}
+	if _, err := exec.LookPath("bwrap"); err == nil && runtime.GOOS == "linux" {
+		who := "as nobody (uid 65534"
+		if os.Geteuid() != 0 {
+			who = "(uid " + strconv.Itoa(os.Geteuid()) + ")"
+		}
+		wantLine(t, out, "ok", "bubblewrap works")
+		if !strings.Contains(out, who) {
+			t.Errorf("bash's user %q not named:\n%s", who, out)
+		}
+	} else {
+		wantLine(t, out, "warn", "bubblewrap cannot run here")
+	}
+	wantLine(t, out, "ok", "state dir "+filepath.Join(filepath.Dir(state), "sandbox-mcp"))
+	os.Mkdir(filepath.Join(filepath.Dir(state), "sandbox-mcp"), 0o700)
+	out, _ = doctor(t, home, map[string]string{"XDG_STATE_HOME": filepath.Dir(state)}, "--thread", "proj")
+	wantLine(t, out, "ok", "mode 0700")
+	wantLine(t, out, "info", "audit log: "+filepath.Join(filepath.Dir(state), "sandbox-mcp", "audit.jsonl"))
+	cmd, args, env := clientEntry(t, out)
+	if !filepath.IsAbs(cmd) {
+		t.Errorf("command %q is not absolute", cmd)
+	}
+	if got := strings.Join(args, " "); got != "--state-dir "+filepath.Join(filepath.Dir(state), "sandbox-mcp")+" --thread proj" {
+		t.Errorf("args %q", got)
+	}
+	if len(env) != 0 {
+		t.Errorf("env %v, want none for the local provider", env)
+	}
+}
+
+// A state dir other users can reach is a warning naming the fix.
+func TestDoctorStateDirMode(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("SKIPPED: no Unix modes on Windows")
+	}
+	state := t.TempDir()
+	if err := os.Chmod(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := doctor(t, t.TempDir(), nil, "--state-dir", state)
+	wantLine(t, out, "warn", "mode 0755")
+	if !strings.Contains(out, "chmod 700 "+state) {
+		t.Errorf("no chmod hint:\n%s", out)
+	}
+	_, args, _ := clientEntry(t, out)
+	if got := strings.Join(args, " "); got != "--state-dir "+state+" --thread default" {
+		t.Errorf("args %q", got)
+	}
+}
+
+// --isolation bwrap where bubblewrap cannot run: the server would refuse to
+// start, so doctor fails.
+func TestDoctorBwrapRequiredMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no bwrap on it
+	out, code := doctor(t, t.TempDir(), nil, "--state-dir", t.TempDir(), "--isolation", "bwrap")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	wantLine(t, out, "FAIL", "--isolation bwrap")
+}
+
+// No cluster: the kubernetes provider cannot work (exit 1, naming where the
+// configuration was looked for), while the local provider still can (the
+// same finding is a warning). The client config carries KUBECONFIG.
+func TestDoctorKubernetesNoCluster(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-kubeconfig")
+	t.Setenv("KUBECONFIG", missing)
+	env := map[string]string{"KUBECONFIG": missing}
+	out, code := doctor(t, t.TempDir(), env, "--state-dir", t.TempDir(), "--provider", "kubernetes")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	wantLine(t, out, "FAIL", "kubernetes: no cluster configuration")
+	if !strings.Contains(out, "KUBECONFIG="+missing) {
+		t.Errorf("the kubeconfig's source is not named:\n%s", out)
+	}
+	_, _, cenv := clientEntry(t, out)
+	if cenv["KUBECONFIG"] != missing {
+		t.Errorf("client env %v, want KUBECONFIG=%s", cenv, missing)
+	}
+
+	out, code = doctor(t, t.TempDir(), env, "--state-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("local provider: exit %d, want 0:\n%s", code, out)
+	}
+	wantLine(t, out, "warn", "kubernetes: no cluster configuration")
+
+	// A cluster that does not answer: refused at once on a closed port.
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+`), 0o600)
+	t.Setenv("KUBECONFIG", kc)
+	out, code = doctor(t, t.TempDir(), map[string]string{"KUBECONFIG": kc}, "--state-dir", t.TempDir(), "--provider", "kubernetes")
+	if code != 1 {
+		t.Fatalf("unreachable cluster: exit %d, want 1:\n%s", code, out)
+	}
+	wantLine(t, out, "FAIL", "namespace sandbox-mcp")
+}
+
+// With the engine up and the base image built (this machine, CI), the
+// docker provider works; a missing image and an engine that does not
+// answer fail, the latter with DOCKER_HOST carried into the client config.
+func TestDoctorDocker(t *testing.T) {
+	if err := exec.Command("docker", "image", "inspect", "sandbox-mcp-base:latest").Run(); err != nil {
+		if os.Getenv("SANDBOX_MCP_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("docker or sandbox-mcp-base:latest unavailable: %v", err)
+		}
+		t.Skip("SKIPPED: docker or sandbox-mcp-base:latest unavailable (deploy/docker/build-images.sh)")
+	}
+	state := t.TempDir()
+	out, code := doctor(t, t.TempDir(), nil, "--state-dir", state, "--provider", "docker")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", code, out)
+	}
+	wantLine(t, out, "ok", "docker: engine reachable, image sandbox-mcp-base:latest present")
+	if entries, _ := os.ReadDir(state); len(entries) != 0 {
+		t.Errorf("doctor wrote into the state dir: %v", entries)
+	}
+
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("provider: docker\ndocker: {image: sandbox-mcp-doctor-missing:latest}\n"), 0o600)
+	out, code = doctor(t, t.TempDir(), nil, "--state-dir", t.TempDir(), "--config", cfg)
+	if code != 1 {
+		t.Fatalf("missing image: exit %d, want 1:\n%s", code, out)
+	}
+	wantLine(t, out, "FAIL", "sandbox-mcp-doctor-missing:latest not found")
+	if _, args, _ := clientEntry(t, out); len(args) < 2 || args[0] != "--config" || args[1] != cfg {
+		t.Errorf("args %q, want --config %s first", args, cfg)
+	}
+
+	host := "unix://" + filepath.Join(t.TempDir(), "no-docker.sock")
+	t.Setenv("DOCKER_HOST", host)
+	out, code = doctor(t, t.TempDir(), map[string]string{"DOCKER_HOST": host}, "--state-dir", t.TempDir(), "--provider", "docker")
+	if code != 1 {
+		t.Fatalf("engine down: exit %d, want 1:\n%s", code, out)
+	}
+	wantLine(t, out, "FAIL", "docker: engine not reachable")
+	if _, _, env := clientEntry(t, out); env["DOCKER_HOST"] != host {
+		t.Errorf("client env %v, want DOCKER_HOST=%s", env, host)
+	}
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The release dry run CI runs: scripts/release.sh into a temporary
+# directory (nothing is published), then checks what it made — the
+# checksums, every archive and bundle holding its binary, each bundle's
+# manifest.json, and the linux/amd64 archive's binary printing the stamped
+# version. Extra arguments go to release.sh (e.g. --no-image).
+#   bash scripts/release-check.sh [--no-image]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(mktemp -d)
+version=0.0.0-check.$(git rev-parse --short=12 HEAD)
+image=${IMAGE_REPO:-ghcr.io/sandbox-mcp/sandbox-mcp}:$version
+trap 'rm -rf "$out"; docker rmi "$image" >/dev/null 2>&1 || true' EXIT
+bash scripts/release.sh --out "$out/dist" --version "$version" "$@"
+
+fail() { echo "release-check: FAIL: $*" >&2; exit 1; }
+# has LISTING LINE: LISTING (a variable, not a pipe: grep -q closing the
+# pipe early would fail the listing under pipefail) has a line ending in LINE.
+has() { grep -q -- "$2\$" <<<"$1"; }
+cd "$out/dist"
+sha256sum --quiet -c SHA256SUMS || fail "SHA256SUMS does not match the files"
+for p in linux_amd64 linux_arm64 darwin_amd64 darwin_arm64 windows_amd64 windows_arm64; do
+	base=sandbox-mcp_${version}_$p
+	exe=sandbox-mcp
+	case $p in windows_*) exe=sandbox-mcp.exe ;; esac
+	if [ -f "$base.zip" ]; then
+		has "$(unzip -l "$base.zip")" " $exe" || fail "$base.zip has no $exe"
+	else
+		has "$(tar -tzf "$base.tar.gz")" "^$base/$exe" || fail "$base.tar.gz has no $base/$exe"
+	fi
+	has "$(unzip -p "$base.mcpb" manifest.json)" "\"version\": \"$version\"," || fail "$base.mcpb: manifest.json lacks the version"
+	has "$(unzip -l "$base.mcpb")" " server/$exe" || fail "$base.mcpb has no server/$exe"
+	grep -q "$base.mcpb" server.json || fail "server.json does not list $base.mcpb"
+done
+mkdir x
+tar -xzf "sandbox-mcp_${version}_linux_amd64.tar.gz" -C x
+got=$("x/sandbox-mcp_${version}_linux_amd64/sandbox-mcp" --version)
+[ "$got" = "sandbox-mcp $version" ] || fail "--version printed \"$got\", want \"sandbox-mcp $version\""
+echo "release-check: ok: $(ls | grep -c '^sandbox-mcp_') artifacts, --version says \"$got\"" >&2

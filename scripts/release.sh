@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Builds every artifact of a release into one directory, reproducibly
+# (-trimpath, CGO_ENABLED=0, no build id, file times fixed to the commit's),
+# and publishes nothing:
+#   - archives sandbox-mcp_V_OS_ARCH.tar.gz (.zip for windows) for
+#     linux, darwin, windows × amd64, arm64, with LICENSE, README.md, SECURITY.md
+#   - Claude Desktop extension bundles sandbox-mcp_V_OS_ARCH.mcpb (manifest.json,
+#     server.type binary, user config for the thread and the skills dir)
+#   - the server image IMAGE_REPO:V (FROM scratch, non-root, labelled with its
+#     MCP Registry name) for this machine's architecture, saved as
+#     sandbox-mcp_V_image_linux_ARCH.tar.gz
+#   - server.json for the official MCP Registry (oci and mcpb packages)
+#   - SHA256SUMS over all of them
+#
+#   scripts/release.sh [--out DIR] [--version V] [--no-image]
+#
+# V defaults to `git describe --tags --dirty` without its leading v (a
+# checkout with no tag gives 0.0.0-<commit>). Without a reachable Docker
+# engine the image step is skipped, saying so; --no-image skips it always.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+out=dist
+version=""
+image=auto
+while (($#)); do
+	case $1 in
+	--out) out=$2; shift 2 ;;
+	--version) version=$2; shift 2 ;;
+	--no-image) image=no; shift ;;
+	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "release: unknown argument $1 (see --help)" >&2; exit 2 ;;
+	esac
+done
+
+if [ -z "$version" ]; then
+	if d=$(git describe --tags --dirty --match 'v[0-9]*' 2>/dev/null); then
+		version=${d#v}
+	else
+		version=0.0.0-$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)
+	fi
+fi
+case $version in *[!A-Za-z0-9._+-]* | "") echo "release: version $version: want letters, digits and . _ + -" >&2; exit 2 ;; esac
+# Every file time in the archives is the commit's, so two builds of one
+# commit give the same bytes.
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
+export TZ=UTC LC_ALL=C
+image_ref=${IMAGE_REPO:-ghcr.io/sandbox-mcp/sandbox-mcp}:$version
+download=${DOWNLOAD_URL:-https://github.com/sandbox-mcp/sandbox-mcp/releases/download/v$version}
+
+platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64)
+if [ "$image" = auto ]; then
+	if docker version >/dev/null 2>&1; then image=yes; else
+		image=no
+		echo "release: no Docker engine answers: the image step is skipped" >&2
+	fi
+fi
+steps=$((${#platforms[@]} + 1 + 1))
+[ "$image" = yes ] && steps=$((steps + 1))
+step=0
+progress() {
+	step=$((step + 1))
+	printf 'release: [%d/%d] %s\n' "$step" "$steps" "$*" >&2
+}
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rm -f "$out"/sandbox-mcp_* "$out"/server.json "$out"/SHA256SUMS
+echo "release: sandbox-mcp $version (commit time $(date -d "@$SOURCE_DATE_EPOCH" -u +%FT%TZ)) into $out" >&2
+
+progress "releasemeta: building the metadata tool"
+go build -trimpath -o "$work/releasemeta" ./scripts/releasemeta
+
+# tarball DIR NAME OUT: a tar.gz of DIR's files under NAME/, byte for byte
+# the same on every run.
+tarball() {
+	tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
+		--format=gnu -C "$1" -cf - . --transform "s,^\.,$2," | gzip -9n >"$3"
+}
+# zipdir DIR OUT: a zip of DIR's files, times fixed, no extra attributes.
+zipdir() {
+	find "$1" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+	(cd "$1" && find . -type f | sed 's,^\./,,' | sort | zip -X -q -9 "$2" -@)
+}
+
+for p in "${platforms[@]}"; do
+	goos=${p%/*} goarch=${p#*/}
+	progress "$goos/$goarch: binary, archive, extension bundle"
+	exe=sandbox-mcp
+	[ "$goos" = windows ] && exe=sandbox-mcp.exe
+	base=sandbox-mcp_${version}_${goos}_${goarch}
+	bin="$work/bin/${goos}_${goarch}/$exe"
+	CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath -buildvcs=false \
+		-ldflags "-s -w -buildid= -X main.version=$version" -o "$bin" ./cmd/sandbox-mcp
+
+	stage="$work/stage/$base"
+	mkdir -p "$stage"
+	cp "$bin" LICENSE README.md SECURITY.md "$stage/"
+	chmod 0644 "$stage"/*.md "$stage/LICENSE" && chmod 0755 "$stage/$exe" # not the umask's
+	if [ "$goos" = windows ]; then
+		zipdir "$stage" "$out/$base.zip"
+	else
+		tarball "$stage" "$base" "$out/$base.tar.gz"
+	fi
+
+	bundle="$work/mcpb/$base"
+	mkdir -p "$bundle/server"
+	cp "$bin" "$bundle/server/$exe"
+	cp LICENSE "$bundle/"
+	chmod 0644 "$bundle/LICENSE" && chmod 0755 "$bundle/server/$exe"
+	"$work/releasemeta" manifest -version "$version" -os "$goos" -entry "server/$exe" >"$bundle/manifest.json"
+	zipdir "$bundle" "$out/$base.mcpb"
+done
+
+if [ "$image" = yes ]; then
+	# This machine's architecture only: the legacy builder mixes up the
+	# layers of a foreign --platform, and buildx is not assumed.
+	progress "image $image_ref (linux/$(go env GOARCH)) from the built binary, FROM scratch"
+	for arch in $(go env GOARCH); do
+		ctx="$work/image-$arch"
+		mkdir -p "$ctx"
+		cp "$work/bin/linux_$arch/sandbox-mcp" "$ctx/sandbox-mcp"
+		cp deploy/kubernetes/Dockerfile "$ctx/Dockerfile"
+		tag=$image_ref
+		# The legacy builder needs no registry for FROM scratch.
+		if ! log=$(DOCKER_BUILDKIT=0 docker build -q --no-cache --platform "linux/$arch" \
+			--build-arg "VERSION=$version" -t "$tag" "$ctx" 2>&1); then
+			echo "$log" >&2
+			exit 1
+		fi
+		docker save "$tag" | gzip -9n >"$out/sandbox-mcp_${version}_image_linux_$arch.tar.gz"
+	done
+fi
+
+progress "server.json for the MCP Registry"
+"$work/releasemeta" server -version "$version" -image "$image_ref" -download "$download" "$out"/sandbox-mcp_*.mcpb >"$out/server.json"
+(cd "$out" && sha256sum sandbox-mcp_* server.json >SHA256SUMS)
+
+echo "release: done: $(ls "$out" | wc -l) files" >&2
+(cd "$out" && ls -l --time-style=+ sandbox-mcp_* server.json SHA256SUMS | awk '{printf "  %10d  %s\n", $5, $NF}') >&2
