@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"io"
 	"os"
 	"os/exec"
@@ -38,6 +39,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	supervisor.Main() // doctor's checks make providers in this process: it is their supervisor
 	code := m.Run()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)

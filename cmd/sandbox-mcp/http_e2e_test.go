@@ -213,8 +213,13 @@ func TestE2EHTTPConcurrentLargeCallsBoundedMemory(t *testing.T) {
 			defer cs.Close()
 			for {
 				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": fmt.Sprintf("big%d.txt", i), "content": content}})
-				if err != nil && strings.Contains(err.Error(), "Service Unavailable") {
-					time.Sleep(time.Second) // the server is busy: send it again, as Retry-After says
+				// The server is busy: send it again, as Retry-After says. It
+				// refuses without reading a body it will not take (and closes
+				// the connection), so a client still writing its 10 MB may see
+				// the connection reset before it can read the 503.
+				if err != nil && (strings.Contains(err.Error(), "Service Unavailable") ||
+					strings.Contains(err.Error(), "connection reset by peer") || strings.Contains(err.Error(), "broken pipe")) {
+					time.Sleep(time.Second)
 					continue
 				}
 				if err != nil {
