@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"io"
 	"os"
 	"os/exec"
@@ -29,6 +28,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 var (
