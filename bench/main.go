@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -19,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 var (

@@ -3,9 +3,10 @@
 package local
 
 import (
-	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"os"
 	"testing"
+
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // The test binary is its own supervisor, as the server binary is.
