@@ -46,11 +46,11 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // (bound read-only at supervisorPath; whoever bash runs as there must be
 // able to read it, as the server's user can) or on the host.
 func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
+	exe, err := supervisor.Executable()
+	if err != nil {
+		return nil, err
+	}
 	if s.p.cfg.Isolation != IsolationBwrap {
-		exe, err := supervisor.Executable()
-		if err != nil {
-			return nil, err
-		}
 		cmd := exec.Command(exe, "supervise")
 		cmd.Dir = s.mounts[0].Host
 		cmd.Env = Env(s.p.cfg.EnvInherit, s.mounts[0].Host)
@@ -61,10 +61,6 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			env[i] = "PATH=" + sandboxPath(v)
 		}
-	}
-	exe, err := supervisor.Executable()
-	if err != nil {
-		return nil, err
 	}
 	mounts := append(s.mounts[:len(s.mounts):len(s.mounts)], sandbox.Mount{Virtual: supervisorPath, Host: exe, ReadOnly: true})
 	opts, command := bwrapArgs(mounts, s.p.cfg.Network, sandbox.WorkspaceDir, []string{supervisorPath, "supervise"})
