@@ -711,8 +711,8 @@ func TestTwoStateDirsOneEngine(t *testing.T) {
 }
 
 // Images whose own CMD exits at once (a shell, python3 without a
-// terminal) still make a container that stays up: the provider runs its
-// own keep-alive program, nothing from the image.
+// terminal) still make a container that stays up: its main process is the
+// supervisor, nothing from the image.
 func TestStockImagesStayUp(t *testing.T) {
 	t.Parallel()
 	requireDocker(t, busyboxShImage, debianPythonImage)
