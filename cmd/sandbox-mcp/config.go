@@ -8,12 +8,13 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
@@ -27,8 +28,8 @@ type Config struct {
 	Mounts     []MountConfig    `yaml:"mounts"`
 	Limits     LimitsConfig     `yaml:"limits"`
 	EnvInherit []string         `yaml:"env_inherit"`
-	Local      LocalConfig      `yaml:"local"`
-	Docker     DockerConfig     `yaml:"docker"`
+	Local      local.Config     `yaml:"local"`
+	Docker     docker.Config    `yaml:"docker"`
 	Kubernetes KubernetesConfig `yaml:"kubernetes"`
 	HTTP       HTTPConfig       `yaml:"http"`
 	Audit      AuditConfig      `yaml:"audit"`
@@ -56,29 +57,6 @@ type LimitsConfig struct {
 	BashTimeoutMax         *int   `yaml:"bash_timeout_max"`
 	GrepMaxFileBytes       *int64 `yaml:"grep_max_file_bytes"`
 	ReadFileMaxScanBytes   *int64 `yaml:"read_file_max_scan_bytes"`
-}
-
-// LocalConfig configures the local provider.
-type LocalConfig struct {
-	AllowHostBash bool   `yaml:"allow_host_bash"`
-	Isolation     string `yaml:"isolation"`
-	Network       bool   `yaml:"network"`
-}
-
-// DockerConfig configures the docker provider.
-type DockerConfig struct {
-	Image           string            `yaml:"image"`
-	ContainerPrefix string            `yaml:"container_prefix"`
-	Replicas        int               `yaml:"replicas"`
-	IdleTimeout     int               `yaml:"idle_timeout"`
-	Network         string            `yaml:"network"`
-	Memory          string            `yaml:"memory"`
-	CPUs            float64           `yaml:"cpus"`
-	PidsLimit       int64             `yaml:"pids_limit"`
-	Environment     map[string]string `yaml:"environment"`
-	Runtime         string            `yaml:"runtime"`
-	User            string            `yaml:"user"`
-	RemoveOnExit    bool              `yaml:"remove_on_exit"`
 }
 
 // KubernetesConfig configures the kubernetes provider (SPEC §14).
@@ -190,8 +168,6 @@ func (l HTTPLimits) server(cfg *server.HTTPConfig) {
 type AuditConfig struct {
 	Path string `yaml:"path"`
 }
-
-var containerPrefixRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$`)
 
 // loadConfig reads a YAML config: ${VAR} expanded, unknown keys refused.
 // Variables are expanded in the parsed values, not in the text, so a value
@@ -316,12 +292,7 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		return fmt.Errorf("--thread: %w", err)
 	}
 	if c.Local.Isolation == "" {
-		c.Local.Isolation = "auto"
-	}
-	switch c.Local.Isolation {
-	case "auto", "bwrap", "none":
-	default:
-		return fmt.Errorf("local.isolation %q: want auto, bwrap or none", c.Local.Isolation)
+		c.Local.Isolation = local.IsolationAuto
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
@@ -380,17 +351,11 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 			return fmt.Errorf("env_inherit: %q is not a variable name", k)
 		}
 	}
-	d := c.Docker
-	for _, v := range []struct {
-		name string
-		val  float64
-	}{{"replicas", float64(d.Replicas)}, {"idle_timeout", float64(d.IdleTimeout)}, {"cpus", d.CPUs}, {"pids_limit", float64(d.PidsLimit)}} {
-		if v.val < 0 {
-			return fmt.Errorf("docker.%s %v: want 0 (the default) or more", v.name, v.val)
-		}
+	if err := c.Local.Validate(); err != nil {
+		return err
 	}
-	if d.ContainerPrefix != "" && !containerPrefixRe.MatchString(d.ContainerPrefix) {
-		return fmt.Errorf("docker.container_prefix %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]*", d.ContainerPrefix)
+	if err := c.Docker.Validate(); err != nil {
+		return err
 	}
 	// An empty token (an unset variable) never turns auth off: it stops
 	// start-up (SPEC §10).

@@ -36,6 +36,10 @@ var configErrorCases = []struct {
 		`line 2: local.allow_host_bash: want true or false, got "maybe"`},
 	{"not a number", "docker: {cpus: many}\n", nil,
 		`line 1: docker.cpus: want a number, got "many"`},
+	{"not a time", "docker: {idle_timeout: soon}\n", nil,
+		`line 1: docker.idle_timeout: want seconds (like 600) or a duration (like 10m), got "soon"`},
+	{"a time of the wrong type", "docker: {idle_timeout: 1.5}\n", nil,
+		`line 1: docker.idle_timeout: want seconds (like 600) or a duration (like 10m), got "1.5"`},
 	{"not a list", "env_inherit: LANG\n", nil,
 		`line 1: env_inherit: want a list of strings, got "LANG"`},
 	{"not a mapping", "docker: x\n", nil,
@@ -191,5 +195,31 @@ func TestE2EStartupErrors(t *testing.T) {
 				t.Errorf("sandbox-mcp %q = exit %d, stderr\n%q\nwant exit 2, stderr ending in\n%q", args, code, stderr, want)
 			}
 		})
+	}
+}
+
+// TestLoadConfigTimes: a provider's times are seconds when plain numbers
+// (SPEC §8), Go durations when strings; a variable holding seconds works.
+func TestLoadConfigTimes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		yaml string
+		env  []string
+		want time.Duration
+	}{
+		{"docker: {idle_timeout: 600}\n", nil, 600 * time.Second},
+		{"docker: {idle_timeout: 0}\n", nil, 0},
+		{"docker: {idle_timeout: 10m}\n", nil, 10 * time.Minute},
+		{"docker: {idle_timeout: \"90s\"}\n", nil, 90 * time.Second},
+		{"docker: {idle_timeout: ${IDLE}}\n", []string{"IDLE", "30"}, 30 * time.Second},
+	} {
+		cfg, err := loadConfig(writeConfig(t, c.yaml), env(c.env...))
+		if err != nil {
+			t.Errorf("%q: %v", c.yaml, err)
+			continue
+		}
+		if cfg.Docker.IdleTimeout != c.want {
+			t.Errorf("%q: idle_timeout %v, want %v", c.yaml, cfg.Docker.IdleTimeout, c.want)
+		}
 	}
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"encoding"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -130,9 +132,35 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if !d.expand(n, path) {
 		return
 	}
+	if v.Type() == durationType {
+		d.decodeDuration(n, v, path)
+		return
+	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
 		d.wrongType(n, v, path)
 	}
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// decodeDuration reads a time: a plain number is seconds (SPEC §8 writes
+// every time in seconds), a string a Go duration ("90s", "10m").
+func (d *decoder) decodeDuration(n *yaml.Node, v reflect.Value, path string) {
+	if n.ShortTag() == "!!int" {
+		var sec int64
+		if err := n.Decode(&sec); err != nil || sec > math.MaxInt64/int64(time.Second) || sec < math.MinInt64/int64(time.Second) {
+			d.wrongType(n, v, path)
+			return
+		}
+		v.SetInt(sec * int64(time.Second))
+		return
+	}
+	dur, err := time.ParseDuration(n.Value)
+	if n.ShortTag() != "!!str" || err != nil {
+		d.wrongType(n, v, path)
+		return
+	}
+	v.SetInt(int64(dur))
 }
 
 var (
@@ -261,7 +289,7 @@ func describe(t reflect.Type) string {
 		return "true or false"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if t.String() == "time.Duration" {
-			return "a duration (like 30s)"
+			return "seconds (like 600) or a duration (like 10m)"
 		}
 		return "an integer"
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
@@ -11,37 +10,17 @@ import (
 
 // newLocalProvider builds the local provider, bash isolated as
 // cfg.Local.Isolation asks and this machine allows.
-func newLocalProvider(ctx context.Context, cfg *Config, mounts []sandbox.Mount, log *slog.Logger) (sandbox.Provider, error) {
-	isolation := local.IsolationNone
-	switch cfg.Local.Isolation {
-	case "bwrap":
-		if err := local.ProbeBwrap(ctx); err != nil {
-			return nil, fmt.Errorf("--isolation bwrap: %w", err)
-		}
-		isolation = local.IsolationBwrap
-	case "auto":
-		if err := local.ProbeBwrap(ctx); err != nil {
-			log.Warn("bubblewrap isolation unavailable, bash falls back to isolation none", "reason", err.Error())
-		} else {
-			isolation = local.IsolationBwrap
-		}
-	}
-	p, err := local.New(local.Config{
-		StateDir:      cfg.StateDir,
-		SkillsDir:     cfg.SkillsDir,
-		Mounts:        mounts,
-		Isolation:     isolation,
-		Network:       cfg.Local.Network,
-		AllowHostBash: cfg.Local.AllowHostBash,
-		EnvInherit:    cfg.EnvInherit,
-	})
+func newLocalProvider(cfg *Config, mounts []sandbox.Mount, log *slog.Logger) (sandbox.Provider, error) {
+	lc := cfg.Local
+	lc.StateDir, lc.SkillsDir, lc.Mounts, lc.EnvInherit, lc.Logger = cfg.StateDir, cfg.SkillsDir, mounts, cfg.EnvInherit, log
+	p, err := local.New(lc)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case isolation == local.IsolationBwrap:
-		log.Info("bash runs inside bubblewrap", "network", cfg.Local.Network)
-	case cfg.Local.AllowHostBash:
+	case p.Isolation() == local.IsolationBwrap:
+		log.Info("bash runs inside bubblewrap", "network", lc.Network)
+	case lc.AllowHostBash:
 		log.Warn("bash runs on the host, unisolated, as this user (--allow-host-bash)")
 	default:
 		log.Info("bash is off: no isolation and no --allow-host-bash")

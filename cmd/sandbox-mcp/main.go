@@ -209,25 +209,8 @@ func newProvider(ctx context.Context, cfg *Config, log *slog.Logger) (sandbox.Pr
 	switch cfg.Provider {
 	case "docker":
 		d := cfg.Docker
-		p, err := docker.New(ctx, docker.Config{
-			StateDir:        cfg.StateDir,
-			SkillsDir:       cfg.SkillsDir,
-			Mounts:          mounts,
-			EnvInherit:      cfg.EnvInherit,
-			Image:           d.Image,
-			ContainerPrefix: d.ContainerPrefix,
-			Replicas:        d.Replicas,
-			IdleTimeout:     time.Duration(d.IdleTimeout) * time.Second,
-			Network:         d.Network,
-			Memory:          d.Memory,
-			CPUs:            d.CPUs,
-			PidsLimit:       d.PidsLimit,
-			Environment:     d.Environment,
-			Runtime:         d.Runtime,
-			User:            d.User,
-			RemoveOnExit:    d.RemoveOnExit,
-			Logger:          log,
-		})
+		d.StateDir, d.SkillsDir, d.Mounts, d.EnvInherit, d.Logger = cfg.StateDir, cfg.SkillsDir, mounts, cfg.EnvInherit, log
+		p, err := docker.New(ctx, d)
 		if err != nil {
 			return nil, err
 		}
@@ -270,7 +253,7 @@ func newProvider(ctx context.Context, cfg *Config, log *slog.Logger) (sandbox.Pr
 	default:
 		return nil, fmt.Errorf("provider %q: want local, docker or kubernetes", cfg.Provider)
 	}
-	return newLocalProvider(ctx, cfg, mounts, log)
+	return newLocalProvider(cfg, mounts, log)
 }
 
 // serve builds the provider, the audit sink and the server, and serves.

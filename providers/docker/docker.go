@@ -43,30 +43,6 @@ const (
 	labelSpec    = "sandbox-mcp.spec" // the settings it was made with (specTag)
 )
 
-// Config configures the provider; zero values take the defaults of SPEC §8.
-type Config struct {
-	StateDir        string
-	SkillsDir       string
-	Mounts          []sandbox.Mount
-	EnvInherit      []string
-	Locks           *sandbox.Locks
-	Image           string            // default sandbox-mcp-base:latest
-	ContainerPrefix string            // default sandbox-mcp
-	Replicas        int               // most containers running; default 3, <0 no cap
-	IdleTimeout     time.Duration     // unused this long, a container goes; default 600 s, <0 never
-	Network         string            // default none
-	Memory          string            // default 1g
-	CPUs            float64           // default 1
-	PidsLimit       int64             // default 512
-	Environment     map[string]string // added to every command's environment
-	Runtime         string            // e.g. runsc; default the engine's
-	User            string            // default: the image's, 1000:1000 where that is root; "root" only when set
-	RemoveOnExit    bool              // remove this server's containers when it stops
-	Logger          *slog.Logger
-
-	connectTimeout time.Duration // how long one attempt to connect may take; default 15 s (tests shorten it)
-}
-
 // engine is the part of the Docker client the provider uses.
 type engine interface {
 	Ping(ctx context.Context) (types.Ping, error)
@@ -152,39 +128,6 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-func setDefaults(cfg *Config) {
-	if cfg.Image == "" {
-		cfg.Image = "sandbox-mcp-base:latest"
-	}
-	if cfg.ContainerPrefix == "" {
-		cfg.ContainerPrefix = "sandbox-mcp"
-	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = 3
-	}
-	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = 600 * time.Second
-	}
-	if cfg.Network == "" {
-		cfg.Network = "none"
-	}
-	if cfg.Memory == "" {
-		cfg.Memory = "1g"
-	}
-	if cfg.CPUs == 0 {
-		cfg.CPUs = 1
-	}
-	if cfg.PidsLimit == 0 {
-		cfg.PidsLimit = 512
-	}
-	if cfg.connectTimeout == 0 {
-		cfg.connectTimeout = 15 * time.Second // a hung engine is a down one
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 }
 
 func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provider, error) {

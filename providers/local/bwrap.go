@@ -21,6 +21,7 @@ import (
 const (
 	IsolationNone  = "none"  // on the host, only with AllowHostBash
 	IsolationBwrap = "bwrap" // in a bubblewrap namespace
+	IsolationAuto  = "auto"  // bwrap where it works here, else none
 )
 
 // systemDirs are bound read-only when they are directories and recreated

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,18 +13,6 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
-
-// Config configures the provider.
-type Config struct {
-	StateDir      string          // threads live in <StateDir>/threads/<thread>
-	SkillsDir     string          // shown read-only at /mnt/skills when set
-	Mounts        []sandbox.Mount // custom mounts
-	Isolation     string          // IsolationBwrap or IsolationNone (default)
-	Network       bool            // bwrap: keep the host's network
-	AllowHostBash bool            // IsolationNone: run bash on the host, unisolated
-	EnvInherit    []string        // variables passed on to commands
-	Locks         *sandbox.Locks  // per-file locks; shared with other providers of the process
-}
 
 // Provider hands out host-backed sandboxes.
 type Provider struct {
@@ -55,23 +44,41 @@ func New(cfg Config) (*Provider, error) {
 			break
 		}
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	p := &Provider{cfg: cfg, shell: shell}
 	switch cfg.Isolation {
 	case "", IsolationNone:
 		p.cfg.Isolation = IsolationNone
+	case IsolationAuto:
+		p.cfg.Isolation = IsolationNone
+		if err := ProbeBwrap(context.Background()); err != nil {
+			log.Warn("bubblewrap isolation unavailable, bash falls back to isolation none", "reason", err.Error())
+			break
+		}
+		p.cfg.Isolation = IsolationBwrap
 	case IsolationBwrap:
+		if err := ProbeBwrap(context.Background()); err != nil {
+			return nil, fmt.Errorf("local.isolation bwrap: %w", err)
+		}
+	}
+	if p.cfg.Isolation == IsolationBwrap {
 		bin, err := exec.LookPath("bwrap")
 		if err != nil {
-			return nil, errors.New("local provider: isolation bwrap: bwrap not found on PATH")
+			return nil, errors.New("local.isolation bwrap: bwrap not found on PATH")
 		}
 		p.bwrap = bin
-	default:
-		return nil, fmt.Errorf("local provider: isolation %q: want bwrap or none", cfg.Isolation)
 	}
 	return p, nil
 }
 
-// Isolation is how bash runs: IsolationBwrap or IsolationNone.
+// Isolation is how bash runs: IsolationBwrap or IsolationNone ("auto"
+// resolved).
 func (p *Provider) Isolation() string { return p.cfg.Isolation }
 
 // BashDisabled says why the provider will not run bash in its

@@ -1,0 +1,91 @@
+package docker
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// Config configures the provider. The fields with yaml keys are the
+// config file's `docker:` section; zero values take the defaults of SPEC
+// §8. The rest comes from the server.
+type Config struct {
+	Image           string            `yaml:"image"`            // default sandbox-mcp-base:latest
+	ContainerPrefix string            `yaml:"container_prefix"` // default sandbox-mcp
+	Replicas        int               `yaml:"replicas"`         // most containers running; default 3, <0 no cap
+	IdleTimeout     time.Duration     `yaml:"idle_timeout"`     // unused this long, a container goes; default 600 s, <0 never
+	Network         string            `yaml:"network"`          // default none
+	Memory          string            `yaml:"memory"`           // default 1g
+	CPUs            float64           `yaml:"cpus"`             // default 1
+	PidsLimit       int64             `yaml:"pids_limit"`       // default 512
+	Environment     map[string]string `yaml:"environment"`      // added to every command's environment
+	Runtime         string            `yaml:"runtime"`          // e.g. runsc; default the engine's
+	User            string            `yaml:"user"`             // default: the image's, 1000:1000 where that is root; "root" only when set
+	RemoveOnExit    bool              `yaml:"remove_on_exit"`   // remove this server's containers when it stops
+
+	StateDir   string          `yaml:"-"`
+	SkillsDir  string          `yaml:"-"`
+	Mounts     []sandbox.Mount `yaml:"-"`
+	EnvInherit []string        `yaml:"-"`
+	Locks      *sandbox.Locks  `yaml:"-"`
+	Logger     *slog.Logger    `yaml:"-"`
+
+	connectTimeout time.Duration // how long one attempt to connect may take; default 15 s (tests shorten it)
+}
+
+var containerPrefixRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$`)
+
+// Validate checks the config file's settings, naming the key of the first
+// that is wrong. A config file leaves a number at 0 for its default; the
+// negative values a program may pass (no cap, never) are not for it.
+func (c *Config) Validate() error {
+	for _, v := range []struct {
+		name string
+		val  float64
+	}{{"replicas", float64(c.Replicas)}, {"idle_timeout", c.IdleTimeout.Seconds()}, {"cpus", c.CPUs}, {"pids_limit", float64(c.PidsLimit)}} {
+		if v.val < 0 {
+			return fmt.Errorf("docker.%s %v: want 0 (the default) or more", v.name, v.val)
+		}
+	}
+	if c.ContainerPrefix != "" && !containerPrefixRe.MatchString(c.ContainerPrefix) {
+		return fmt.Errorf("docker.container_prefix %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]*", c.ContainerPrefix)
+	}
+	return nil
+}
+
+// setDefaults fills what is unset.
+func setDefaults(cfg *Config) {
+	if cfg.Image == "" {
+		cfg.Image = "sandbox-mcp-base:latest"
+	}
+	if cfg.ContainerPrefix == "" {
+		cfg.ContainerPrefix = "sandbox-mcp"
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 3
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 600 * time.Second
+	}
+	if cfg.Network == "" {
+		cfg.Network = "none"
+	}
+	if cfg.Memory == "" {
+		cfg.Memory = "1g"
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 1
+	}
+	if cfg.PidsLimit == 0 {
+		cfg.PidsLimit = 512
+	}
+	if cfg.connectTimeout == 0 {
+		cfg.connectTimeout = 15 * time.Second // a hung engine is a down one
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+}
