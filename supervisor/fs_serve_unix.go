@@ -16,6 +16,7 @@ import (
 	"path"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -30,6 +31,7 @@ import (
 type fsStream struct {
 	op     string
 	killed sync.Once
+	done   chan struct{} // closed when the operation has ended
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -64,10 +66,11 @@ func (c *channel) handleFS(f frame) error {
 		if f.stream == 0 || c.streams[f.stream] != nil || c.fs[f.stream] != nil {
 			return protocolError("stream %d started twice", f.stream)
 		}
-		st := &fsStream{op: req.Op}
+		st := &fsStream{op: req.Op, done: make(chan struct{})}
 		st.cond = sync.NewCond(&st.mu)
 		c.fs[f.stream] = st
 		go func() {
+			defer close(st.done)
 			c.serveFS(f.stream, st, req)
 			c.mu.Lock()
 			delete(c.fs, f.stream)
@@ -110,34 +113,42 @@ func (c *channel) fsStream(id uint32) *fsStream {
 	return c.fs[id]
 }
 
-// fsCredit and fsKill are msgCredit and msgKill for a file operation;
-// they report whether id was one.
-func (c *channel) fsCredit(id uint32, n uint32) bool {
-	st := c.fsStream(id)
-	if st == nil {
-		return false
+// fsCredit and fsKill are msgCredit and msgKill for a file operation.
+func (c *channel) fsCredit(id uint32, n uint32) {
+	if st := c.fsStream(id); st != nil {
+		st.mu.Lock()
+		st.credit += int(n)
+		st.cond.Broadcast()
+		st.mu.Unlock()
 	}
-	st.mu.Lock()
-	st.credit += int(n)
-	st.cond.Broadcast()
-	st.mu.Unlock()
-	return true
 }
 
-func (c *channel) fsKill(id uint32) bool {
-	st := c.fsStream(id)
-	if st != nil {
+func (c *channel) fsKill(id uint32) {
+	if st := c.fsStream(id); st != nil {
 		st.stop()
 	}
-	return st != nil
 }
 
-// stopFS ends every file operation of a channel that ended.
+// stopFS ends every file operation of a channel that ended, and waits a
+// little for them: a supervisor that exits next (its only channel ended)
+// first removes the temporary files of the writes it abandons.
 func (c *channel) stopFS() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	var sts []*fsStream
 	for _, st := range c.fs {
+		sts = append(sts, st)
+	}
+	c.mu.Unlock()
+	deadline := time.After(drainGrace)
+	for _, st := range sts {
 		st.stop()
+	}
+	for _, st := range sts {
+		select {
+		case <-st.done:
+		case <-deadline:
+			return // a file system that hangs
+		}
 	}
 }
 
