@@ -66,7 +66,7 @@ func (c *channel) handleFS(f frame) error {
 		if f.stream == 0 || c.streams[f.stream] != nil || c.fs[f.stream] != nil {
 			return protocolError("stream %d started twice", f.stream)
 		}
-		st := &fsStream{op: req.Op, done: make(chan struct{})}
+		st := &fsStream{op: req.Op, done: make(chan struct{}), credit: window}
 		st.cond = sync.NewCond(&st.mu)
 		c.fs[f.stream] = st
 		go func() {
