@@ -305,8 +305,10 @@ func NewFS(l *Link, readOnly func(vpath string) bool) *FS {
 	return &FS{link: l, readOnly: readOnly, locks: sandbox.NewLocks()}
 }
 
-// editAttempts bounds an Edit's compare-and-swap rounds.
-const editAttempts = 10
+// editAttempts bounds an Edit's compare-and-swap rounds. An edit loses a
+// round only to another that committed: with a few replicas editing one
+// file at once, losing 32 in a row does not happen.
+const editAttempts = 32
 
 // check refuses a path that is not clean and absolute, and a write to a
 // read-only mount.

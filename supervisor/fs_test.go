@@ -134,6 +134,7 @@ func TestFSEditAcrossReplicas(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				errs <- f.Edit(t.Context(), name, func(old []byte, exists bool) ([]byte, error) {
+					time.Sleep(time.Millisecond) // the other replica's edit lands meanwhile
 					n := 0
 					if exists {
 						var err error
