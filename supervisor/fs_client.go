@@ -56,7 +56,8 @@ func (fc *fsCall) fail() {
 
 // dispatchFS takes a file operation's frame from the supervisor. A frame
 // that does not fit the operation (a kind it does not send, more bytes or
-// entries than allowed, a stream never opened) ends the channel.
+// entries than allowed, a stream never opened) ends the channel; it is
+// checked whole before the call sees any of it.
 func (c *Conn) dispatchFS(f frame) error {
 	switch f.kind {
 	case msgFSInfo, msgFSData, msgFSEntries, msgFSEnd, msgCredit:
@@ -107,20 +108,23 @@ func (c *Conn) dispatchFS(f frame) error {
 		if fc.op != opReadDir {
 			return protocolError("stream %d: unexpected entries", f.stream)
 		}
-		var err error
-		if fc.entries, err = parseEntries(f.payload, fc.entries); err != nil {
+		ents, err := parseEntries(f.payload, nil)
+		if err != nil {
 			return err
 		}
-		if len(fc.entries) > maxDirEntries {
+		if len(fc.entries)+len(ents) > maxDirEntries {
 			return protocolError("stream %d: a listing of over %d entries", f.stream, maxDirEntries)
 		}
+		fc.entries = append(fc.entries, ents...)
 	case msgCredit:
 		if fc.op != opWrite || len(f.payload) != 4 {
 			return protocolError("stream %d: unexpected credit", f.stream)
 		}
-		if fc.credit += int(binary.BigEndian.Uint32(f.payload)); fc.credit > window || fc.credit < 0 {
+		credit := fc.credit + int(binary.BigEndian.Uint32(f.payload))
+		if credit > window || credit < 0 {
 			return protocolError("stream %d: credit over the window", f.stream)
 		}
+		fc.credit = credit
 	case msgFSEnd:
 		var m FSEnd
 		if err := json.Unmarshal(f.payload, &m); err != nil {

@@ -417,4 +417,3 @@ func BenchmarkFSStat(b *testing.B) {
 		}
 	}
 }
-
