@@ -495,7 +495,10 @@ func (r *file) next() {
 }
 
 func (r *file) Close() error {
-	r.once.Do(func() { r.c.endFS(r.id, r.fc) })
+	r.once.Do(func() {
+		r.c.endFS(r.id, r.fc)
+		r.cur, r.err = nil, &sandbox.PathError{Path: r.name, Err: fs.ErrClosed}
+	})
 	return nil
 }
 
