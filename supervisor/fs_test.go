@@ -357,6 +357,8 @@ func TestFSOperations(t *testing.T) {
 		{"open missing", second(f.Open(ctx, dir+"/nope")), notFound},
 		{"readdir file", second(f.ReadDir(ctx, dir+"/file")), is(sandbox.ErrNotDir)},
 		{"open fifo", second(f.Open(ctx, dir+"/fifo")), is(sandbox.ErrNotRegular)},
+		{"readdir fifo", second(f.ReadDir(ctx, dir+"/fifo")), is(sandbox.ErrNotDir)},
+		{"edit fifo", f.Edit(ctx, dir+"/fifo", nil), is(sandbox.ErrNotRegular)},
 		{"remove non-empty", f.Remove(ctx, dir+"/d"), is(syscall.ENOTEMPTY)},
 		{"remove missing", f.Remove(ctx, dir+"/nope"), notFound},
 		{"create under a file", second(f.Create(ctx, dir+"/file/x")), is(sandbox.ErrNotDir)},
