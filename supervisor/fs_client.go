@@ -150,6 +150,9 @@ var errStalled = errors.New("the sandbox's supervisor did not answer")
 // errConflict: a conditional write found the file changed.
 var errConflict = errors.New("file changed by someone else")
 
+// errChanged: a file shrank while it was read.
+var errChanged = errors.New("file changed while it was read")
+
 // startFS opens a file operation's stream. An error is a ChannelError
 // with NotStarted: the request never reached the supervisor.
 func (c *Conn) startFS(req FSRequest) (uint32, *fsCall, error) {
@@ -271,7 +274,7 @@ func endError(e *FSEnd) error {
 	case codeTooMany:
 		return fmt.Errorf("directory too large to list (over %d entries)", maxDirEntries)
 	case codeChanged:
-		return errors.New("file changed while it was read")
+		return errChanged
 	case codeShort:
 		return errors.New("transfer to the sandbox incomplete")
 	case codeCancelled:
@@ -647,6 +650,9 @@ func (f *FS) Edit(ctx context.Context, name string, fn sandbox.EditFunc) error {
 	defer unlock()
 	for range editAttempts {
 		old, exists, sum, err := f.readForEdit(ctx, name)
+		if errors.Is(err, errChanged) {
+			continue // written while it was read: read it again
+		}
 		if err != nil {
 			return pathError(name, err)
 		}

@@ -6,7 +6,7 @@ const (
 	msgHello  byte = 1 // s→c, stream 0, first frame: Hello (JSON)
 	msgExec   byte = 2 // c→s: start a command (ExecMsg, JSON) as the stream
 	msgOutput byte = 3 // s→c: bytes the stream's command wrote (stdout and stderr, interleaved)
-	msgCredit byte = 4 // c→s: 4 bytes: this many more output bytes may be sent
+	msgCredit byte = 4 // c→s: 4 bytes: this many more output bytes may be sent (s→c for a file write: fsproto.go)
 	msgExit   byte = 5 // s→c: the stream's command ended (ExitMsg, JSON); its last frame
 	msgKill   byte = 6 // c→s: kill the stream's process group
 	msgStart  byte = 7 // s→c: the stream's command was started (before any output)
