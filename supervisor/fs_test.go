@@ -419,3 +419,27 @@ func BenchmarkFSStat(b *testing.B) {
 		}
 	}
 }
+
+// An operation on a channel that was gone before it began (a sandbox
+// ended behind the server's back) runs once on a new one — writes too.
+func TestFSRetriesNotStarted(t *testing.T) {
+	dial := listen(t)
+	dials := 0
+	l := NewLink(func(ctx context.Context) (*Conn, error) {
+		c, err := dial(ctx)
+		if dials++; dials == 1 && err == nil {
+			c.Close() // dead before its first use
+		}
+		return c, err
+	})
+	t.Cleanup(l.Close)
+	f := NewFS(l, nil)
+	name := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(name, nil, 0o644)
+	if err := f.Remove(t.Context(), name); err != nil || dials != 2 {
+		t.Fatalf("err %v after %d dials", err, dials)
+	}
+	if _, err := os.Stat(name); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("not removed")
+	}
+}
