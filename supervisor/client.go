@@ -28,7 +28,8 @@ type Conn struct {
 	mu    sync.Mutex
 	next  uint32
 	calls map[uint32]*call
-	err   error // why the channel ended, set once before done is closed
+	fs    map[uint32]*fsCall // file operations (fs_client.go)
+	err   error              // why the channel ended, set once before done is closed
 	done  chan struct{}
 }
 
@@ -52,7 +53,7 @@ const helloTimeout = 30 * time.Second
 // closer ends the transport (and, where it is a process, the process); it
 // is called once, when the channel fails or is closed.
 func NewConn(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*Conn, error) {
-	c := &Conn{closer: closer, fw: frameWriter{w: w}, calls: map[uint32]*call{}, done: make(chan struct{})}
+	c := &Conn{closer: closer, fw: frameWriter{w: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, done: make(chan struct{})}
 	fr := &frameReader{r: bufio.NewReaderSize(r, 64<<10)}
 	got := make(chan error, 1)
 	go func() {
@@ -120,10 +121,13 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.err = err
-	calls := c.calls
-	c.calls = map[uint32]*call{}
+	calls, fsCalls := c.calls, c.fs
+	c.calls, c.fs = map[uint32]*call{}, map[uint32]*fsCall{}
 	close(c.done)
 	c.mu.Unlock()
+	for _, fc := range fsCalls {
+		fc.fail()
+	}
 	if c.closer != nil {
 		c.closer.Close()
 	}
@@ -208,7 +212,7 @@ func (c *Conn) dispatch(f frame) error {
 		cl.exit, cl.ended = &m, true
 		cl.cond.Broadcast()
 	default:
-		return protocolError("unexpected message kind %d", f.kind)
+		return c.dispatchFS(f)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ const (
 	msgHello  byte = 1 // s→c, stream 0, first frame: Hello (JSON)
 	msgExec   byte = 2 // c→s: start a command (ExecMsg, JSON) as the stream
 	msgOutput byte = 3 // s→c: bytes the stream's command wrote (stdout and stderr, interleaved)
-	msgCredit byte = 4 // c→s: 4 bytes: this many more output bytes may be sent
+	msgCredit byte = 4 // c→s: 4 bytes: this many more output bytes may be sent (s→c for a file write: fsproto.go)
 	msgExit   byte = 5 // s→c: the stream's command ended (ExitMsg, JSON); its last frame
 	msgKill   byte = 6 // c→s: kill the stream's process group
 	msgStart  byte = 7 // s→c: the stream's command was started (before any output)
@@ -15,7 +15,7 @@ const (
 // Protocol is the version of this protocol; a supervisor of another
 // version is refused (the server and the supervisor are one binary, so
 // they differ only when a server was replaced under a running sandbox).
-const Protocol = 1
+const Protocol = 2
 
 // window is how many output bytes of one stream may be in flight,
 // unacknowledged by credit: the memory a stream can hold in the server.

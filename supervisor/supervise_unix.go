@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 // drainGrace is how long output may still arrive after a command's process
@@ -96,6 +98,8 @@ type supervisor struct {
 	mu    sync.Mutex // held across fork and registration, and by the reaper's dispatch
 	procs map[int]*proc
 	busy  int // commands in flight
+
+	paths *sandbox.Locks // a mutex per file that writes with a precondition replace
 }
 
 // proc is one started command, by its pid (its process group).
@@ -106,7 +110,7 @@ type proc struct {
 }
 
 func newSupervisor() *supervisor {
-	s := &supervisor{procs: map[int]*proc{}}
+	s := &supervisor{procs: map[int]*proc{}, paths: sandbox.NewLocks()}
 	for _, sh := range []string{"bash", "sh"} {
 		if p, err := exec.LookPath(sh); err == nil {
 			s.shell = p
@@ -185,6 +189,7 @@ type channel struct {
 
 	mu      sync.Mutex
 	streams map[uint32]*stream
+	fs      map[uint32]*fsStream // file operations (fs_serve_unix.go)
 }
 
 // stream is one command of a channel.
@@ -209,7 +214,7 @@ func (c *channel) send(kind byte, id uint32, payload []byte) error {
 // serve runs one channel until it ends; the commands it started are then
 // killed.
 func (s *supervisor) serve(r io.Reader, w io.Writer) error {
-	c := &channel{s: s, fw: frameWriter{w: w}, streams: map[uint32]*stream{}}
+	c := &channel{s: s, fw: frameWriter{w: w}, streams: map[uint32]*stream{}, fs: map[uint32]*fsStream{}}
 	s.mu.Lock()
 	busy := s.busy
 	s.mu.Unlock()
@@ -231,6 +236,7 @@ func (s *supervisor) serve(r io.Reader, w io.Writer) error {
 		st.mu.Unlock()
 	}
 	c.mu.Unlock()
+	c.stopFS()
 	return err
 }
 
@@ -244,7 +250,7 @@ func (c *channel) handle(f frame) error {
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.streams[f.stream] != nil || f.stream == 0 {
+		if c.streams[f.stream] != nil || c.fs[f.stream] != nil || f.stream == 0 {
 			return protocolError("stream %d started twice", f.stream)
 		}
 		st := &stream{kill: make(chan struct{}), credit: window}
@@ -260,11 +266,17 @@ func (c *channel) handle(f frame) error {
 			st.credit += int(binary.BigEndian.Uint32(f.payload))
 			st.cond.Broadcast()
 			st.mu.Unlock()
+		} else {
+			c.fsCredit(f.stream, binary.BigEndian.Uint32(f.payload))
 		}
 	case msgKill:
 		if st := c.stream(f.stream); st != nil {
 			st.stop()
+		} else {
+			c.fsKill(f.stream)
 		}
+	case msgFS, msgFSData, msgFSCommit:
+		return c.handleFS(f)
 	default:
 		return protocolError("unknown message kind %d", f.kind)
 	}
