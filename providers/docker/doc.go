@@ -5,11 +5,10 @@
 // The thread's directories are bind-mounted at their virtual paths, so the
 // file tools work on them host-side through sandbox.HostFS (no API call);
 // any other absolute path is the container's own file system, reached
-// through the archive API (and exec, where the image has a shell). bash runs
-// through exec, inside sandbox.InbandCommand's wrapper, which reports the
-// exec's process group and the command's exit code on stderr, so that a
-// timeout can kill every process the command started (the Engine API has no
-// exec-kill) and no inspect call is needed.
+// through the container's supervisor (supervisor.FS), as the container's
+// user. bash runs through the same supervisor (see below), in its own
+// process group, killed whole when the command ends, times out or is
+// cancelled.
 //
 // Containers are named <prefix>-<16 hex of sha256(state dir, settings,
 // thread)> and used only when their labels name the thread, the state dir

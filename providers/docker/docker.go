@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -53,12 +52,6 @@ type engine interface {
 	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
 	ContainerRestart(ctx context.Context, id string, opts container.StopOptions) error
 	ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
-	ContainerExecCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error)
-	ContainerExecAttach(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error)
-	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
-	ContainerStatPath(ctx context.Context, id, path string) (container.PathStat, error)
-	CopyFromContainer(ctx context.Context, id, path string) (io.ReadCloser, container.PathStat, error)
-	CopyToContainer(ctx context.Context, id, path string, content io.Reader, opts container.CopyToContainerOptions) error
 	Close() error
 }
 
@@ -591,6 +584,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		}
 		sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts, host: hfs}
 		sb.link = supervisor.NewLink(sb.dial)
+		sb.cfs = supervisor.NewFS(sb.link, nil) // read-only mounts are the host's
 		return sb, func() {
 			sb.link.Close() // the channel; the supervisor and its container stay warm
 			hfs.Close()

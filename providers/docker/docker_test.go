@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -313,14 +314,25 @@ func TestContainerPathsAndNoShellImage(t *testing.T) {
 	if string(b) != "hello from the image\n" {
 		t.Fatalf("motd %q", b)
 	}
-	if err := sb2.FS().Edit(t.Context(), "/data/motd.txt", func(old []byte, _ bool) ([]byte, error) { return append(old, "edited\n"...), nil }); err != nil {
+	// File operations act as the container's user, as its commands do:
+	// the image's root-owned /data is not the agent's to change.
+	appendLine := func(old []byte, _ bool) ([]byte, error) { return append(old, "edited\n"...), nil }
+	if err := sb2.FS().Edit(t.Context(), "/data/motd.txt", appendLine); !errors.Is(err, sandbox.ErrPermission) {
+		t.Fatalf("edit of a root-owned image file as the container user: %v, want permission denied", err)
+	}
+	for range 2 {
+		if err := sb2.FS().Edit(t.Context(), "/tmp/notes/n.txt", appendLine); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err = sb2.FS().Open(t.Context(), "/tmp/notes/n.txt")
+	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ = sb2.FS().Open(t.Context(), "/data/motd.txt")
 	b, _ = io.ReadAll(r)
 	r.Close()
-	if string(b) != "hello from the image\nedited\n" {
-		t.Fatalf("after edit %q", b)
+	if string(b) != "edited\nedited\n" {
+		t.Fatalf("after two edits %q", b)
 	}
 	c := sandbox.NewCapture(1000, 1000)
 	if _, err := sb2.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: c}); err == nil || !strings.Contains(err.Error(), "shell") {

@@ -1,19 +1,15 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -176,47 +172,3 @@ func (p *Provider) runDir(name string) (string, error) {
 	}
 	return dir, nil
 }
-
-// run execs argv in the container and returns its stdout, stderr and exit
-// code.
-func (s *Sandbox) run(ctx context.Context, id string, argv []string) (stdout, stderr []byte, code int, err error) {
-	ex, err := s.p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
-	if err != nil {
-		return nil, nil, -1, err
-	}
-	conn, err := s.p.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return nil, nil, -1, err
-	}
-	defer conn.Close()
-	var o, e bytes.Buffer
-	if _, err := stdcopy.StdCopy(&o, &e, io.LimitReader(conn.Reader, 64<<20)); err != nil {
-		return nil, nil, -1, err
-	}
-	info, err := s.p.cli.ContainerExecInspect(ctx, ex.ID)
-	if err != nil {
-		return nil, nil, -1, err
-	}
-	return o.Bytes(), e.Bytes(), info.ExitCode, nil
-}
-
-// shell is the shell the wrapper runs with in the container: "bash" where
-// the image has it, "sh", or "" when it has no shell (sandbox.ShellProbe,
-// asked once per sandbox; an engine error is not remembered).
-func (s *Sandbox) shell(ctx context.Context, id string) string {
-	if sh := s.sh.Load(); sh != nil {
-		return *sh
-	}
-	stdout, _, code, err := s.run(ctx, id, sandbox.ShellProbe)
-	sh, known := sandbox.ShellFromProbe(stdout, code, err)
-	if !known {
-		return "sh"
-	}
-	s.sh.Store(&sh)
-	return sh
-}
-
-// hasShell reports whether the container has sh.
-func (s *Sandbox) hasShell(ctx context.Context, id string) bool { return s.shell(ctx, id) != "" }
-
-func oneLine(b []byte) string { return strings.TrimSpace(strings.ReplaceAll(string(b), "\n", " ")) }
