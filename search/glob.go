@@ -1,10 +1,13 @@
 package search
 
 import (
+	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -23,20 +26,29 @@ type GlobRequest struct {
 	Pattern string `json:"pattern"`
 	// IncludeDirs lists directories too, not only files and symlinks.
 	IncludeDirs bool `json:"include_dirs,omitempty"`
-	// WantMtime fills Hit.Mtime (one lstat per hit where ReadDir did not
-	// already have it): only a listing by mtime needs it.
-	WantMtime bool `json:"want_mtime,omitempty"`
-	// Limit, when above 0, is how many hits found gets; the rest are only
-	// counted. A listing by path shows the first ones only, so a remote
-	// search need not send the others.
+	// Sort is SortPath ("" too) or SortMtime.
+	Sort string `json:"sort,omitempty"`
+	// Limit, when above 0, is how many hits found gets: the first in the
+	// order of Sort; the rest are only counted. The tool shows one page, so
+	// a remote search need not send, nor the server keep, the others.
 	Limit int `json:"limit,omitempty"`
 }
+
+// The orders of glob hits (GlobRequest.Sort): the values of the glob tool's
+// sort.
+const (
+	// SortPath: walk order (depth first, entries in name order).
+	SortPath = "path"
+	// SortMtime: newest first (Hit.Mtime filled in), equal times in walk
+	// order; the hits come once the walk is done.
+	SortMtime = "mtime"
+)
 
 // Hit is one path a glob search found.
 type Hit struct {
 	Path string `json:"path"` // virtual, below the request's Root
-	// Mtime is the modification time in Unix nanoseconds, when asked for
-	// and known; 0 otherwise.
+	// Mtime is the modification time in Unix nanoseconds with SortMtime,
+	// when known; 0 otherwise.
 	Mtime int64 `json:"mtime,omitempty"`
 }
 
@@ -51,6 +63,9 @@ func (r GlobRequest) compile() (*globPattern, error) {
 	g, err := compileGlob("pattern", r.Pattern)
 	if err != nil {
 		return nil, err
+	}
+	if r.Sort != "" && r.Sort != SortPath && r.Sort != SortMtime {
+		return nil, fmt.Errorf("sort %q: want path or mtime", r.Sort)
 	}
 	if err := checkRoot(r.Root); err != nil {
 		return nil, err
@@ -70,13 +85,12 @@ func checkRoot(root string) error {
 	return nil
 }
 
-// Glob calls found with each path under req.Root that matches, in walk
-// order (depth first, entries in name order), .git directories skipped and
-// symlinks not followed, and returns how many matched in all. Hits past
-// req.Limit are counted, not passed to found. found returning ErrStop ends
-// the search (Glob returns nil and the count so far); another error ends it
-// with that error. A root that is not a directory is a PathError with
-// sandbox.ErrNotDir.
+// Glob calls found with each path under req.Root that matches, in the
+// order of req.Sort, .git directories skipped and symlinks not followed, and
+// returns how many matched in all. Hits past req.Limit are counted, not
+// passed to found. found returning ErrStop ends the search (Glob returns
+// nil and the count so far); another error ends it with that error. A root
+// that is not a directory is a PathError with sandbox.ErrNotDir.
 func Glob(ctx context.Context, fsys sandbox.FS, req GlobRequest, found func(Hit) error) (total int, err error) {
 	match, err := req.compile()
 	if err != nil {
@@ -89,6 +103,10 @@ func Glob(ctx context.Context, fsys sandbox.FS, req GlobRequest, found func(Hit)
 	if !fi.IsDir() {
 		return 0, &sandbox.PathError{Path: req.Root, Err: sandbox.ErrNotDir}
 	}
+	var newest *newestHits
+	if req.Sort == SortMtime {
+		newest = &newestHits{limit: req.Limit}
+	}
 	err = walk(ctx, fsys, req.Root, true, func(vp, rel string, d fs.DirEntry) error {
 		if d.IsDir() && !req.IncludeDirs {
 			return nil
@@ -97,18 +115,83 @@ func Glob(ctx context.Context, fsys sandbox.FS, req GlobRequest, found func(Hit)
 			return err
 		}
 		total++
-		if req.Limit > 0 && total > req.Limit {
-			return nil
-		}
-		h := Hit{Path: vp}
-		if req.WantMtime {
+		if newest != nil {
+			h := Hit{Path: vp}
 			if fi, err := d.Info(); err == nil {
 				h.Mtime = fi.ModTime().UnixNano()
 			}
+			newest.add(h, total)
+			return nil
 		}
-		return found(h)
+		if req.Limit > 0 && total > req.Limit {
+			return nil
+		}
+		return found(Hit{Path: vp})
 	})
-	return total, err
+	if err != nil || newest == nil {
+		return total, err
+	}
+	for _, h := range newest.sorted() {
+		if err := found(h.Hit); err != nil {
+			if errors.Is(err, ErrStop) {
+				err = nil
+			}
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// newestHits keeps the limit newest hits of a walk (all when limit is 0):
+// a heap whose top is the one to drop first, the oldest, of equal times
+// the last walked.
+type newestHits struct {
+	limit int
+	hits  []walkedHit
+}
+
+type walkedHit struct {
+	Hit
+	seq int // its place in the walk
+}
+
+// before reports whether a comes before b in a listing by mtime.
+func (a walkedHit) before(b walkedHit) bool {
+	return a.Mtime > b.Mtime || a.Mtime == b.Mtime && a.seq < b.seq
+}
+
+func (n *newestHits) Len() int           { return len(n.hits) }
+func (n *newestHits) Less(i, j int) bool { return n.hits[j].before(n.hits[i]) }
+func (n *newestHits) Swap(i, j int)      { n.hits[i], n.hits[j] = n.hits[j], n.hits[i] }
+func (n *newestHits) Push(x any)         { n.hits = append(n.hits, x.(walkedHit)) }
+func (n *newestHits) Pop() any {
+	h := n.hits[len(n.hits)-1]
+	n.hits = n.hits[:len(n.hits)-1]
+	return h
+}
+
+func (n *newestHits) add(h Hit, seq int) {
+	w := walkedHit{h, seq}
+	switch {
+	case n.limit <= 0: // all of them: sorted once at the end
+		n.hits = append(n.hits, w)
+	case len(n.hits) < n.limit:
+		heap.Push(n, w)
+	case w.before(n.hits[0]):
+		n.hits[0] = w
+		heap.Fix(n, 0)
+	}
+}
+
+// sorted returns the hits kept, newest first.
+func (n *newestHits) sorted() []walkedHit {
+	slices.SortFunc(n.hits, func(a, b walkedHit) int {
+		if a.before(b) {
+			return -1
+		}
+		return 1
+	})
+	return n.hits
 }
 
 // Bounds of a glob pattern (glob's pattern, grep's glob). Braces multiply:

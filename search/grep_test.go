@@ -1,6 +1,7 @@
 package search
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -252,7 +253,11 @@ func TestValidate(t *testing.T) {
 	if err := g.Validate(); err == nil || err.Error() != `pattern: invalid glob pattern: "a/[b"` {
 		t.Errorf("glob pattern: %v", err)
 	}
-	g.Pattern, g.Limit = "*", -1
+	g.Pattern, g.Sort = "*", "size"
+	if err := g.Validate(); err == nil || err.Error() != `sort "size": want path or mtime` {
+		t.Errorf("sort: %v", err)
+	}
+	g.Sort, g.Limit = SortMtime, -1
 	if err := g.Validate(); err == nil {
 		t.Error("negative limit accepted")
 	}
@@ -312,15 +317,15 @@ func TestGlob(t *testing.T) {
 		t.Errorf("**/*.go: %d %q, want %q", n, paths(hits), want)
 	}
 	if hits[0].Mtime != 0 {
-		t.Errorf("mtime without WantMtime: %d", hits[0].Mtime)
+		t.Errorf("mtime sorting by path: %d", hits[0].Mtime)
 	}
-	n, hits = run(GlobRequest{Root: "/w", Pattern: "**/*.go", Limit: 2, WantMtime: true})
-	if n != 4 || len(hits) != 2 || hits[0].Mtime == 0 {
-		t.Errorf("limit 2: total %d, hits %+v", n, hits)
+	n, hits = run(GlobRequest{Root: "/w", Pattern: "**/*.go", Limit: 2})
+	if want := []string{"/w/a/z.go", "/w/a.go"}; n != 4 || !slices.Equal(paths(hits), want) {
+		t.Errorf("limit 2: total %d, hits %q, want %q", n, paths(hits), want)
 	}
-	_, hits = run(GlobRequest{Root: "/w", Pattern: "d/**/*.go", WantMtime: true})
-	if len(hits) != 2 || hits[0].Mtime != old.UnixNano() {
-		t.Errorf("mtime of d/c.go: %+v, want %d", hits, old.UnixNano())
+	_, hits = run(GlobRequest{Root: "/w", Pattern: "d/**/*.go", Sort: SortMtime})
+	if len(hits) != 2 || hits[1].Path != "/w/d/c.go" || hits[1].Mtime != old.UnixNano() || hits[0].Mtime <= old.UnixNano() {
+		t.Errorf("by mtime, d/c.go last: %+v, want its time %d", hits, old.UnixNano())
 	}
 	_, hits = run(GlobRequest{Root: "/w", Pattern: "{a,d/e}", IncludeDirs: true})
 	if want := []string{"/w/a", "/w/d/e"}; !slices.Equal(paths(hits), want) {
@@ -343,5 +348,50 @@ func TestGlob(t *testing.T) {
 	_, err = Glob(t.Context(), fsys, GlobRequest{Root: "/nope", Pattern: "*"}, func(Hit) error { return nil })
 	if err == nil {
 		t.Error("a missing root: no error")
+	}
+}
+
+// TestGlobNewest checks the newest hits kept by a glob by mtime against
+// sorting them all (stable: equal times in walk order), for every limit.
+func TestGlobNewest(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{}
+	for i := range 40 {
+		files[fmt.Sprintf("w/d%d/f%02d", i%3, i)] = ""
+	}
+	fsys := writeTree(t, files)
+	base := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 40 {
+		mt := base.Add(time.Duration(i*7%5) * time.Hour) // five times, many ties
+		if err := os.Chtimes(filepath.Join(fsys.dir, fmt.Sprintf("w/d%d/f%02d", i%3, i)), mt, mt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []Hit
+	if _, err := Glob(t.Context(), fsys, GlobRequest{Root: "/w", Pattern: "**"}, func(h Hit) error {
+		fi, err := fsys.Stat(t.Context(), h.Path)
+		if err != nil {
+			return err
+		}
+		h.Mtime = fi.ModTime().UnixNano()
+		all = append(all, h)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortStableFunc(all, func(a, b Hit) int { return cmp.Compare(b.Mtime, a.Mtime) })
+	for limit := range 42 {
+		var got []Hit
+		n, err := Glob(t.Context(), fsys, GlobRequest{Root: "/w", Pattern: "**", Sort: SortMtime, Limit: limit}, func(h Hit) error {
+			got = append(got, h)
+			return nil
+		})
+		want := all
+		if limit > 0 {
+			want = all[:min(limit, len(all))]
+		}
+		if err != nil || n != 40 || !slices.Equal(got, want) {
+			t.Errorf("limit %d: total %d, err %v\n got %v\nwant %v", limit, n, err, got, want)
+		}
 	}
 }

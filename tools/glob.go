@@ -1,10 +1,8 @@
 package tools
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -61,16 +59,11 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		pattern = pat
 	}
 	pattern = strings.TrimPrefix(pattern, "./")
-	includeDirs, maxResults, offset, sortBy := a.IncludeDirs, a.MaxResults, a.Offset, a.Sort
-	sreq := search.GlobRequest{Root: base, Pattern: pattern, IncludeDirs: includeDirs, WantMtime: sortBy == "mtime"}
-	if sortBy == "path" {
-		sreq.Limit = offset + maxResults // walked in path order: later ones are not shown
-	}
+	maxResults, offset := a.MaxResults, a.Offset
+	// One page is shown: the search keeps and sends no more than its hits.
+	sreq := search.GlobRequest{Root: base, Pattern: pattern, IncludeDirs: a.IncludeDirs, Sort: a.Sort, Limit: offset + maxResults}
 	if err := sreq.Validate(); err != nil {
 		return fail(err)
-	}
-	if sortBy != "path" && sortBy != "mtime" {
-		return failf("sort %q: want path or mtime", sortBy)
 	}
 
 	var found []search.Hit
@@ -83,9 +76,6 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 			return failf("cancelled: glob stopped")
 		}
 		return fail(err)
-	}
-	if sortBy == "mtime" {
-		slices.SortStableFunc(found, func(a, b search.Hit) int { return cmp.Compare(b.Mtime, a.Mtime) })
 	}
 	shown := found[min(offset, len(found)):min(offset+maxResults, len(found))]
 	var b strings.Builder

@@ -90,9 +90,10 @@ func (c checkedSearcher) Grep(ctx context.Context, req search.GrepRequest, found
 }
 
 func (c checkedSearcher) Glob(ctx context.Context, req search.GlobRequest, found func(search.Hit) error) (int, error) {
-	var prev string
+	var prev search.Hit
 	hits := 0
 	var done error
+	seen := map[string]bool{} // by mtime: order does not rule out a path twice
 	total, err := c.s.Glob(ctx, req, func(h search.Hit) error {
 		if done != nil {
 			return done
@@ -102,14 +103,21 @@ func (c checkedSearcher) Glob(ctx context.Context, req search.GlobRequest, found
 			done = errBadResult("glob", "more paths than asked for")
 		case !pathBelow(h.Path, req.Root):
 			done = errBadResult("glob", "a path outside the searched directory")
-		case prev != "" && !walkBefore(prev, h.Path):
+		case hits > 0 && !hitBefore(req.Sort, prev, h):
 			done = errBadResult("glob", "paths out of order")
+		case req.Sort != search.SortMtime && h.Mtime != 0:
+			done = errBadResult("glob", "a time that was not asked for")
+		case req.Sort == search.SortMtime && seen[h.Path]:
+			done = errBadResult("glob", "a path twice")
 		}
 		if done != nil {
 			return done
 		}
-		prev = h.Path
+		prev = h
 		hits++
+		if req.Sort == search.SortMtime {
+			seen[h.Path] = true
+		}
 		done = found(h)
 		return done
 	})
@@ -190,6 +198,14 @@ func checkFileMatch(req search.GrepRequest, maxBytes int64, prev string, fm sear
 // (a clean absolute path).
 func pathBelow(p, root string) bool {
 	return p != root && path.IsAbs(p) && path.Clean(p) == p && sandbox.Within(p, root) && strings.IndexByte(p, 0) < 0
+}
+
+// hitBefore reports whether glob hit a comes before b in the order sort.
+func hitBefore(sort string, a, b search.Hit) bool {
+	if sort == search.SortMtime && a.Mtime != b.Mtime {
+		return a.Mtime > b.Mtime
+	}
+	return walkBefore(a.Path, b.Path)
 }
 
 // walkBefore reports whether a walk visits path a before path b (both

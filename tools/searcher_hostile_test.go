@@ -94,6 +94,10 @@ func TestHostileSearchResults(t *testing.T) {
 		{"glob: total below the hits", map[string]any{"tool": "glob"}, nil, []search.Hit{{Path: ws + "/a.txt"}, {Path: ws + "/b.txt"}}, 1},
 		{"glob: total above the hits", map[string]any{"tool": "glob"}, nil, []search.Hit{{Path: ws + "/a.txt"}}, 1000},
 		{"glob: negative total", map[string]any{"tool": "glob"}, nil, nil, -1},
+		{"glob: a time by path", map[string]any{"tool": "glob"}, nil, []search.Hit{{Path: ws + "/a.txt", Mtime: 5}}, 1},
+		{"glob: older first by mtime", map[string]any{"tool": "glob", "sort": "mtime"}, nil, []search.Hit{{Path: ws + "/a.txt", Mtime: 1}, {Path: ws + "/b.txt", Mtime: 2}}, 2},
+		{"glob: equal times out of walk order", map[string]any{"tool": "glob", "sort": "mtime"}, nil, []search.Hit{{Path: ws + "/b.txt", Mtime: 1}, {Path: ws + "/a.txt", Mtime: 1}}, 2},
+		{"glob: twice by mtime", map[string]any{"tool": "glob", "sort": "mtime"}, nil, []search.Hit{{Path: ws + "/a.txt", Mtime: 2}, {Path: ws + "/a.txt", Mtime: 1}}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -109,8 +113,12 @@ func TestHostileSearchResults(t *testing.T) {
 				}
 				args[k] = v
 			}
-			if name == "glob" && tc.args["max_results"] != nil {
-				args["max_results"] = tc.args["max_results"]
+			if name == "glob" {
+				for k, v := range tc.args {
+					if k != "tool" {
+						args[k] = v
+					}
+				}
 			}
 			res := f.callEnv(&env, name, args)
 			got := resultText(t, res)
