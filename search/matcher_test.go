@@ -147,8 +147,16 @@ func FuzzGrepMatcher(f *testing.F) {
 			return
 		}
 		want := refLines(p, data)
-		if got := m.lines(data, false, nil); !slices.Equal(got, want) {
+		var starts []int
+		if got := m.lines(data, false, &starts); !slices.Equal(got, want) {
 			t.Errorf("pattern %q, text %q: lines %v, want %v", p, data, got, want)
+		}
+		// The lines a FileMatch carries, against splitting the whole file.
+		for n := range 3 {
+			got, want := normLines(contextLines(data, want, starts, n)), normLines(refContext(data, want, n))
+			if !slices.Equal(got, want) {
+				t.Errorf("pattern %q, text %q, context %d: lines %q, want %q", p, data, n, got, want)
+			}
 		}
 	})
 }
