@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -181,6 +182,9 @@ func checkFileMatch(req search.GrepRequest, maxBytes int64, prev string, fm sear
 		if size += int64(len(l.Text)) + 1; size > maxBytes+1 {
 			return "lines longer than the file may be"
 		}
+		if bytes.IndexByte(l.Text, '\n') >= 0 {
+			return "a line holding a newline"
+		}
 	}
 	k = 0
 	for _, m := range fm.Matches {
@@ -195,7 +199,8 @@ func checkFileMatch(req search.GrepRequest, maxBytes int64, prev string, fm sear
 }
 
 // pathBelow reports whether p is a clean absolute path strictly below root
-// (a clean absolute path).
+// (a clean absolute path). A newline in a name is allowed, as on the file
+// systems searched here: grep shows such a name as it is either way.
 func pathBelow(p, root string) bool {
 	return p != root && path.IsAbs(p) && path.Clean(p) == p && sandbox.Within(p, root) && strings.IndexByte(p, 0) < 0
 }

@@ -82,6 +82,7 @@ func TestHostileSearchResults(t *testing.T) {
 		{"no matches", nil, []search.FileMatch{{Path: ws + "/a.txt"}}, nil, 0},
 		{"match without its line", nil, []search.FileMatch{{Path: ws + "/a.txt", Matches: []int{1, 5}, Lines: lines(line(1, "x"))}}, nil, 0},
 		{"line nobody asked for", nil, []search.FileMatch{{Path: ws + "/a.txt", Matches: []int{1}, Lines: lines(line(1, "x"), line(9, "far"))}}, nil, 0},
+		{"a newline faking a line", nil, []search.FileMatch{{Path: ws + "/a.txt", Matches: []int{1}, Lines: lines(line(1, "x\n/etc/passwd:1: root"))}}, nil, 0},
 		{"huge line", nil, []search.FileMatch{{Path: ws + "/a.txt", Matches: []int{1}, Lines: lines(line(1, huge))}}, nil, 0},
 		{"lines in count mode", map[string]any{"output_mode": "count"}, []search.FileMatch{{Path: ws + "/a.txt", Matches: []int{1}, Lines: lines(line(1, "x"))}}, nil, 0},
 		{"many matches in files mode", map[string]any{"output_mode": "files"}, []search.FileMatch{{Path: ws + "/a.txt", Matches: []int{1, 2}}}, nil, 0},
