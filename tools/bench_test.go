@@ -95,3 +95,11 @@ func BenchmarkGlobGoroot(b *testing.B) {
 	env := benchEnv(b)
 	benchCall(b, env, "glob", map[string]any{"pattern": "**/*.go", "path": benchMount, "max_results": 1000000})
 }
+
+// BenchmarkGrepGorootContent lists every match with context, as the agent
+// sees it (rendering, masking and the spill included).
+func BenchmarkGrepGorootContent(b *testing.B) {
+	env := benchEnv(b)
+	benchCall(b, env, "grep", map[string]any{"pattern": "errors.New", "literal": true, "case_sensitive": true,
+		"path": benchMount, "context": 2, "max_results": 1000000})
+}

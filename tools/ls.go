@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -16,6 +17,9 @@ const (
 	lsDefaultDepth = 2
 	lsMaxDepth     = 5
 )
+
+// errStop ends a listing early without an error.
+var errStop = errors.New("stop listing")
 
 func lsTool() Tool {
 	return Tool{

@@ -1,4 +1,4 @@
-package tools
+package search
 
 import (
 	"bytes"
@@ -22,6 +22,19 @@ func refLines(expr string, data []byte) []int {
 		}
 	}
 	return out
+}
+
+// refStarts returns the offsets where the given lines of data start.
+func refStarts(data []byte, lines []int) []int {
+	var starts []int
+	off := 0
+	for i, l := range grepLines(data) {
+		if slices.Contains(lines, i) {
+			starts = append(starts, off)
+		}
+		off += len(l) + 1
+	}
+	return starts
 }
 
 var matcherTexts = []string{
@@ -62,17 +75,21 @@ func TestGrepMatcherLines(t *testing.T) {
 		for _, text := range matcherTexts {
 			data := []byte(text)
 			want := refLines(p, data)
-			if got := m.lines(data, false); !slices.Equal(got, want) {
+			var starts []int
+			if got := m.lines(data, false, &starts); !slices.Equal(got, want) {
 				t.Errorf("pattern %q, text %.60q: lines %v, want %v", p, text, got, want)
+			}
+			if ws := refStarts(data, want); !slices.Equal(starts, ws) {
+				t.Errorf("pattern %q, text %.60q: starts %v, want %v", p, text, starts, ws)
 			}
 			if m.lit != nil && !m.fold { // the other way to find the literal
 				other := *m
 				other.index = !m.index
-				if got := other.lines(data, false); !slices.Equal(got, want) {
+				if got := other.lines(data, false, nil); !slices.Equal(got, want) {
 					t.Errorf("pattern %q (index %v), text %.60q: lines %v, want %v", p, other.index, text, got, want)
 				}
 			}
-			first := m.lines(data, true)
+			first := m.lines(data, true, nil)
 			if len(want) > 0 && !slices.Equal(first, want[:1]) || len(want) == 0 && len(first) != 0 {
 				t.Errorf("pattern %q, text %.60q: first %v, want the first of %v", p, text, first, want)
 			}
@@ -130,8 +147,16 @@ func FuzzGrepMatcher(f *testing.F) {
 			return
 		}
 		want := refLines(p, data)
-		if got := m.lines(data, false); !slices.Equal(got, want) {
+		var starts []int
+		if got := m.lines(data, false, &starts); !slices.Equal(got, want) {
 			t.Errorf("pattern %q, text %q: lines %v, want %v", p, data, got, want)
+		}
+		// The lines a FileMatch carries, against splitting the whole file.
+		for n := range 3 {
+			got, want := normLines(contextLines(data, want, starts, n)), normLines(refContext(data, want, n))
+			if !slices.Equal(got, want) {
+				t.Errorf("pattern %q, text %q, context %d: lines %q, want %q", p, data, n, got, want)
+			}
 		}
 	})
 }

@@ -1,10 +1,7 @@
 package tools
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,10 +12,11 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/search"
 )
 
 // walkEnv is a thread whose workspace holds a tree of more directories than
-// a walk reads ahead (walkAhead), with .git directories and files in each.
+// a walk reads ahead (search.walkAhead), with .git directories and files in each.
 func walkEnv(t *testing.T) *Env {
 	t.Helper()
 	state := t.TempDir()
@@ -58,96 +56,6 @@ func walkEnv(t *testing.T) *Env {
 	return &Env{Sandbox: sb, Limits: DefaultLimits()}
 }
 
-type visited struct{ vp, rel string }
-
-// seqWalk is the walk as it was before it read ahead: one directory at a
-// time, depth first, in name order.
-func seqWalk(ctx context.Context, fsys sandbox.FS, dir, rel string, skip func(rel string) bool, out *[]visited) {
-	entries, err := fsys.ReadDir(ctx, dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if e.IsDir() && e.Name() == ".git" {
-			continue
-		}
-		r := childPath(rel, e.Name())
-		*out = append(*out, visited{childPath(dir, e.Name()), r})
-		if e.IsDir() && !skip(r) {
-			seqWalk(ctx, fsys, childPath(dir, e.Name()), r, skip, out)
-		}
-	}
-}
-
-func TestWalkOrder(t *testing.T) {
-	t.Parallel()
-	env := walkEnv(t)
-	fsys := env.Sandbox.FS()
-	for _, tc := range []struct {
-		name string
-		skip func(rel string) bool
-	}{
-		{"everything", func(string) bool { return false }},
-		{"SkipDir on some directories", func(rel string) bool { return strings.HasSuffix(rel, "e03") || rel == "d07" }},
-	} {
-		var want, got []visited
-		seqWalk(t.Context(), fsys, sandbox.WorkspaceDir, "", tc.skip, &want)
-		err := walk(t.Context(), fsys, sandbox.WorkspaceDir, true, func(vp, rel string, d fs.DirEntry) error {
-			got = append(got, visited{vp, rel})
-			if d.IsDir() && tc.skip(rel) {
-				return fs.SkipDir
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: %d entries visited, want %d; first difference at %d", tc.name, len(got), len(want), firstDiff(got, want))
-		}
-	}
-}
-
-func firstDiff(a, b []visited) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return min(len(a), len(b))
-}
-
-func TestWalkStops(t *testing.T) {
-	t.Parallel()
-	env := walkEnv(t)
-	n := 0
-	err := walk(t.Context(), env.Sandbox.FS(), sandbox.WorkspaceDir, true, func(string, string, fs.DirEntry) error {
-		if n++; n == 100 {
-			return errStop
-		}
-		return nil
-	})
-	if err != nil || n != 100 {
-		t.Errorf("errStop: err %v after %d entries, want nil after 100", err, n)
-	}
-	boom := errors.New("boom")
-	err = walk(t.Context(), env.Sandbox.FS(), sandbox.WorkspaceDir, true, func(string, string, fs.DirEntry) error { return boom })
-	if err != boom {
-		t.Errorf("fn's error: got %v", err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	n = 0
-	err = walk(ctx, env.Sandbox.FS(), sandbox.WorkspaceDir, true, func(string, string, fs.DirEntry) error {
-		if n++; n == 50 {
-			cancel()
-		}
-		return nil
-	})
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled walk: err %v", err)
-	}
-}
-
 // TestGrepOrder checks that grep, which searches files on several
 // goroutines, lists them in walk order, stops where asked and counts the
 // same in every mode.
@@ -156,10 +64,8 @@ func TestGrepOrder(t *testing.T) {
 	env := walkEnv(t)
 	fsys := env.Sandbox.FS()
 	var files []string
-	walk(t.Context(), fsys, sandbox.WorkspaceDir, true, func(vp, _ string, d fs.DirEntry) error {
-		if !d.IsDir() {
-			files = append(files, vp)
-		}
+	search.Glob(t.Context(), fsys, search.GlobRequest{Root: sandbox.WorkspaceDir, Pattern: "**"}, func(h search.Hit) error {
+		files = append(files, h.Path)
 		return nil
 	})
 	var want, wantFiles, wantCount []string

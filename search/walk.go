@@ -1,4 +1,4 @@
-package tools
+package search
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
-// errStop ends a walk early without an error.
-var errStop = errors.New("stop walk")
+// ErrStop, returned by a callback of Grep or Glob, ends the search early;
+// the search then returns nil.
+var ErrStop = errors.New("search: stop")
 
 // walkAhead bounds how many directories the readers of a walk may have read
 // before the walk visits them: the memory a walk holds stays bounded however
@@ -22,7 +23,7 @@ const walkAhead = 256
 // walk visits the tree under root (a directory) depth first, entries in
 // name order, calling fn with each entry's virtual path and its path
 // relative to root. Symlinks are not followed into; .git directories are
-// skipped when skipGit. fn returning fs.SkipDir skips a directory, errStop
+// skipped when skipGit. fn returning fs.SkipDir skips a directory, ErrStop
 // ends the walk. Unreadable directories are passed over.
 //
 // fn runs on the caller's goroutine, one entry at a time, in order; the
@@ -44,7 +45,7 @@ func walk(ctx context.Context, fsys sandbox.FS, root string, skipGit bool, fn fu
 		readers.Wait()
 	}()
 	err := w.visit(newDirNode(root, ""), fn)
-	if errors.Is(err, errStop) {
+	if errors.Is(err, ErrStop) {
 		return nil
 	}
 	return err

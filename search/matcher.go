@@ -1,0 +1,299 @@
+package search
+
+import (
+	"bytes"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// grepMatcher finds the matching lines of a file. A line matches when line
+// matches it; the line without its "\n" is the whole text, so ^, $, \A and
+// \z are the line's start and end. Rather than run line on every line of a
+// file, it looks for candidates in the whole file: occurrences of a literal
+// every match contains (with bytes.Index, or a scan for a rare byte of the
+// literal in both cases), or else matches of the multi-line form of the
+// pattern. Only the lines holding a candidate are run, and not even those
+// when the pattern is the literal itself.
+type grepMatcher struct {
+	line *regexp.Regexp
+	// file is line in multi-line mode. A line's match is also a match of
+	// file in the rest of the file from the line's start, and the leftmost
+	// one; but for \A and \z, which file only matches at the start and the
+	// end of the text (everyLine).
+	file      *regexp.Regexp
+	lit       []byte // every match contains lit; nil when no literal is known
+	fold      bool   // lit is ASCII in lower case, matched case-insensitively
+	exact     bool   // an occurrence of lit is a match: line need not run
+	rare      int    // lit[rare] is what a scan looks for first
+	index     bool   // look for lit with bytes.Index instead
+	everyLine bool   // no literal, and \A or \z: run line on every line
+}
+
+func newGrepMatcher(expr string) (*grepMatcher, error) {
+	line, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	m := &grepMatcher{line: line, file: regexp.MustCompile("(?m)" + expr)}
+	syn, err := syntax.Parse("(?m)"+expr, syntax.Perl) // as regexp.Compile parses it
+	if err != nil {
+		return nil, err
+	}
+	m.lit, m.fold, m.exact = requiredLiteral(syn)
+	if len(m.lit) == 0 {
+		m.lit = nil
+		m.everyLine = hasTextAnchor(syn)
+		return m, nil
+	}
+	best := -1
+	for i, c := range m.lit {
+		w := byteWeight(c)
+		if m.fold && c >= 'a' && c <= 'z' {
+			w += byteWeight(c - 'a' + 'A')
+		}
+		if best < 0 || w < best {
+			best, m.rare = w, i
+		}
+	}
+	// bytes.Index scans for the first byte, and when that finds too many
+	// false candidates it switches to comparing the whole literal at every
+	// position with SIMD: better than a scan for a rare byte that is not
+	// much rarer (measured with BenchmarkFinder).
+	m.index = !m.fold && byteWeight(m.lit[0]) <= best+5
+	return m, nil
+}
+
+// requiredLiteral returns a literal that every match of re contains (lower
+// case when fold), and whether an occurrence of it is a match of re. A
+// literal under case folding is only used where its letters have ASCII
+// case variants only (not k and s: they fold to the Kelvin sign and the
+// long s).
+func requiredLiteral(re *syntax.Regexp) (lit []byte, fold, exact bool) {
+	switch re.Op {
+	case syntax.OpLiteral:
+		fold = re.Flags&syntax.FoldCase != 0
+		lit, whole := literalBytes(re.Rune, fold)
+		return lit, fold, whole
+	case syntax.OpCapture:
+		return requiredLiteral(re.Sub[0])
+	case syntax.OpPlus:
+		lit, fold, _ = requiredLiteral(re.Sub[0])
+		return lit, fold, false
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			lit, fold, _ = requiredLiteral(re.Sub[0])
+			return lit, fold, false
+		}
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			if l, f, _ := requiredLiteral(sub); len(l) > len(lit) {
+				lit, fold = l, f
+			}
+		}
+		return lit, fold, false
+	}
+	return nil, false, false
+}
+
+// literalBytes returns the longest run of runes of a literal that a byte
+// search finds exactly, and whether that is the whole literal. Left out:
+// U+FFFD (it also matches invalid UTF-8), "\n" (no line holds one) and,
+// under case folding, whatever is not ASCII or folds to something that is
+// not.
+func literalBytes(runes []rune, fold bool) ([]byte, bool) {
+	var best, cur []byte
+	whole := true
+	for _, r := range runes {
+		ok := r != utf8.RuneError && r != '\n'
+		if fold {
+			for f := unicode.SimpleFold(r); ok && f != r; f = unicode.SimpleFold(f) {
+				ok = f < utf8.RuneSelf
+			}
+			ok = ok && r < utf8.RuneSelf
+		}
+		if !ok {
+			whole = false
+			cur = nil
+			continue
+		}
+		if fold && r >= 'A' && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		cur = utf8.AppendRune(cur, r)
+		if len(cur) > len(best) {
+			best = cur
+		}
+	}
+	return best, whole && len(best) > 0
+}
+
+// hasTextAnchor reports whether re holds \A or \z.
+func hasTextAnchor(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpBeginText || re.Op == syntax.OpEndText {
+		return true
+	}
+	return slices.ContainsFunc(re.Sub, hasTextAnchor)
+}
+
+// byteFreq lists bytes from the most to the least common in source code
+// (counted over the text files of the Go tree); bytes not listed are rarer
+// still. A literal is looked for by its rarest byte.
+const byteFreq = " et\t0rn\naiso,xclfdu1.p/()A2mg:h\"=b43S6_TEyR8v{}ICO5\\DP97MkLwXVBFN[]-UG*HW;+Y|Q!z&<K'>q%jZ$J`#^?@~"
+
+func byteWeight(c byte) int {
+	if i := strings.IndexByte(byteFreq, c); i >= 0 {
+		return len(byteFreq) - i
+	}
+	return 0
+}
+
+// lines returns the 0-based indexes of the matching lines of data; with
+// firstOnly, the first one only. When starts is not nil, the byte offset
+// where each matching line starts is appended to it: context lines are
+// found from there without splitting the whole file.
+func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
+	var matches []int
+	if m.everyLine {
+		start := 0
+		for i, l := range grepLines(data) {
+			if m.line.Match(l) {
+				matches = append(matches, i)
+				if starts != nil {
+					*starts = append(*starts, start)
+				}
+				if firstOnly {
+					break
+				}
+			}
+			start += len(l) + 1
+		}
+		return matches
+	}
+	find := m.finder(data)
+	line, counted := 0, 0 // line is the number of "\n" in data[:counted]
+	for pos := 0; pos <= len(data); {
+		c := find(pos)
+		if c < 0 {
+			break
+		}
+		start := pos + bytes.LastIndexByte(data[pos:c], '\n') + 1
+		if start == len(data) {
+			break // after the last line
+		}
+		end := len(data)
+		if i := bytes.IndexByte(data[c:], '\n'); i >= 0 {
+			end = c + i
+		}
+		if m.exact || m.line.Match(data[start:end]) {
+			line += bytes.Count(data[counted:start], []byte{'\n'})
+			counted = start
+			matches = append(matches, line)
+			if starts != nil {
+				*starts = append(*starts, start)
+			}
+			if firstOnly {
+				break
+			}
+		}
+		pos = end + 1
+	}
+	return matches
+}
+
+// finder returns a function giving the first candidate at or after pos in
+// data, or -1.
+func (m *grepMatcher) finder(data []byte) func(pos int) int {
+	if m.lit == nil {
+		return func(pos int) int {
+			loc := m.file.FindIndex(data[pos:])
+			if loc == nil {
+				return -1
+			}
+			return pos + loc[0]
+		}
+	}
+	if m.index {
+		return func(pos int) int {
+			i := bytes.Index(data[pos:], m.lit)
+			if i < 0 {
+				return -1
+			}
+			return pos + i
+		}
+	}
+	f := &litFinder{s: data, lit: m.lit, fold: m.fold, k: m.rare, lo: m.lit[m.rare], next: [2]int{-1, -1}}
+	f.up = f.lo
+	if f.fold && f.lo >= 'a' && f.lo <= 'z' {
+		f.up = f.lo - 'a' + 'A'
+	}
+	return f.index
+}
+
+// litFinder finds a literal by its rare byte: it scans for the byte (under
+// case folding, for both its cases) with bytes.IndexByte and compares the
+// literal around each. bytes.Index looks for the first byte instead, which
+// in text is often a common one ("e" of "errors.New"). It remembers where
+// it found each case next, so no byte is scanned twice for the same case.
+type litFinder struct {
+	s      []byte
+	lit    []byte // in lower case when fold
+	fold   bool   // lit is ASCII, matched ignoring case
+	k      int    // lit[k] is the rare byte
+	lo, up byte   // its cases (the same byte when it has none)
+	next   [2]int
+}
+
+func (f *litFinder) index(from int) int {
+	s, k := f.s, f.k
+	last := len(s) - len(f.lit) + k // where the rare byte of the last possible occurrence is
+	lo, up := f.next[0], f.next[1]
+	defer func() { f.next[0], f.next[1] = lo, up }()
+	for i := from + k; i <= last; {
+		// lo (up) is the first f.lo (f.up) at or after some earlier i: when
+		// it is not behind this i, it is still the first from here.
+		if lo < i {
+			lo = nextByte(s, i, f.lo)
+		}
+		c := lo
+		if f.up != f.lo {
+			if up < i {
+				up = nextByte(s, i, f.up)
+			}
+			c = min(c, up)
+		}
+		if c > last {
+			return -1
+		}
+		start := c - k
+		if w := s[start : start+len(f.lit)]; f.fold && equalFoldASCII(w, f.lit) || !f.fold && bytes.Equal(w, f.lit) {
+			return start
+		}
+		i = c + 1
+	}
+	return -1
+}
+
+// nextByte returns the index of the first b in s at or after i, or len(s).
+func nextByte(s []byte, i int, b byte) int {
+	if p := bytes.IndexByte(s[i:], b); p >= 0 {
+		return i + p
+	}
+	return len(s)
+}
+
+// equalFoldASCII compares s with lit (lower case) ignoring ASCII case.
+func equalFoldASCII(s, lit []byte) bool {
+	for i, c := range s {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lit[i] {
+			return false
+		}
+	}
+	return true
+}
