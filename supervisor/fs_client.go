@@ -94,6 +94,10 @@ func (c *Conn) dispatchFS(f frame) error {
 		fc.info = &m
 	case msgFSData:
 		switch {
+		case fc.op == opGrep || fc.op == opGlob:
+			if fc.pending+len(f.payload) > window {
+				return protocolError("stream %d sent more data than its credit", f.stream)
+			}
 		case fc.op != opRead || fc.info == nil:
 			return protocolError("stream %d: unexpected data", f.stream)
 		case fc.got+int64(len(f.payload)) > fc.info.Size:
@@ -132,6 +136,9 @@ func (c *Conn) dispatchFS(f frame) error {
 		}
 		if m.Info != nil && (fc.op != opStat || m.Info.Size < 0) {
 			return protocolError("stream %d: unexpected stat", f.stream)
+		}
+		if m.Total != 0 && (fc.op != opGlob || m.Total < 0) {
+			return protocolError("stream %d: unexpected count", f.stream)
 		}
 		m.Err, m.Msg = capText(m.Err, 32), capText(m.Msg, 200)
 		fc.end = &m

@@ -182,6 +182,8 @@ func (c *channel) serveFS(id uint32, st *fsStream, req FSRequest) {
 		}))
 	case opRemove:
 		end(fsError(os.Remove(req.Path)))
+	case opGrep, opGlob:
+		end(c.search(id, st, req))
 	default:
 		end(FSEnd{Err: "EINVAL", Msg: "unknown operation"})
 	}

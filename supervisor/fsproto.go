@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"path"
 	"strings"
+
+	"github.com/sandbox-mcp/sandbox-mcp/search"
 )
 
 // File operations. Each is a stream, like a command: the server opens it
@@ -23,6 +25,11 @@ import (
 //	         request's precondition. A stream that ends before Commit
 //	         (msgKill, the channel's end) replaces nothing.
 //	remove   FS → End (a file, or an empty directory)
+//	grep     FS{Grep} → Data… → End: the results of package search's Grep
+//	glob     FS{Glob} → Data… → End{Total}: and of its Glob, run inside
+//	         the sandbox; Data is a stream of JSON values (FileMatch or
+//	         Hit), one a line, within the credit the server gives, in the
+//	         order found gets them. msgKill stops the search.
 const (
 	msgFS        byte = 8  // c→s: start a file operation (FSRequest, JSON) as the stream
 	msgFSInfo    byte = 9  // s→c: a read's stat (FSInfo, JSON), before its bytes
@@ -39,6 +46,8 @@ const (
 	opRead    = "read"
 	opWrite   = "write"
 	opRemove  = "remove"
+	opGrep    = "grep"
+	opGlob    = "glob"
 )
 
 // FSRequest starts a file operation on Path, a clean absolute path in the
@@ -51,6 +60,9 @@ type FSRequest struct {
 	// IfAbsent, there is no file. Neither: none.
 	IfSHA256 string `json:"if_sha256,omitempty"`
 	IfAbsent bool   `json:"if_absent,omitempty"`
+	// A search's request; its Root is Path.
+	Grep *search.GrepRequest `json:"grep,omitempty"`
+	Glob *search.GlobRequest `json:"glob,omitempty"`
 }
 
 // FSInfo is a file's stat.
@@ -69,9 +81,10 @@ type FSCommit struct {
 // FSEnd ends a file operation. Err is one of the fsErr codes; Msg says
 // more for codes the client has no sentinel for.
 type FSEnd struct {
-	Err  string  `json:"err,omitempty"`
-	Msg  string  `json:"msg,omitempty"`
-	Info *FSInfo `json:"info,omitempty"` // stat's answer
+	Err   string  `json:"err,omitempty"`
+	Msg   string  `json:"msg,omitempty"`
+	Info  *FSInfo `json:"info,omitempty"`  // stat's answer
+	Total int     `json:"total,omitempty"` // glob's count of matching paths
 }
 
 // Error codes of FSEnd.Err: errno names, and the supervisor's own.
@@ -83,6 +96,11 @@ const (
 	codeTooMany   = "TOOMANY"   // a directory of more than maxDirEntries
 	codeCancelled = "CANCELLED" // msgKill
 )
+
+// maxResultBytes bounds one result of a search (a FileMatch with every
+// line of a file, JSON-encoded): what the server holds of a result before
+// it is whole.
+var maxResultBytes = 64 << 20
 
 // maxDirEntries bounds a listing: the memory one costs the server.
 const maxDirEntries = 1 << 18

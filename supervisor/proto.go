@@ -15,7 +15,7 @@ const (
 // Protocol is the version of this protocol; a supervisor of another
 // version is refused (the server and the supervisor are one binary, so
 // they differ only when a server was replaced under a running sandbox).
-const Protocol = 2
+const Protocol = 3
 
 // window is how many output bytes of one stream may be in flight,
 // unacknowledged by credit: the memory a stream can hold in the server.

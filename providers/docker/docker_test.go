@@ -24,6 +24,7 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox/sandboxtest"
+	"github.com/sandbox-mcp/sandbox-mcp/search"
 )
 
 const (
@@ -976,5 +977,53 @@ func TestHungEngineCallsShareOneConnectAttempt(t *testing.T) {
 	// One after another they would take calls × limit.
 	if took := time.Since(start); took > calls*limit/2 {
 		t.Fatalf("%d calls with the engine hanging took %v (limit %v each)", calls, took, limit)
+	}
+}
+
+// A search of container paths runs in the container's supervisor and
+// finds what the engine finds over the FS; one of the thread's directories is
+// searched host-side, with the same result as in the container.
+func TestSearchWhereTheFilesAre(t *testing.T) {
+	t.Parallel()
+	requireDocker(t)
+	f := newFixture(t)
+	sb := f.acquire(t, "search")
+	type searcher interface {
+		Grep(context.Context, search.GrepRequest, func(search.FileMatch) error) error
+	}
+	s, ok := sb.FS().(searcher)
+	if !ok {
+		t.Fatal("the docker FS does not search")
+	}
+	if _, res := execOut(t, sb, "mkdir -p /tmp/s/a /mnt/user-data/workspace/s && echo needle > /tmp/s/a/1 && echo hay > /tmp/s/2 && echo needle > /mnt/user-data/workspace/s/3"); res.ExitCode != 0 {
+		t.Fatal("setup failed")
+	}
+	for _, c := range []struct{ root, want string }{
+		{"/tmp/s", "/tmp/s/a/1"},
+		{"/etc", ""}, // filled from grep -rl below
+		{"/mnt/user-data/workspace/s", "/mnt/user-data/workspace/s/3"},
+		{"/mnt/user-data", "/mnt/user-data/workspace/s/3"},
+	} {
+		pattern := "needle"
+		if c.root == "/etc" {
+			// As the engine finds it here, over the FS, one call a file.
+			pattern = "bookworm"
+			var want []string
+			search.Grep(t.Context(), sb.FS(), search.GrepRequest{Root: c.root, Pattern: pattern, Mode: search.ModeFiles}, func(m search.FileMatch) error {
+				want = append(want, m.Path)
+				return nil
+			})
+			if c.want = strings.Join(want, "\n"); len(want) < 2 {
+				t.Fatalf("the engine found %q in /etc", want)
+			}
+		}
+		var got []string
+		err := s.Grep(t.Context(), search.GrepRequest{Root: c.root, Pattern: pattern, Mode: search.ModeFiles}, func(m search.FileMatch) error {
+			got = append(got, m.Path)
+			return nil
+		})
+		if err != nil || strings.Join(got, "\n") != c.want {
+			t.Errorf("grep %s: %q, err %v; want %q", c.root, got, err, c.want)
+		}
 	}
 }

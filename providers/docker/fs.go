@@ -6,6 +6,7 @@ import (
 	"io/fs"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/search"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
@@ -100,4 +101,24 @@ func (f *sandboxFS) Remove(ctx context.Context, name string) error {
 		return f.s.host.Remove(ctx, name)
 	}
 	return f.inContainer(ctx, func() error { return f.s.cfs.Remove(ctx, name) })
+}
+
+// Grep searches where the files are: a search rooted in the thread's
+// directories runs here over the host files (the engine over this FS);
+// any other runs inside the container, in its supervisor, which walks and
+// reads there and sends back only results (the tools check them).
+func (f *sandboxFS) Grep(ctx context.Context, req search.GrepRequest, found func(search.FileMatch) error) error {
+	if f.s.host.Serves(req.Root) {
+		return search.Grep(ctx, f, req, found)
+	}
+	return f.inContainer(ctx, func() error { return f.s.cfs.Grep(ctx, req, found) })
+}
+
+// Glob searches where the files are, as Grep does.
+func (f *sandboxFS) Glob(ctx context.Context, req search.GlobRequest, found func(search.Hit) error) (total int, err error) {
+	if f.s.host.Serves(req.Root) {
+		return search.Glob(ctx, f, req, found)
+	}
+	err = f.inContainer(ctx, func() error { total, err = f.s.cfs.Glob(ctx, req, found); return err })
+	return total, err
 }

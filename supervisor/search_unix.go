@@ -1,0 +1,145 @@
+//go:build unix
+
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/search"
+)
+
+// search runs a grep or glob inside the sandbox, with the very engine the
+// server runs elsewhere (package search) over the sandbox's own files, and
+// streams the results: the walk and the reads cost system calls here, not
+// round trips. A kill (the server's searcher stopped, or gave up) ends it.
+func (c *channel) search(id uint32, st *fsStream, req FSRequest) FSEnd {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		st.mu.Lock()
+		for !st.closed {
+			st.cond.Wait()
+		}
+		st.mu.Unlock()
+		cancel()
+	}()
+	defer st.stop() // ends the goroutine above once the search is over
+
+	send := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if len(b) >= maxResultBytes {
+			return errors.New("a result too large to send")
+		}
+		if !c.sendData(id, st, append(b, '\n')) {
+			return search.ErrStop
+		}
+		return nil
+	}
+	var total int
+	var err error
+	switch {
+	case req.Op == opGrep && req.Grep != nil && req.Grep.Root == req.Path:
+		err = search.Grep(ctx, localFS{}, *req.Grep, func(m search.FileMatch) error { return send(m) })
+	case req.Op == opGlob && req.Glob != nil && req.Glob.Root == req.Path:
+		total, err = search.Glob(ctx, localFS{}, *req.Glob, func(h search.Hit) error { return send(h) })
+	default:
+		return FSEnd{Err: "EINVAL", Msg: "a search without its request"}
+	}
+	st.mu.Lock()
+	closed := st.closed
+	st.mu.Unlock()
+	switch {
+	case closed:
+		return FSEnd{Err: codeCancelled}
+	case err != nil:
+		return searchError(err)
+	}
+	return FSEnd{Total: total}
+}
+
+// sendData sends b as msgFSData frames within the stream's credit; false
+// when the stream was stopped first.
+func (c *channel) sendData(id uint32, st *fsStream, b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), chunkSize)
+		st.mu.Lock()
+		for st.credit < n && !st.closed {
+			st.cond.Wait()
+		}
+		closed := st.closed
+		st.credit -= n
+		st.mu.Unlock()
+		if closed || c.send(msgFSData, id, b[:n]) != nil {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// searchError is the FSEnd of a search that failed: the root's errno, a
+// sandbox sentinel, or the engine's own message (a bad pattern).
+func searchError(err error) FSEnd {
+	for _, c := range []struct {
+		err  error
+		code string
+	}{{sandbox.ErrNotDir, "ENOTDIR"}, {sandbox.ErrNotFound, "ENOENT"}, {sandbox.ErrPermission, "EACCES"}, {sandbox.ErrNotRegular, codeNotReg}} {
+		if errors.Is(err, c.err) {
+			return FSEnd{Err: c.code}
+		}
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return fsError(err)
+	}
+	return FSEnd{Err: "EINVAL", Msg: err.Error()}
+}
+
+// localFS is the sandbox's own file system, read-only, as the engine
+// reads it: the supervisor's side of a search.
+type localFS struct{}
+
+var errReadOnlyFS = errors.New("a search does not write")
+
+func (localFS) Stat(_ context.Context, name string) (fs.FileInfo, error) { return os.Stat(name) }
+
+func (localFS) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
+	return os.ReadDir(name) // sorted by name
+}
+
+// Open opens a regular file or a directory; the open does not block, so
+// a FIFO cannot hang a search.
+func (localFS) Open(_ context.Context, name string) (fs.File, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &sandbox.PathError{Path: name, Err: sandbox.ErrNotRegular}
+	}
+	return f, nil
+}
+
+func (localFS) Edit(context.Context, string, sandbox.EditFunc) error { return errReadOnlyFS }
+func (localFS) Create(context.Context, string) (io.WriteCloser, error) {
+	return nil, errReadOnlyFS
+}
+func (localFS) Remove(context.Context, string) error { return errReadOnlyFS }
+
+var _ sandbox.FS = localFS{}
