@@ -2,11 +2,9 @@ package sandbox_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -78,54 +76,6 @@ func TestCaptureBoundedMemory(t *testing.T) {
 	h, tl, total := c.Result()
 	if len(h) != 1000 || len(tl) != 1000 || total != 1<<30+3 || !bytes.HasSuffix(tl, []byte("END")) {
 		t.Fatalf("head %d tail %d total %d", len(h), len(tl), total)
-	}
-}
-
-func TestLocks(t *testing.T) {
-	t.Parallel()
-	l := sandbox.NewLocks()
-	unlock, err := l.Lock(t.Context(), "k")
-	must(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	if _, err := l.Lock(ctx, "k"); err == nil {
-		t.Fatal("second Lock of a held key succeeded")
-	}
-	other, err := l.Lock(t.Context(), "other")
-	must(t, err)
-	other()
-	unlock()
-	unlock() // twice is harmless
-	again, err := l.Lock(t.Context(), "k")
-	must(t, err)
-	again()
-	if l.Len() != 0 {
-		t.Fatalf("entries left: %d", l.Len())
-	}
-}
-
-// Two tables over one directory stand for two processes: their locks on
-// one key exclude each other.
-func TestFileLocksAcrossTables(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	a, err := sandbox.NewFileLocks(dir)
-	must(t, err)
-	b, err := sandbox.NewFileLocks(dir)
-	must(t, err)
-	unlock, err := a.Lock(t.Context(), "file")
-	must(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := b.Lock(ctx, "file"); err == nil {
-		t.Fatal("the other table took a held lock")
-	}
-	unlock()
-	again, err := b.Lock(t.Context(), "file")
-	must(t, err)
-	again()
-	if ents, _ := os.ReadDir(dir); len(ents) > 64 {
-		t.Fatalf("%d lock files", len(ents))
 	}
 }
 

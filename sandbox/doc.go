@@ -3,10 +3,10 @@
 // per thread, and a Sandbox offers a file system addressed by virtual paths
 // and a way to run commands.
 //
-// It also holds the pieces every provider shares: the path rules of the
-// agent's view (Clean, thread ids, reserved prefixes), HostFS — the one place
-// where a virtual path becomes a host file operation, confined through
-// os.Root — the per-file lock table, and the bounded output capture.
+// It holds the contract only: the interfaces, the path rules of the agent's
+// view (Clean, thread ids, reserved prefixes), the sentinel errors and the
+// bounded output capture every Exec writes to. The host file system lives in
+// package hostfs, the lock table in package filelock.
 //
 // The package imports nothing of ours.
 package sandbox

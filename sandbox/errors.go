@@ -86,3 +86,10 @@ func classify(err error) error {
 	}
 	return errors.New("i/o error")
 }
+
+// EditMaxBytes is the largest file an Edit reads: editing is read, change,
+// write whole, and a bigger file would cost that much memory.
+const EditMaxBytes = 64 << 20
+
+// ErrTooLarge: a file over EditMaxBytes.
+var ErrTooLarge = errors.New("file too large to edit (over 64 MiB)")

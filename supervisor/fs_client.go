@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -304,7 +305,7 @@ func endError(e *FSEnd) error {
 type FS struct {
 	link     *Link
 	readOnly func(vpath string) bool
-	locks    *sandbox.Locks
+	locks    *filelock.Locks
 }
 
 var _ sandbox.FS = (*FS)(nil)
@@ -316,7 +317,7 @@ func NewFS(l *Link, readOnly func(vpath string) bool) *FS {
 	if readOnly == nil {
 		readOnly = func(string) bool { return false }
 	}
-	return &FS{link: l, readOnly: readOnly, locks: sandbox.NewLocks()}
+	return &FS{link: l, readOnly: readOnly, locks: filelock.NewLocks()}
 }
 
 // editAttempts bounds an Edit's compare-and-swap rounds. An edit loses a

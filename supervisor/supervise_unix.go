@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 )
 
 // drainGrace is how long output may still arrive after a command's process
@@ -99,7 +99,7 @@ type supervisor struct {
 	procs map[int]*proc
 	busy  int // commands in flight
 
-	paths *sandbox.Locks // a mutex per file that writes with a precondition replace
+	paths *filelock.Locks // a mutex per file that writes with a precondition replace
 }
 
 // proc is one started command, by its pid (its process group).
@@ -110,7 +110,7 @@ type proc struct {
 }
 
 func newSupervisor() *supervisor {
-	s := &supervisor{procs: map[int]*proc{}, paths: sandbox.NewLocks()}
+	s := &supervisor{procs: map[int]*proc{}, paths: filelock.NewLocks()}
 	for _, sh := range []string{"bash", "sh"} {
 		if p, err := exec.LookPath(sh); err == nil {
 			s.shell = p

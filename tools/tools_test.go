@@ -14,6 +14,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/masking"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
@@ -34,7 +35,7 @@ type fixture struct {
 	stateDir string
 	userData string // host dir of /mnt/user-data
 	ws       string // host dir of /mnt/user-data/workspace
-	locks    *sandbox.Locks
+	locks    *filelock.Locks
 	sb       sandbox.Sandbox
 	env      *tools.Env
 }
@@ -42,7 +43,7 @@ type fixture struct {
 func newFixture(t *testing.T, opts ...func(*local.Config)) *fixture {
 	t.Helper()
 	stateDir := t.TempDir()
-	locks := sandbox.NewLocks()
+	locks := filelock.NewLocks()
 	cfg := local.Config{StateDir: stateDir, AllowHostBash: true, Locks: locks}
 	for _, o := range opts {
 		o(&cfg)

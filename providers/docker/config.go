@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -30,7 +31,7 @@ type Config struct {
 	SkillsDir  string          `yaml:"-"`
 	Mounts     []sandbox.Mount `yaml:"-"`
 	EnvInherit []string        `yaml:"-"`
-	Locks      *sandbox.Locks  `yaml:"-"`
+	Locks      *filelock.Locks `yaml:"-"`
 	Logger     *slog.Logger    `yaml:"-"`
 
 	connectTimeout time.Duration // how long one attempt to connect may take; default 15 s (tests shorten it)

@@ -3,7 +3,7 @@
 // Docker SDK.
 //
 // The thread's directories are bind-mounted at their virtual paths, so the
-// file tools work on them host-side through sandbox.HostFS (no API call);
+// file tools work on them host-side through hostfs.FS (no API call);
 // any other absolute path is the container's own file system, reached
 // through the container's supervisor (supervisor.FS), as the container's
 // user. bash runs through the same supervisor (see below), in its own

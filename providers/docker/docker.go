@@ -28,6 +28,8 @@ import (
 	units "github.com/docker/go-units"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -107,7 +109,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("docker.memory %q: want a size like 512m or 1g", cfg.Memory)
 	}
 	if cfg.Locks == nil {
-		if cfg.Locks, err = sandbox.NewFileLocks(filepath.Join(cfg.StateDir, "locks")); err != nil {
+		if cfg.Locks, err = filelock.NewFileLocks(filepath.Join(cfg.StateDir, "locks")); err != nil {
 			return nil, fmt.Errorf("docker provider: %w", err)
 		}
 	}
@@ -573,12 +575,12 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 	}
 	return p.threads.Acquire(thread, func() (*Sandbox, func(), error) {
 		// The container's user owns the thread's files; the file tools' new
-		// files inherit it (sandbox.HostFS).
+		// files inherit it (hostfs.FS).
 		mounts, err := sandbox.ThreadMounts(p.cfg.StateDir, thread, p.cfg.SkillsDir, p.cfg.Mounts, p.uid, p.gid)
 		if err != nil {
 			return nil, nil, fmt.Errorf("thread %s: %w", thread, err)
 		}
-		hfs, err := sandbox.OpenHostFS(mounts, p.cfg.Locks)
+		hfs, err := hostfs.Open(mounts, p.cfg.Locks)
 		if err != nil {
 			return nil, nil, fmt.Errorf("open thread %s: %w", thread, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/search"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -16,7 +17,7 @@ type Sandbox struct {
 	key    string // thread key
 	name   string // container name
 	mounts []sandbox.Mount
-	host   *sandbox.HostFS
+	host   *hostfs.FS
 	link   *supervisor.Link // to the container's supervisor, which runs its commands
 	cfs    *supervisor.FS   // the container's own file system, served by the supervisor
 }

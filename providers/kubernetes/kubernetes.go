@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -97,7 +98,7 @@ type Provider struct {
 	cs     k8s.Interface
 	rest   *rest.Config
 	log    *slog.Logger
-	locks  *sandbox.Locks // in-process: Pod creation, edits
+	locks  *filelock.Locks // in-process: Pod creation, edits
 	limits corev1.ResourceList
 	size   resource.Quantity
 	env    []corev1.EnvVar
@@ -236,7 +237,7 @@ func restConfig(cfg Config) (*rest.Config, error) {
 func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Config) (*Provider, error) {
 	p := &Provider{
 		cfg: cfg, cs: cs, rest: rc, log: cfg.Logger,
-		locks: sandbox.NewLocks(),
+		locks: filelock.NewLocks(),
 		pods:  map[string]*podUse{},
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),

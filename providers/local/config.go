@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -20,7 +21,7 @@ type Config struct {
 	SkillsDir  string          `yaml:"-"` // shown read-only at /mnt/skills when set
 	Mounts     []sandbox.Mount `yaml:"-"` // custom mounts
 	EnvInherit []string        `yaml:"-"` // variables passed on to commands
-	Locks      *sandbox.Locks  `yaml:"-"` // per-file locks; shared with other providers of the process
+	Locks      *filelock.Locks `yaml:"-"` // per-file locks; shared with other providers of the process
 	Logger     *slog.Logger    `yaml:"-"` // where the fall-back of auto is said
 }
 

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -31,7 +33,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, errors.New("local provider: no state dir")
 	}
 	if cfg.Locks == nil {
-		locks, err := sandbox.NewFileLocks(filepath.Join(cfg.StateDir, "locks"))
+		locks, err := filelock.NewFileLocks(filepath.Join(cfg.StateDir, "locks"))
 		if err != nil {
 			return nil, fmt.Errorf("local provider: %w", err)
 		}
@@ -108,7 +110,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		if err != nil {
 			return nil, nil, fmt.Errorf("thread %s: %w", thread, err)
 		}
-		hfs, err := sandbox.OpenHostFS(mounts, p.cfg.Locks)
+		hfs, err := hostfs.Open(mounts, p.cfg.Locks)
 		if err != nil {
 			return nil, nil, fmt.Errorf("open thread %s: %w", thread, err)
 		}
@@ -132,7 +134,7 @@ type Sandbox struct {
 	p      *Provider
 	thread string
 	mounts []sandbox.Mount
-	fs     *sandbox.HostFS
+	fs     *hostfs.FS
 	link   *supervisor.Link // to the thread's supervisor, which runs its commands
 }
 

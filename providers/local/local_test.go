@@ -157,7 +157,9 @@ func TestExecCancelKillsGroup(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
 		for range 500 {
-			if _, err := os.Stat(pidfile); err == nil {
+			// Its pid written, not only the file made (echo's redirection
+			// makes the file before echo writes).
+			if b, err := os.ReadFile(pidfile); err == nil && strings.HasSuffix(string(b), "\n") {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)

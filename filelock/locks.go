@@ -1,4 +1,4 @@
-package sandbox
+package filelock
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 )
 
 // Locks is a table of per-key mutexes whose entries live only while someone
@@ -96,11 +95,11 @@ func (l *Locks) flock(ctx context.Context, key string) (*os.File, error) {
 		return nil, fmt.Errorf("lock file: %w", err)
 	}
 	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		err := filelock.TryLock(f)
+		err := TryLock(f)
 		if err == nil {
 			return f, nil
 		}
-		if !errors.Is(err, filelock.ErrLocked) {
+		if !errors.Is(err, ErrLocked) {
 			f.Close()
 			return nil, fmt.Errorf("lock file: %w", err)
 		}

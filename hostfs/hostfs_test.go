@@ -1,4 +1,4 @@
-package sandbox_test
+package hostfs_test
 
 import (
 	"errors"
@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
-// fixture is a HostFS over a workspace, an outputs dir, a read-only skills
+// fixture is a FS over a workspace, an outputs dir, a read-only skills
 // dir and, beside them, a secret the agent must never reach.
 type fixture struct {
-	fs                       *sandbox.HostFS
+	fs                       *hostfs.FS
 	base, ws, skills, secret string
 }
 
@@ -42,11 +43,11 @@ func newFixture(t testing.TB) *fixture {
 	// Links that stay inside.
 	must(t, os.Symlink("real", filepath.Join(f.ws, "alias")))
 	must(t, os.Symlink("a.txt", filepath.Join(f.ws, "a-link")))
-	hfs, err := sandbox.OpenHostFS([]sandbox.Mount{
+	hfs, err := hostfs.Open([]sandbox.Mount{
 		{Virtual: sandbox.WorkspaceDir, Host: f.ws},
 		{Virtual: sandbox.OutputsDir, Host: filepath.Join(base, "out")},
 		{Virtual: sandbox.SkillsDir, Host: f.skills, ReadOnly: true},
-	}, sandbox.NewLocks())
+	}, filelock.NewLocks())
 	must(t, err)
 	t.Cleanup(func() { hfs.Close() })
 	f.fs = hfs
@@ -223,13 +224,13 @@ func TestEditKeepsModeAndLeavesNoTemp(t *testing.T) {
 func TestConcurrentEditsLoseNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	locks := sandbox.NewLocks()
-	// Two HostFS over the same host directory share the lock table, as two
+	locks := filelock.NewLocks()
+	// Two FS over the same host directory share the lock table, as two
 	// threads sharing a custom mount do.
-	other, err := sandbox.OpenHostFS([]sandbox.Mount{{Virtual: "/data", Host: f.ws}}, locks)
+	other, err := hostfs.Open([]sandbox.Mount{{Virtual: "/data", Host: f.ws}}, locks)
 	must(t, err)
 	defer other.Close()
-	mine, err := sandbox.OpenHostFS([]sandbox.Mount{{Virtual: "/data", Host: f.ws}}, locks)
+	mine, err := hostfs.Open([]sandbox.Mount{{Virtual: "/data", Host: f.ws}}, locks)
 	must(t, err)
 	defer mine.Close()
 	const n = 40
@@ -357,10 +358,10 @@ func TestEditLockKeyedByResolvedHostPath(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(data, "sub"), 0o755))
 	must(t, os.Symlink(data, filepath.Join(base, "link")))
 	lockDir := filepath.Join(base, "locks")
-	open := func(m sandbox.Mount) *sandbox.HostFS {
-		locks, err := sandbox.NewFileLocks(lockDir)
+	open := func(m sandbox.Mount) *hostfs.FS {
+		locks, err := filelock.NewFileLocks(lockDir)
 		must(t, err)
-		h, err := sandbox.OpenHostFS([]sandbox.Mount{m}, locks)
+		h, err := hostfs.Open([]sandbox.Mount{m}, locks)
 		must(t, err)
 		t.Cleanup(func() { h.Close() })
 		return h

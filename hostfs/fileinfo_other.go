@@ -1,6 +1,6 @@
 //go:build !unix
 
-package sandbox
+package hostfs
 
 import (
 	"hash/fnv"

@@ -1,4 +1,4 @@
-package sandbox
+package hostfs
 
 import (
 	"context"
@@ -18,23 +18,24 @@ import (
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
-// HostFS is the one place where a virtual path becomes a host file
+// FS is the one place where a virtual path becomes a host file
 // operation. Every mapping is opened once as an os.Root and every operation
 // goes through it, so ".." and symlinks cannot leave a mapping, whatever the
 // path says and whatever changes on disk between two calls (no
 // check-then-open). Ancestors of mount points ("/", "/mnt", "/mnt/user-data")
 // are read-only directories made up of the mount points below them; every
 // other path is outside the sandbox.
-type HostFS struct {
+type FS struct {
 	mounts []*hostMount // longest virtual path first
-	locks  *Locks
+	locks  *filelock.Locks
 	temps  tempSweeper
 }
 
 type hostMount struct {
-	Mount
+	sandbox.Mount
 	root *os.Root
 	// beneath is the same directory, for openBeneath (Linux: one openat2 a
 	// path instead of one openat a component); nil where that cannot work.
@@ -51,20 +52,20 @@ type hostMount struct {
 	lockRoot string
 }
 
-var _ FS = (*HostFS)(nil)
+var _ sandbox.FS = (*FS)(nil)
 
-// OpenHostFS opens every mount's host directory as an os.Root. Mounts may
+// Open opens every mount's host directory as an os.Root. Mounts may
 // not nest. Edits lock their files in locks, keyed by the file's host path
 // with every symlink resolved (the host root's as well as those inside the
 // mount), so two mounts, two threads or two processes reaching one host
 // directory by any path still never lose an update.
-func OpenHostFS(mounts []Mount, locks *Locks) (*HostFS, error) {
-	h := &HostFS{locks: locks}
+func Open(mounts []sandbox.Mount, locks *filelock.Locks) (*FS, error) {
+	h := &FS{locks: locks}
 	for _, m := range mounts {
 		r, err := os.OpenRoot(m.Host)
 		if err != nil {
 			h.Close()
-			return nil, HostError(m.Virtual, err)
+			return nil, sandbox.HostError(m.Virtual, err)
 		}
 		h.mounts = append(h.mounts, &hostMount{Mount: m, root: r, beneath: beneathDir(r), lockRoot: canonicalDir(m.Host)})
 	}
@@ -73,7 +74,7 @@ func OpenHostFS(mounts []Mount, locks *Locks) (*HostFS, error) {
 }
 
 // Close closes every root.
-func (h *HostFS) Close() error {
+func (h *FS) Close() error {
 	for _, m := range h.mounts {
 		m.root.Close()
 		if m.beneath != nil {
@@ -85,7 +86,7 @@ func (h *HostFS) Close() error {
 
 // lookup finds the mount holding virtual path name and the path relative to
 // its root. synthetic reports an ancestor of mount points.
-func (h *HostFS) lookup(name string) (m *hostMount, rel string, synthetic bool) {
+func (h *FS) lookup(name string) (m *hostMount, rel string, synthetic bool) {
 	for _, m := range h.mounts {
 		if name == m.Virtual {
 			return m, ".", false
@@ -95,7 +96,7 @@ func (h *HostFS) lookup(name string) (m *hostMount, rel string, synthetic bool) 
 		}
 	}
 	for _, m := range h.mounts {
-		if Within(m.Virtual, name) {
+		if sandbox.Within(m.Virtual, name) {
 			return nil, "", true
 		}
 	}
@@ -105,15 +106,15 @@ func (h *HostFS) lookup(name string) (m *hostMount, rel string, synthetic bool) 
 // Serves reports whether name lies in one of the mounts (not in a made-up
 // ancestor of them): a provider with a file system of its own (a
 // container's) sends every other path there.
-func (h *HostFS) Serves(name string) bool {
+func (h *FS) Serves(name string) bool {
 	m, _, _ := h.lookup(name)
 	return m != nil
 }
 
-func outside(name string) error { return &PathError{Path: name, Err: ErrOutsideRoot} }
+func outside(name string) error { return &sandbox.PathError{Path: name, Err: sandbox.ErrOutsideRoot} }
 
 // Stat follows symlinks that stay inside the mapping.
-func (h *HostFS) Stat(_ context.Context, name string) (fs.FileInfo, error) {
+func (h *FS) Stat(_ context.Context, name string) (fs.FileInfo, error) {
 	m, rel, synth := h.lookup(name)
 	switch {
 	case synth:
@@ -123,13 +124,13 @@ func (h *HostFS) Stat(_ context.Context, name string) (fs.FileInfo, error) {
 	}
 	fi, err := m.root.Stat(rel)
 	if err != nil {
-		return nil, HostError(name, err)
+		return nil, sandbox.HostError(name, err)
 	}
 	return fi, nil
 }
 
 // ReadDir lists a directory, sorted by name. Entries are not followed.
-func (h *HostFS) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
+func (h *FS) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
 	m, rel, synth := h.lookup(name)
 	switch {
 	case synth:
@@ -142,18 +143,18 @@ func (h *HostFS) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) 
 	}
 	f, err := m.root.Open(rel)
 	if err != nil {
-		return nil, HostError(name, err)
+		return nil, sandbox.HostError(name, err)
 	}
 	defer f.Close()
 	entries, err := f.ReadDir(-1)
 	if err != nil {
-		return nil, HostError(name, err)
+		return nil, sandbox.HostError(name, err)
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return entries, nil
 }
 
-func (h *HostFS) synthEntries(name string) []fs.DirEntry {
+func (h *FS) synthEntries(name string) []fs.DirEntry {
 	seen := map[string]bool{}
 	var out []fs.DirEntry
 	prefix := strings.TrimSuffix(name, "/") + "/"
@@ -174,29 +175,29 @@ func (h *HostFS) synthEntries(name string) []fs.DirEntry {
 // Open opens a file or directory for reading. Anything else (a FIFO, a
 // socket, a device) is refused without blocking: the open is non-blocking,
 // so a FIFO with no writer cannot hang the call.
-func (h *HostFS) Open(_ context.Context, name string) (fs.File, error) {
+func (h *FS) Open(_ context.Context, name string) (fs.File, error) {
 	m, rel, synth := h.lookup(name)
 	switch {
 	case synth:
-		return nil, &PathError{Path: name, Err: ErrIsDir}
+		return nil, &sandbox.PathError{Path: name, Err: sandbox.ErrIsDir}
 	case m == nil:
 		return nil, outside(name)
 	}
 	if m.beneath != nil {
 		f, err := openBeneath(m.beneath, rel, 0)
-		return f, HostError(name, err)
+		return f, sandbox.HostError(name, err)
 	}
 	f, err := m.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, HostError(name, err)
+		return nil, sandbox.HostError(name, err)
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-		err = ErrNotRegular
+		err = sandbox.ErrNotRegular
 	}
 	if err != nil {
 		f.Close()
-		return nil, HostError(name, err)
+		return nil, sandbox.HostError(name, err)
 	}
 	return f, nil
 }
@@ -204,22 +205,22 @@ func (h *HostFS) Open(_ context.Context, name string) (fs.File, error) {
 // Edit implements FS.Edit: under the file's lock, read, compute, write a
 // temporary file beside it and rename it over the file. A path whose last
 // component is a symlink edits the symlink's target (inside the mapping).
-func (h *HostFS) Edit(ctx context.Context, name string, fn EditFunc) error {
+func (h *FS) Edit(ctx context.Context, name string, fn sandbox.EditFunc) error {
 	m, rel, synth := h.lookup(name)
 	switch {
 	case synth:
-		return &PathError{Path: name, Err: ErrIsDir}
+		return &sandbox.PathError{Path: name, Err: sandbox.ErrIsDir}
 	case m == nil:
 		return outside(name)
 	case m.ReadOnly:
-		return &PathError{Path: name, Err: ErrReadOnly}
+		return &sandbox.PathError{Path: name, Err: sandbox.ErrReadOnly}
 	}
 	real, err := resolveInRoot(m.root, rel)
 	if err != nil {
-		return HostError(name, err)
+		return sandbox.HostError(name, err)
 	}
 	if real == "." {
-		return &PathError{Path: name, Err: ErrIsDir}
+		return &sandbox.PathError{Path: name, Err: sandbox.ErrIsDir}
 	}
 	unlock, err := h.locks.Lock(ctx, path.Join(m.lockRoot, real))
 	if err != nil {
@@ -229,7 +230,7 @@ func (h *HostFS) Edit(ctx context.Context, name string, fn EditFunc) error {
 
 	old, own, exists, err := readForEdit(m.root, real)
 	if err != nil {
-		return HostError(name, err)
+		return sandbox.HostError(name, err)
 	}
 	data, err := fn(old, exists)
 	if err != nil {
@@ -238,21 +239,14 @@ func (h *HostFS) Edit(ctx context.Context, name string, fn EditFunc) error {
 	if !exists {
 		dir := path.Dir(real)
 		if err := mkdirInherit(m.root, dir); err != nil {
-			return HostError(name, err)
+			return sandbox.HostError(name, err)
 		}
 		if own, err = ownerOf(m.root, dir, 0o644); err != nil {
-			return HostError(name, err)
+			return sandbox.HostError(name, err)
 		}
 	}
-	return HostError(name, h.writeAtomic(m.root, real, data, own))
+	return sandbox.HostError(name, h.writeAtomic(m.root, real, data, own))
 }
-
-// EditMaxBytes is the largest file Edit reads: editing is read, change,
-// write whole, and a bigger file would cost that much memory.
-const EditMaxBytes = 64 << 20
-
-// ErrTooLarge: a file over EditMaxBytes.
-var ErrTooLarge = errors.New("file too large to edit (over 64 MiB)")
 
 // readForEdit opens the file once, without blocking (a FIFO swapped in
 // cannot hang the edit), checks on that descriptor that it is a regular
@@ -271,16 +265,16 @@ func readForEdit(root *os.Root, name string) (data []byte, own owner, exists boo
 	case err != nil:
 		return nil, owner{}, false, err
 	case fi.IsDir():
-		return nil, owner{}, false, ErrIsDir
+		return nil, owner{}, false, sandbox.ErrIsDir
 	case !fi.Mode().IsRegular():
-		return nil, owner{}, false, ErrNotRegular
-	case fi.Size() > EditMaxBytes:
-		return nil, owner{}, false, ErrTooLarge
+		return nil, owner{}, false, sandbox.ErrNotRegular
+	case fi.Size() > sandbox.EditMaxBytes:
+		return nil, owner{}, false, sandbox.ErrTooLarge
 	}
 	own = ownerFromInfo(fi, fi.Mode().Perm()|fi.Mode()&fs.ModeSticky) // never setuid/setgid
-	data, err = io.ReadAll(io.LimitReader(f, EditMaxBytes+1))
-	if err == nil && len(data) > EditMaxBytes {
-		err = ErrTooLarge
+	data, err = io.ReadAll(io.LimitReader(f, sandbox.EditMaxBytes+1))
+	if err == nil && len(data) > sandbox.EditMaxBytes {
+		err = sandbox.ErrTooLarge
 	}
 	return data, own, true, err
 }
@@ -329,7 +323,7 @@ func mkdirInherit(root *os.Root, dir string) error {
 	fi, err := root.Stat(dir)
 	if err == nil {
 		if !fi.IsDir() {
-			return ErrNotDir
+			return sandbox.ErrNotDir
 		}
 		return nil
 	}
@@ -352,7 +346,7 @@ func mkdirInherit(root *os.Root, dir string) error {
 
 // writeAtomic writes data to a new file beside name and renames it over
 // name: readers see the old content or the new, never a half-written file.
-func (h *HostFS) writeAtomic(root *os.Root, name string, data []byte, own owner) error {
+func (h *FS) writeAtomic(root *os.Root, name string, data []byte, own owner) error {
 	w, err := h.newAtomicWriter(root, name, own)
 	if err != nil {
 		return err
@@ -385,7 +379,7 @@ const (
 	tempSuffix = ".tmp"
 )
 
-func (h *HostFS) newAtomicWriter(root *os.Root, name string, own owner) (*atomicWriter, error) {
+func (h *FS) newAtomicWriter(root *os.Root, name string, own owner) (*atomicWriter, error) {
 	dir, err := root.OpenRoot(path.Dir(name))
 	if err != nil {
 		return nil, err
@@ -511,27 +505,27 @@ func isTempName(n string) bool {
 }
 
 // Create implements FS.Create.
-func (h *HostFS) Create(_ context.Context, name string) (io.WriteCloser, error) {
+func (h *FS) Create(_ context.Context, name string) (io.WriteCloser, error) {
 	m, rel, synth := h.lookup(name)
 	switch {
 	case synth || rel == ".":
-		return nil, &PathError{Path: name, Err: ErrIsDir}
+		return nil, &sandbox.PathError{Path: name, Err: sandbox.ErrIsDir}
 	case m == nil:
 		return nil, outside(name)
 	case m.ReadOnly:
-		return nil, &PathError{Path: name, Err: ErrReadOnly}
+		return nil, &sandbox.PathError{Path: name, Err: sandbox.ErrReadOnly}
 	}
 	dir := path.Dir(rel)
 	if err := mkdirInherit(m.root, dir); err != nil {
-		return nil, HostError(name, err)
+		return nil, sandbox.HostError(name, err)
 	}
 	own, err := ownerOf(m.root, dir, 0o644)
 	if err != nil {
-		return nil, HostError(name, err)
+		return nil, sandbox.HostError(name, err)
 	}
 	w, err := h.newAtomicWriter(m.root, rel, own)
 	if err != nil {
-		return nil, HostError(name, err)
+		return nil, sandbox.HostError(name, err)
 	}
 	return &pathWriter{w: w, name: name}, nil
 }
@@ -544,23 +538,23 @@ type pathWriter struct {
 
 func (p *pathWriter) Write(b []byte) (int, error) {
 	n, err := p.w.Write(b)
-	return n, HostError(p.name, err)
+	return n, sandbox.HostError(p.name, err)
 }
 
-func (p *pathWriter) Close() error { return HostError(p.name, p.w.Close()) }
+func (p *pathWriter) Close() error { return sandbox.HostError(p.name, p.w.Close()) }
 
 // Remove implements FS.Remove.
-func (h *HostFS) Remove(_ context.Context, name string) error {
+func (h *FS) Remove(_ context.Context, name string) error {
 	m, rel, synth := h.lookup(name)
 	switch {
 	case synth || rel == ".":
-		return &PathError{Path: name, Err: ErrIsDir}
+		return &sandbox.PathError{Path: name, Err: sandbox.ErrIsDir}
 	case m == nil:
 		return outside(name)
 	case m.ReadOnly:
-		return &PathError{Path: name, Err: ErrReadOnly}
+		return &sandbox.PathError{Path: name, Err: sandbox.ErrReadOnly}
 	}
-	return HostError(name, m.root.Remove(rel))
+	return sandbox.HostError(name, m.root.Remove(rel))
 }
 
 // canonicalDir is dir absolute with every symlink resolved, or dir as it
@@ -591,7 +585,7 @@ func resolveInRoot(root *os.Root, rel string) (string, error) {
 			continue
 		case "..":
 			if len(out) == 0 {
-				return "", ErrOutsideRoot
+				return "", sandbox.ErrOutsideRoot
 			}
 			out = out[:len(out)-1]
 			continue
@@ -622,7 +616,7 @@ func resolveInRoot(root *os.Root, rel string) (string, error) {
 			return "", err
 		}
 		if path.IsAbs(target) {
-			return "", ErrOutsideRoot
+			return "", sandbox.ErrOutsideRoot
 		}
 		todo = append(strings.Split(target, "/"), todo...)
 	}

@@ -1,6 +1,9 @@
-package sandbox
+package hostfs
 
 import (
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,7 +21,7 @@ func TestOpenBeneathIsUsedAndConfines(t *testing.T) {
 	os.Symlink("/etc", filepath.Join(dir, "abs"))
 	os.Symlink("../..", filepath.Join(dir, "sub", "up"))
 	os.Symlink("f.txt", filepath.Join(dir, "ok"))
-	h, err := OpenHostFS([]Mount{{Virtual: "/w", Host: dir}}, NewLocks())
+	h, err := Open([]sandbox.Mount{{Virtual: "/w", Host: dir}}, filelock.NewLocks())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,9 +30,9 @@ func TestOpenBeneathIsUsedAndConfines(t *testing.T) {
 		t.Skip("SKIPPED: openat2 unavailable on this kernel: os.Root serves every open")
 	}
 	for name, want := range map[string]error{
-		"abs/passwd":   ErrOutsideRoot,
-		"sub/up/etc":   ErrOutsideRoot,
-		"sub/../../x":  ErrOutsideRoot,
+		"abs/passwd":   sandbox.ErrOutsideRoot,
+		"sub/up/etc":   sandbox.ErrOutsideRoot,
+		"sub/../../x":  sandbox.ErrOutsideRoot,
 		"ok":           nil,
 		"sub/../f.txt": nil,
 	} {

@@ -1,6 +1,8 @@
-package sandbox
+package hostfs
 
 import (
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+
 	"errors"
 	"io"
 	"io/fs"
@@ -52,7 +54,7 @@ func openBeneath(dir *os.File, rel string, flags int) (fs.File, error) {
 			continue
 		}
 		if errors.Is(err, unix.EXDEV) {
-			return nil, ErrOutsideRoot
+			return nil, sandbox.ErrOutsideRoot
 		}
 		return nil, &os.PathError{Op: "openat2", Path: rel, Err: err}
 	}
@@ -71,7 +73,7 @@ func openBeneath(dir *os.File, rel string, flags int) (fs.File, error) {
 		return os.NewFile(uintptr(fd), "/proc/self/fd/"+strconv.Itoa(fd)), nil
 	}
 	unix.Close(fd)
-	return nil, ErrNotRegular
+	return nil, sandbox.ErrNotRegular
 }
 
 // hostFile is a regular file opened by openBeneath: reads go straight to
@@ -127,7 +129,7 @@ func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
 func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
 func (s *statInfo) Sys() any           { return &s.st }
 
-func (s *statInfo) Mode() fs.FileMode { return UnixMode(s.st.Mode) }
+func (s *statInfo) Mode() fs.FileMode { return sandbox.UnixMode(s.st.Mode) }
 
 // readDirBeneath is ReadDir through openBeneath. A directory opened in an
 // os.Root lstats every entry as it lists them (os.File.ReadDir cannot stat
@@ -136,12 +138,12 @@ func (s *statInfo) Mode() fs.FileMode { return UnixMode(s.st.Mode) }
 func readDirBeneath(m *hostMount, name, rel string) ([]fs.DirEntry, error) {
 	f, err := openBeneath(m.beneath, rel, unix.O_DIRECTORY)
 	if err != nil {
-		return nil, HostError(name, err)
+		return nil, sandbox.HostError(name, err)
 	}
 	defer f.Close()
 	entries, err := f.(*os.File).ReadDir(-1)
 	if err != nil {
-		return nil, HostError(name, err)
+		return nil, sandbox.HostError(name, err)
 	}
 	for i, e := range entries {
 		entries[i] = rootEntry{DirEntry: e, root: m.root, rel: path.Join(rel, e.Name())}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package sandbox
+package hostfs
 
 import (
 	"io/fs"
