@@ -15,11 +15,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // Sandbox is one thread's Pod-backed sandbox.
@@ -28,7 +28,9 @@ type Sandbox struct {
 	key    string // thread key
 	name   string // Pod name
 	mounts []sandbox.Mount
-	sh     atomic.Pointer[string] // the wrapper's shell, once known
+	// link is the channel to the Pod's supervisor, which runs bash (and,
+	// later, the file operations).
+	link *supervisor.Link
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // Labels and annotations on every object of ours.
@@ -50,6 +52,10 @@ type Config struct {
 	Context      string // kubeconfig context; default its current one
 	Namespace    string // default sandbox-mcp
 	Image        string // default sandbox-mcp-base:latest
+	// SupervisorImage has this server's binary at /sandbox-mcp (the
+	// server's own image): an init container copies it into every Pod,
+	// where it runs as the sandbox container's main process. Required.
+	SupervisorImage string
 	PodPrefix    string // default sandbox-mcp
 	Storage      Storage
 	Resources    Resources
@@ -103,6 +109,8 @@ type Provider struct {
 	env    []corev1.EnvVar
 	keep   string // names of the variables commands keep, space separated
 
+	wrapRelay func(io.Reader) io.Reader // tests: what the relay's stdout passes through
+
 	mu      sync.Mutex
 	threads threads.Table[*Sandbox] // acquired sandboxes
 	pods    map[string]*podUse      // Pods known running, by name
@@ -154,6 +162,9 @@ func setDefaults(cfg *Config) error {
 	}
 	if cfg.Image == "" {
 		cfg.Image = "sandbox-mcp-base:latest"
+	}
+	if cfg.SupervisorImage == "" {
+		return errors.New("kubernetes.supervisor_image: required: an image with this server's binary at /sandbox-mcp (the server's own image, sandbox-mcp:<version>)")
 	}
 	if cfg.PodPrefix == "" {
 		cfg.PodPrefix = "sandbox-mcp"
@@ -283,7 +294,7 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 // commandEnv is the sandbox container's environment — the scrubbed basics,
 // env_inherit from the server, kubernetes.environment — and the names a
 // command keeps (everything else the runtime adds, such as
-// KUBERNETES_SERVICE_HOST, is unset by the exec wrapper).
+// KUBERNETES_SERVICE_HOST, is unset by the supervisor: --keep-env).
 func commandEnv(cfg Config) ([]corev1.EnvVar, string) {
 	env := sandbox.CommandEnv(cfg.EnvInherit, cfg.Environment)
 	names := []string{"PATH"}
@@ -342,7 +353,9 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 			mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
 		}
 		mounts = append(mounts, p.cfg.Mounts...)
-		return &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts}, nil, nil
+		sb := &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts}
+		sb.link = supervisor.NewLink(sb.dial)
+		return sb, sb.link.Close, nil // the channel ends; the Pod stays warm
 	})
 }
 

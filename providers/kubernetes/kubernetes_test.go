@@ -679,3 +679,5 @@ func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
 		t.Fatalf("the other call: exit %d %q", res.ExitCode, out)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

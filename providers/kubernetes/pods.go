@@ -16,15 +16,30 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
-// keepAlive is the sandbox container's main process: it waits, reaps the
-// orphans reparented to it, and ends at once on SIGTERM. In pvc mode the
-// claim is mounted at /mnt/user-data and the thread's directories are made
-// here, as the Pod's user (fsGroup makes the claim writable for it).
-const keepAlive = `mkdir -p /mnt/user-data/workspace /mnt/user-data/uploads /mnt/user-data/outputs 2>/dev/null
-trap 'exit 0' TERM INT
-while :; do sleep 3600 & wait $!; done`
+// The supervisor in a sandbox Pod: an init container of
+// kubernetes.supervisor_image (this server's image) copies the binary into
+// an emptyDir, mounted read-only at supervisor.BinaryDir in the sandbox
+// container, whose main process it is; it listens on a socket in a second,
+// writable emptyDir. The sandbox's image needs nothing of ours.
+const (
+	supervisorBin  = supervisor.BinaryDir + "/sandbox-mcp"
+	supervisorRun  = "/.sandbox-mcp-run"
+	supervisorSock = supervisorRun + "/sock"
+)
+
+// supervisorArgs is the sandbox container's command: the supervisor, which
+// first makes the thread's directories (in pvc mode the claim is mounted at
+// /mnt/user-data, writable for the Pod's user through fsGroup) and keeps
+// only the variables commands may see (the runtime adds
+// KUBERNETES_SERVICE_HOST and others).
+func (p *Provider) supervisorArgs() []string {
+	return []string{supervisorBin, "supervise", "--listen", supervisorSock,
+		"--mkdir", sandbox.WorkspaceDir, "--mkdir", sandbox.UploadsDir, "--mkdir", sandbox.OutputsDir,
+		"--keep-env", p.keep}
+}
 
 // ensure makes sure the sandbox's Pod runs and marks it busy until done is
 // called. Concurrent first uses in this replica wait for one creator;
@@ -256,6 +271,10 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID) 
 			if running(pod) {
 				return pod.UID, nil
 			}
+			if why := initFailed(pod); why != "" {
+				p.deletePod(context.WithoutCancel(ctx), name, uid)
+				return "", fmt.Errorf("kubernetes provider: Pod %s cannot start its supervisor (kubernetes.supervisor_image %s): %s", name, p.cfg.SupervisorImage, oneLine(why))
+			}
 			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 				return "", errRestart
 			}
@@ -293,6 +312,20 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID) 
 		case <-time.After(wait):
 		}
 	}
+}
+
+// initFailed says why the Pod's init container (the supervisor's install)
+// failed for good, or "".
+func initFailed(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("install exited %d: %s %s", t.ExitCode, t.Reason, t.Message)
+		}
+		if w := cs.State.Waiting; w != nil && stuck[w.Reason] {
+			return w.Reason + ": " + w.Message
+		}
+	}
+	return ""
 }
 
 // waitGone waits until the Pod with uid is no longer in the API.
@@ -351,8 +384,16 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 		}
 		requests[name] = r
 	}
-	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	mounts := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
+	volumes := []corev1.Volume{
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "supervisor", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "supervisor-run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: "tmp", MountPath: "/tmp"},
+		{Name: "supervisor", MountPath: supervisor.BinaryDir, ReadOnly: true},
+		{Name: "supervisor-run", MountPath: supervisorRun},
+	}
 	switch p.cfg.Storage.Mode {
 	case StorageHostPath:
 		dir := corev1.HostPathDirectory
@@ -369,6 +410,14 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 		name := fmt.Sprintf("mount-%d", i)
 		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.Host, Type: &dir}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: m.Virtual, ReadOnly: m.ReadOnly})
+	}
+	hardened := func(readOnlyRoot bool) *corev1.SecurityContext {
+		return &corev1.SecurityContext{
+			AllowPrivilegeEscalation: &no,
+			Privileged:               &no,
+			ReadOnlyRootFilesystem:   &readOnlyRoot,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
 	}
 	var runtimeClass *string
 	if p.cfg.RuntimeClass != "" {
@@ -389,7 +438,9 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: &grace,
-			RestartPolicy:                 corev1.RestartPolicyAlways,
+			// A Pod whose supervisor ended is done: the next call makes
+			// a new one (the thread's files stay).
+			RestartPolicy: corev1.RestartPolicyNever,
 			RuntimeClassName:              runtimeClass,
 			NodeSelector:                  p.cfg.NodeSelector,
 			SecurityContext: &corev1.PodSecurityContext{
@@ -400,27 +451,29 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Volumes: volumes,
+			InitContainers: []corev1.Container{{
+				Name:            "install-supervisor",
+				Image:           p.cfg.SupervisorImage,
+				ImagePullPolicy: corev1.PullPolicy(p.cfg.ImagePullPolicy),
+				Command:         []string{"/sandbox-mcp", "supervise", "--install", supervisorBin},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "supervisor", MountPath: supervisor.BinaryDir}},
+				Resources:       corev1.ResourceRequirements{Limits: p.limits, Requests: requests},
+				SecurityContext: hardened(true),
+			}},
 			Containers: []corev1.Container{{
 				Name:            containerName,
 				Image:           p.cfg.Image,
 				ImagePullPolicy: corev1.PullPolicy(p.cfg.ImagePullPolicy),
-				Command:         []string{"sh", "-c", keepAlive},
+				Command:         p.supervisorArgs(),
 				WorkingDir:      sandbox.WorkspaceDir,
 				Env:             p.env,
 				VolumeMounts:    mounts,
 				Resources:       corev1.ResourceRequirements{Limits: p.limits, Requests: requests},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: &no,
-					Privileged:               &no,
-					ReadOnlyRootFilesystem:   ptr(!p.cfg.WritableRootFS),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
+				SecurityContext: hardened(!p.cfg.WritableRootFS),
 			}},
 		},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // claimName is the thread's PersistentVolumeClaim: <pod name>-data.
 func claimName(pod string) string { return pod + "-data" }
