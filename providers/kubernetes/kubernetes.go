@@ -163,9 +163,6 @@ func setDefaults(cfg *Config) error {
 	if cfg.Image == "" {
 		cfg.Image = "sandbox-mcp-base:latest"
 	}
-	if cfg.SupervisorImage == "" {
-		return errors.New("kubernetes.supervisor_image: required: an image with this server's binary at /sandbox-mcp (the server's own image, sandbox-mcp:<version>)")
-	}
 	if cfg.PodPrefix == "" {
 		cfg.PodPrefix = "sandbox-mcp"
 	}
@@ -281,6 +278,11 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 	defer cancel()
 	if _, err := cs.CoreV1().Pods(cfg.Namespace).List(pctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return nil, fmt.Errorf("kubernetes provider: namespace %s: %w", cfg.Namespace, apiError(err))
+	}
+	// Checked once the cluster answers, so that a missing cluster is said
+	// first (doctor).
+	if cfg.SupervisorImage == "" {
+		return nil, errors.New("kubernetes.supervisor_image: required: an image with this server's binary at /sandbox-mcp (the server's own image, sandbox-mcp:<version>)")
 	}
 	if cfg.NetworkPolicy {
 		if err := p.ensureNetworkPolicy(pctx); err != nil {
