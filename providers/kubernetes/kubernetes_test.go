@@ -34,7 +34,9 @@ import (
 // they fail. SANDBOX_MCP_K8S_IMAGE picks the sandbox image (default the
 // local test cluster's busybox; docker.io/library/sandbox-mcp-base:latest
 // once loaded with local-k8s.sh load), SANDBOX_MCP_K8S_PULL its pull
-// policy. Pods use host_path storage under a temporary directory, so the
+// policy, SANDBOX_MCP_K8S_SUPERVISOR_IMAGE the server image the cluster
+// has (deploy/kubernetes/build-image.sh, loaded; the supervisor comes from
+// it). Pods use host_path storage under a temporary directory, so the
 // node must be this machine (a single-node cluster such as local-k8s.sh).
 
 var cluster struct {
@@ -56,6 +58,9 @@ func requireCluster(t *testing.T) {
 	}
 	if os.Getenv("KUBECONFIG") == "" {
 		fail("no cluster: set KUBECONFIG")
+	}
+	if os.Getenv("SANDBOX_MCP_K8S_SUPERVISOR_IMAGE") == "" {
+		fail("no supervisor image: set SANDBOX_MCP_K8S_SUPERVISOR_IMAGE (deploy/kubernetes/build-image.sh, loaded into the cluster)")
 	}
 	cluster.once.Do(func() {
 		rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
@@ -138,6 +143,7 @@ func newConfig(t *testing.T) Config {
 		Kubeconfig:      os.Getenv("KUBECONFIG"),
 		Namespace:       cluster.ns,
 		Image:           img,
+		SupervisorImage: os.Getenv("SANDBOX_MCP_K8S_SUPERVISOR_IMAGE"),
 		ImagePullPolicy: pull,
 		PodPrefix:       "t-" + randomHex(4),
 		Storage:         Storage{Mode: StorageHostPath, HostPath: t.TempDir()},

@@ -1,0 +1,202 @@
+package kubernetes
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+)
+
+// TestSupervisorKilledMidCall: the Pod's supervisor dies while a call
+// runs (SIGKILL from the node when this machine is the node, else SIGTERM
+// from inside); the call ends at once with an error or a killed exit, never
+// its command's own end, and the next call works in a new Pod with the
+// thread's files.
+func TestSupervisorKilledMidCall(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	p := newProviderT(t, cfg)
+	sb := acquire(t, p, "sup-kill-"+randomHex(4))
+	execOut(t, sb, "echo kept > kept.txt")
+	type result struct {
+		out string
+		res sandbox.ExecResult
+		err error
+	}
+	ended := make(chan result, 1)
+	go func() {
+		var out bytes.Buffer
+		res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "touch started; sleep 60; echo never", Timeout: 2 * time.Minute, Output: &out})
+		ended <- result{out.String(), res, err}
+	}()
+	waitFor(t, 30*time.Second, "the call to start", func() bool {
+		_, err := sb.FS().Stat(t.Context(), sandbox.WorkspaceDir+"/started")
+		return err == nil
+	})
+	pod, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(t.Context(), sb.PodName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if pid := nodePID(pod.UID); pid > 0 {
+		t.Logf("SIGKILL to the supervisor, pid %d on the node", pid)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		t.Logf("the supervisor is not on this machine: SIGTERM from inside the Pod")
+		if err := p.stream(t.Context(), sb.PodName(), []string{"sh", "-c", "kill -TERM 1"}, nil, io.Discard, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case r := <-ended:
+		t.Logf("the call: %+v %v after %v", r.res, r.err, time.Since(start).Round(time.Millisecond))
+		if r.err == nil && r.res.ExitCode == 0 || strings.Contains(r.out, "never") {
+			t.Fatalf("the call ended as if nothing happened: %q %+v", r.out, r.res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not end when its supervisor died")
+	}
+	start = time.Now()
+	if out, res := execOut(t, sb, "cat kept.txt"); out != "kept\n" || res.ExitCode != 0 {
+		t.Fatalf("the next call: %q %+v", out, res)
+	}
+	t.Logf("the next call, in a new Pod: %v", time.Since(start).Round(time.Millisecond))
+	if pods := (&fixture{p: p, cfg: cfg}).pods(t); len(pods) != 1 || pods[0].UID == pod.UID {
+		t.Fatalf("pods after: %d, the old one's uid %s", len(pods), pod.UID)
+	}
+}
+
+// nodePID is the node pid of the supervisor of the Pod with uid when the
+// node is this machine (a local single-node cluster), else 0: the process
+// whose command is the supervisor's, in the Pod's cgroup.
+func nodePID(uid types.UID) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	want := []string{"pod" + string(uid), "pod" + strings.ReplaceAll(string(uid), "-", "_")}
+	for _, d := range procs {
+		cmd, err := os.ReadFile(d + "/cmdline")
+		if err != nil || !bytes.Contains(cmd, []byte("supervise\x00--listen\x00"+supervisorSock)) {
+			continue
+		}
+		cg, _ := os.ReadFile(d + "/cgroup")
+		for _, w := range want {
+			if bytes.Contains(cg, []byte(w)) {
+				pid, _ := strconv.Atoi(filepath.Base(d))
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// flipper flips one bit of what passes at offset at.
+type flipper struct {
+	r       io.Reader
+	n, at   int
+	flipped bool
+}
+
+func (f *flipper) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if !f.flipped && f.n+n > f.at {
+		p[f.at-f.n] ^= 0x10
+		f.flipped = true
+	}
+	f.n += n
+	return n, err
+}
+
+// TestCorruptedChannel: a bit flipped on the relay's stream is caught (the
+// frame's checksum); the call in flight fails cleanly, and the next call
+// opens a new channel and works.
+func TestCorruptedChannel(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	p := newProviderT(t, cfg)
+	var dials atomic.Int32
+	p.wrapRelay = func(r io.Reader) io.Reader {
+		if dials.Add(1) == 1 {
+			return &flipper{r: r, at: 100_000}
+		}
+		return r
+	}
+	sb := acquire(t, p, "corrupt-"+randomHex(4))
+	var out bytes.Buffer
+	_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "head -c 300000 /dev/zero | tr '\\0' a", Timeout: time.Minute, Output: &out})
+	var ce *supervisor.ChannelError
+	if !errors.As(err, &ce) || !errors.Is(err, supervisor.ErrProtocol) {
+		t.Fatalf("the corrupted call: err %v (%d bytes of output)", err, out.Len())
+	}
+	t.Logf("the corrupted call: %v", err)
+	if bytes.ContainsFunc(out.Bytes(), func(r rune) bool { return r != 'a' }) {
+		t.Fatal("corrupted output reached the caller")
+	}
+	if o, res := execOut(t, sb, "head -c 300000 /dev/zero | tr '\\0' a | wc -c"); strings.TrimSpace(o) != "300000" || res.ExitCode != 0 {
+		t.Fatalf("the next call: %q %+v", o, res)
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d channels opened, want 2", n)
+	}
+}
+
+// TestConcurrentCallsOneChannel: 40 bash calls at once on one Pod share one
+// relay exec (one channel), each with its own output and exit code.
+func TestConcurrentCallsOneChannel(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	p := newProviderT(t, cfg)
+	sb := acquire(t, p, "many-"+randomHex(4))
+	execOut(t, sb, "true")
+	const n = 40
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out bytes.Buffer
+			res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: fmt.Sprintf("sleep 1; echo call-%d; exit %d", i, i%7), Timeout: time.Minute, Output: &out})
+			if err != nil || res.ExitCode != i%7 || out.String() != fmt.Sprintf("call-%d\n", i) {
+				t.Errorf("call %d: %q %+v %v", i, out.String(), res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d calls of 1 s at once: %v", n, time.Since(start).Round(time.Millisecond))
+	out, _ := execOut(t, sb, `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f"; echo; done 2>/dev/null | grep -c 'supervise --connect'`)
+	if strings.TrimSpace(out) != "1" {
+		t.Fatalf("relay execs in the Pod: %q, want 1", out)
+	}
+}
+
+// TestBadSupervisorImage: a supervisor image the cluster cannot run is
+// said in one line naming kubernetes.supervisor_image; the Pod is deleted.
+func TestBadSupervisorImage(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	cfg.SupervisorImage = "local.test/no-such-supervisor:1"
+	cfg.ImagePullPolicy = "Never"
+	p := newProviderT(t, cfg)
+	sb := acquire(t, p, "bad-sup-"+randomHex(4))
+	_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "kubernetes.supervisor_image local.test/no-such-supervisor:1") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err %v", err)
+	}
+	waitFor(t, 30*time.Second, "the Pod to go", func() bool { return len((&fixture{p: p, cfg: cfg}).pods(t)) == 0 })
+}
