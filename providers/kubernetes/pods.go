@@ -440,9 +440,9 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 			TerminationGracePeriodSeconds: &grace,
 			// A Pod whose supervisor ended is done: the next call makes
 			// a new one (the thread's files stay).
-			RestartPolicy: corev1.RestartPolicyNever,
-			RuntimeClassName:              runtimeClass,
-			NodeSelector:                  p.cfg.NodeSelector,
+			RestartPolicy:    corev1.RestartPolicyNever,
+			RuntimeClassName: runtimeClass,
+			NodeSelector:     p.cfg.NodeSelector,
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:   &yes,
 				RunAsUser:      &uid,
