@@ -48,28 +48,25 @@ const (
 
 // Config configures the provider; zero values take the defaults of SPEC §14.
 type Config struct {
-	Kubeconfig string // default: in-cluster, else $KUBECONFIG, else ~/.kube/config
-	Context    string // kubeconfig context; default its current one
-	Namespace  string // default sandbox-mcp
-	Image      string // default sandbox-mcp-base:latest
-	// SupervisorImage has this server's binary at /sandbox-mcp (the
-	// server's own image): an init container copies it into every Pod,
-	// where it runs as the sandbox container's main process. Required.
-	SupervisorImage string
-	PodPrefix       string // default sandbox-mcp
-	Storage         Storage
-	Resources       Resources
-	RuntimeClass    string            // e.g. gvisor, kata; default the cluster's
-	NodeSelector    map[string]string // where sandbox Pods may run
-	IdleTimeout     time.Duration     // unused this long, a Pod is deleted; default 600 s, <0 never
-	Replicas        int               // most Pods running at once; default 3, <0 no cap
+	Kubeconfig   string // default: in-cluster, else $KUBECONFIG, else ~/.kube/config
+	Context      string // kubeconfig context; default its current one
+	Namespace    string // default sandbox-mcp
+	Image        string // default sandbox-mcp-base:latest
+	PodPrefix    string // default sandbox-mcp
+	Storage      Storage
+	Resources    Resources
+	RuntimeClass string            // e.g. gvisor, kata; default the cluster's
+	NodeSelector map[string]string // where sandbox Pods may run
+	IdleTimeout  time.Duration     // unused this long, a Pod is deleted; default 600 s, <0 never
+	Replicas     int               // most Pods running at once; default 3, <0 no cap
 	// NetworkPolicy: a NetworkPolicy denies the sandbox Pods all ingress
 	// and egress (enforced where the network plugin enforces policies).
 	NetworkPolicy bool
 	Environment   map[string]string // added to every command's environment
 
 	// Beyond §14.
-	ImagePullPolicy string        // Always, IfNotPresent (default) or Never
+	SupervisorImage string        // required: this server's image (the binary at /sandbox-mcp), copied into every Pod by an init container
+	ImagePullPolicy string        // Always, IfNotPresent (default) or Never; the supervisor image's too
 	User            int64         // the Pods' uid and gid; default 1000; never 0
 	WritableRootFS  bool          // default: read-only root file system, /tmp an emptyDir
 	StartTimeout    time.Duration // Pod create -> Running; default 3 min
