@@ -289,6 +289,25 @@ func TestPodShape(t *testing.T) {
 		c.Resources.Limits.Memory().String() != "256Mi", c.Resources.Limits.Cpu().String() != "500m":
 		t.Errorf("pod spec not hardened: %+v / %+v", spec.SecurityContext, c)
 	}
+	// The supervisor's init container is as hardened; its binary is
+	// read-only for commands.
+	if len(spec.InitContainers) != 1 {
+		t.Fatalf("%d init containers", len(spec.InitContainers))
+	}
+	ic := spec.InitContainers[0]
+	switch sc := ic.SecurityContext; {
+	case ic.Image != cfg.SupervisorImage,
+		sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation,
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem,
+		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
+		t.Errorf("init container not hardened: %+v", ic)
+	}
+	if spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("restartPolicy %s", spec.RestartPolicy)
+	}
+	if out, _ := execOut(t, sb, "touch /.sandbox-mcp/x 2>/dev/null && echo writable; cat /proc/1/cmdline | tr '\\0' ' '"); !strings.HasPrefix(out, "/.sandbox-mcp/sandbox-mcp supervise --listen") {
+		t.Errorf("supervisor dir writable, or PID 1 not the supervisor: %q", out)
+	}
 	// host_path layout: the thread's files on the node.
 	writeFile(t, sb, sandbox.WorkspaceDir+"/on-node.txt", []byte("x"))
 	if b, err := os.ReadFile(filepath.Join(cfg.Storage.HostPath, "threads", thread, "user-data", "workspace", "on-node.txt")); err != nil || string(b) != "x" {
