@@ -143,7 +143,7 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		case errors.Is(err, errNoSupervisor):
 			s.p.dropPod(s.name)
 			continue
-		case s.p.gone(s.name):
+		case s.p.goneSoon(s.name):
 			s.p.forget(s.name)
 			continue
 		}

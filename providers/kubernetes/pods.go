@@ -145,16 +145,36 @@ func (p *Provider) forget(name string) {
 // gone reports whether the sandbox's Pod is no longer there to exec into:
 // deleted, deleting, or not running.
 func (p *Provider) gone(name string) bool {
+	gone, _ := p.podGone(name)
+	return gone
+}
+
+// goneSoon is gone, giving the Pod's status a few seconds to catch up with
+// a container that just ended (an exec into it already fails; the kubelet
+// reports it within a second or two) while the API answers.
+func (p *Provider) goneSoon(name string) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		gone, answered := p.podGone(name)
+		if gone || !answered || time.Now().After(deadline) {
+			return gone
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// podGone is gone, and whether the API answered.
+func (p *Provider) podGone(name string) (gone, answered bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pod, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return true
+		return true, true
 	}
 	if err != nil {
-		return false
+		return false, false
 	}
-	return pod.DeletionTimestamp != nil || !running(pod)
+	return pod.DeletionTimestamp != nil || !running(pod), true
 }
 
 func running(pod *corev1.Pod) bool {

@@ -161,6 +161,8 @@ func TestConcurrentCallsOneChannel(t *testing.T) {
 	t.Parallel()
 	cfg := newConfig(t)
 	p := newProviderT(t, cfg)
+	var dials atomic.Int32
+	p.wrapRelay = func(r io.Reader) io.Reader { dials.Add(1); return r }
 	sb := acquire(t, p, "many-"+randomHex(4))
 	execOut(t, sb, "true")
 	const n = 40
@@ -179,7 +181,10 @@ func TestConcurrentCallsOneChannel(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d calls of 1 s at once: %v", n, time.Since(start).Round(time.Millisecond))
-	out, _ := execOut(t, sb, `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f"; echo; done 2>/dev/null | grep -c 'supervise --connect'`)
+	out, _ := execOut(t, sb, `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f"; echo; done 2>/dev/null | grep -c '^/.sandbox-mcp/sandbox-mcp supervise --connect'`)
+	if n := dials.Load(); n != 1 {
+		t.Errorf("%d channels dialed, want 1", n)
+	}
 	if strings.TrimSpace(out) != "1" {
 		t.Fatalf("relay execs in the Pod: %q, want 1", out)
 	}
