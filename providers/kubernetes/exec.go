@@ -166,11 +166,17 @@ func (s *Sandbox) connect(ctx context.Context) (*supervisor.Conn, error) {
 	ended := make(chan error, 1)
 	go func() {
 		err := s.p.stream(sctx, s.name, []string{supervisorBin, "supervise", "--connect", supervisorSock}, inR, outW, &limitWriter{w: &stderr, n: 1 << 10})
-		if err == nil {
-			err = io.EOF
+		why := err // what the channel's calls are told
+		switch code, ok := exitCode(err); {
+		case err == nil:
+			why = io.EOF
+		case ok:
+			why = fmt.Errorf("the supervisor's relay in Pod %s ended (exit %d: %s)", s.name, code, oneLine(stderr.String()))
+		case !errors.Is(err, context.Canceled):
+			why = apiError(err)
 		}
-		outW.CloseWithError(err)
-		inR.CloseWithError(err)
+		outW.CloseWithError(why)
+		inR.CloseWithError(why)
 		ended <- err
 	}()
 	var r io.Reader = outR
