@@ -2,8 +2,10 @@ package kubernetes
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -214,4 +216,61 @@ func TestBadSupervisorImage(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	waitFor(t, 30*time.Second, "the Pod to go", func() bool { return len((&fixture{p: p, cfg: cfg}).pods(t)) == 0 })
+}
+
+// oldHello replaces the supervisor's hello frame with one of another
+// protocol version, as an old supervisor image would say it (frame.go's
+// layout: "SM", kind, 0, stream, seq, length, payload, CRC-32C).
+type oldHello struct {
+	r    io.Reader
+	head []byte // the forged frame, then r
+	done bool
+}
+
+func (o *oldHello) Read(p []byte) (int, error) {
+	if !o.done {
+		o.done = true
+		h := make([]byte, 16)
+		if _, err := io.ReadFull(o.r, h); err != nil {
+			return 0, err
+		}
+		if _, err := io.CopyN(io.Discard, o.r, int64(binary.BigEndian.Uint32(h[12:]))+4); err != nil {
+			return 0, err
+		}
+		payload := []byte(`{"protocol":999,"shell":"/bin/sh","pid":1}`)
+		f := append([]byte{'S', 'M', 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, binary.BigEndian.AppendUint32(nil, uint32(len(payload)))...)
+		f = append(f, payload...)
+		o.head = binary.BigEndian.AppendUint32(f, crc32.Checksum(f, crc32.MakeTable(crc32.Castagnoli)))
+	}
+	if len(o.head) > 0 {
+		n := copy(p, o.head)
+		o.head = o.head[n:]
+		return n, nil
+	}
+	return o.r.Read(p)
+}
+
+// TestSupervisorOfAnotherVersion: a Pod whose supervisor speaks another
+// protocol is made again once (a changed supervisor_image takes effect);
+// when the new one does too, the call says so naming
+// kubernetes.supervisor_image.
+func TestSupervisorOfAnotherVersion(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	p := newProviderT(t, cfg)
+	var dials atomic.Int32
+	p.wrapRelay = func(r io.Reader) io.Reader { dials.Add(1); return &oldHello{r: r} }
+	sb := acquire(t, p, "old-sup-"+randomHex(4))
+	_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "kubernetes.supervisor_image "+cfg.SupervisorImage) || !strings.Contains(err.Error(), "protocol 999") {
+		t.Fatalf("err %v", err)
+	}
+	t.Logf("the call: %v", err)
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d dials, want 2 (the Pod made again once)", n)
+	}
+	p.wrapRelay = nil
+	if out, res := execOut(t, sb, "echo ok"); out != "ok\n" || res.ExitCode != 0 {
+		t.Fatalf("with a supervisor of this version: %q %+v", out, res)
+	}
 }
