@@ -28,6 +28,8 @@ const (
 	supervisorBin  = supervisor.BinaryDir + "/sandbox-mcp"
 	supervisorRun  = "/.sandbox-mcp-run"
 	supervisorSock = supervisorRun + "/sock"
+
+	initContainerName = "install-supervisor"
 )
 
 // supervisorArgs is the sandbox container's command: the supervisor, which
@@ -205,7 +207,11 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 			if err := p.mine(pod.ObjectMeta, "Pod", sb); err != nil {
 				return "", err
 			}
-			if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+			old := !hasSupervisor(pod)
+			if old && pod.DeletionTimestamp == nil {
+				p.log.Info("kubernetes provider: Pod made by an older server, without the supervisor: making it again (the files stay)", "pod", sb.name)
+			}
+			if old || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 				if pod.DeletionTimestamp == nil {
 					p.deletePod(ctx, sb.name, pod.UID)
 				}
@@ -332,6 +338,17 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID) 
 		case <-time.After(wait):
 		}
 	}
+}
+
+// hasSupervisor reports whether the Pod runs the supervisor (made by this
+// version of the server: podSpec), not a Pod of an older one.
+func hasSupervisor(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == initContainerName {
+			return true
+		}
+	}
+	return false
 }
 
 // initFailed says why the Pod's init container (the supervisor's install)
@@ -472,7 +489,7 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 			},
 			Volumes: volumes,
 			InitContainers: []corev1.Container{{
-				Name:            "install-supervisor",
+				Name:            initContainerName,
 				Image:           p.cfg.SupervisorImage,
 				ImagePullPolicy: corev1.PullPolicy(p.cfg.ImagePullPolicy),
 				Command:         []string{"/sandbox-mcp", "supervise", "--install", supervisorBin},

@@ -274,3 +274,26 @@ func TestSupervisorOfAnotherVersion(t *testing.T) {
 		t.Fatalf("with a supervisor of this version: %q %+v", out, res)
 	}
 }
+
+// TestPodOfAnOlderServerIsReplaced: a thread's Pod made by a server before
+// the supervisor (no init container, a sleep loop as its main process) is
+// made again on the next call; the thread's files stay.
+func TestPodOfAnOlderServerIsReplaced(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	p := newProviderT(t, cfg)
+	sb := acquire(t, p, "older-"+randomHex(4))
+	old := p.podSpec(sb)
+	old.Spec.InitContainers = nil
+	old.Spec.Containers[0].Command = []string{"sh", "-c", "while :; do sleep 3600 & wait $!; done"}
+	created, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Create(t.Context(), old, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, res := execOut(t, sb, "cat /proc/1/cmdline | tr '\\0' ' '"); !strings.HasPrefix(out, supervisorBin+" supervise --listen") || res.ExitCode != 0 {
+		t.Fatalf("PID 1: %q %+v", out, res)
+	}
+	if pods := (&fixture{p: p, cfg: cfg}).pods(t); len(pods) != 1 || pods[0].UID == created.UID {
+		t.Fatalf("the older Pod was not replaced: %d pods", len(pods))
+	}
+}
