@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
@@ -138,20 +139,43 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		if err == nil || ctx.Err() != nil {
 			return c, err
 		}
+		gone := !errors.Is(err, errNoSupervisor) && s.p.goneSoon(s.name)
 		switch {
 		case attempt > 0:
 		case errors.Is(err, errNoSupervisor):
 			s.p.dropPod(s.name)
 			continue
-		case s.p.goneSoon(s.name):
+		case gone:
 			s.p.forget(s.name)
 			continue
+		}
+		if why := s.p.supervisorEnded(s.name); gone && why != "" {
+			// Made again, and it ended again: it cannot start.
+			s.p.dropPod(s.name)
+			return nil, fmt.Errorf("kubernetes provider: Pod %s: its supervisor ended as it started (%s); image %s, kubernetes.supervisor_image %s", s.name, why, s.p.cfg.Image, s.p.cfg.SupervisorImage)
 		}
 		if errors.Is(err, supervisor.ErrVersion) || errors.Is(err, errNoSupervisor) {
 			return nil, fmt.Errorf("kubernetes provider: Pod %s: %v (kubernetes.supervisor_image %s: want the image of this server's version)", s.name, err, s.p.cfg.SupervisorImage)
 		}
 		return nil, err
 	}
+}
+
+// supervisorEnded says how the Pod's sandbox container (its supervisor)
+// ended, or "" when it did not (or the Pod is not there).
+func (p *Provider) supervisorEnded(name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pod, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == containerName && t != nil {
+			return oneLine(ended(pod))
+		}
+	}
+	return ""
 }
 
 // connect opens the relay's exec in the Pod and says hello over it: the

@@ -107,6 +107,7 @@ type Provider struct {
 	keep   string // names of the variables commands keep, space separated
 
 	wrapRelay func(io.Reader) io.Reader // tests: what the relay's stdout passes through
+	mutatePod func(*corev1.Pod)         // tests: a change to every Pod made
 
 	mu      sync.Mutex
 	threads threads.Table[*Sandbox] // acquired sandboxes

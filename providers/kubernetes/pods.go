@@ -220,7 +220,7 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 				}
 				continue
 			}
-			uid, err := p.waitRunning(ctx, sb.name, pod.UID)
+			uid, err := p.waitRunning(ctx, sb.name, pod.UID, false)
 			if errors.Is(err, errRestart) {
 				continue
 			}
@@ -233,7 +233,11 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 				return "", err
 			}
 		}
-		created, err := pods.Create(ctx, p.podSpec(sb), metav1.CreateOptions{})
+		spec := p.podSpec(sb)
+		if p.mutatePod != nil {
+			p.mutatePod(spec)
+		}
+		created, err := pods.Create(ctx, spec, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			continue // another replica made it: use that one
 		}
@@ -241,7 +245,7 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 			return "", apiError(err)
 		}
 		p.log.Info("kubernetes provider: Pod created", "pod", sb.name, "namespace", p.cfg.Namespace)
-		uid, err := p.waitRunning(ctx, sb.name, created.UID)
+		uid, err := p.waitRunning(ctx, sb.name, created.UID, true)
 		if errors.Is(err, errRestart) {
 			continue
 		}
@@ -278,8 +282,10 @@ var stuck = map[string]bool{
 // waitRunning polls the Pod until its sandbox container runs. A Pod stuck
 // for good (no image, a spec the runtime refuses) is deleted, so that a
 // fixed configuration takes effect on the next call, and its reason
-// returned.
-func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID) (types.UID, error) {
+// returned. So is a Pod just made (fresh) that ended before it ran (its
+// supervisor could not start: the image's architecture, say); one found
+// ended is made again.
+func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID, fresh bool) (types.UID, error) {
 	pods := p.cs.CoreV1().Pods(p.cfg.Namespace)
 	start := time.Now()
 	last := "Pending"
@@ -302,7 +308,11 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID) 
 				return "", fmt.Errorf("kubernetes provider: Pod %s cannot start its supervisor (kubernetes.supervisor_image %s): %s", name, p.cfg.SupervisorImage, oneLine(why))
 			}
 			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
-				return "", errRestart
+				if !fresh {
+					return "", errRestart
+				}
+				p.deletePod(context.WithoutCancel(ctx), name, uid)
+				return "", fmt.Errorf("kubernetes provider: Pod %s ended as it started (image %s, its supervisor from kubernetes.supervisor_image %s): %s", name, p.cfg.Image, p.cfg.SupervisorImage, oneLine(ended(pod)))
 			}
 			last = string(pod.Status.Phase)
 			for _, c := range pod.Status.Conditions {
@@ -338,6 +348,16 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID) 
 		case <-time.After(wait):
 		}
 	}
+}
+
+// ended says how the Pod's sandbox container ended.
+func ended(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == containerName && t != nil {
+			return fmt.Sprintf("exit %d %s %s", t.ExitCode, t.Reason, t.Message)
+		}
+	}
+	return string(pod.Status.Phase) + " " + pod.Status.Reason + " " + pod.Status.Message
 }
 
 // hasSupervisor reports whether the Pod runs the supervisor (made by this

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -296,4 +297,23 @@ func TestPodOfAnOlderServerIsReplaced(t *testing.T) {
 	if pods := (&fixture{p: p, cfg: cfg}).pods(t); len(pods) != 1 || pods[0].UID == created.UID {
 		t.Fatalf("the older Pod was not replaced: %d pods", len(pods))
 	}
+}
+
+// TestSupervisorThatCannotStart: a Pod whose supervisor ends as it starts
+// is not made again and again: the call says how it ended, and the Pod
+// goes.
+func TestSupervisorThatCannotStart(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	p := newProviderT(t, cfg)
+	p.mutatePod = func(pod *corev1.Pod) {
+		pod.Spec.Containers[0].Command = []string{supervisorBin, "supervise", "--no-such-flag", "x"}
+	}
+	sb := acquire(t, p, "no-start-"+randomHex(4))
+	_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "ended as it started") || !strings.Contains(err.Error(), "exit 2") || !strings.Contains(err.Error(), "kubernetes.supervisor_image") {
+		t.Fatalf("err %v", err)
+	}
+	t.Logf("the call: %v", err)
+	waitFor(t, 30*time.Second, "the Pod to go", func() bool { return len((&fixture{p: p, cfg: cfg}).pods(t)) == 0 })
 }
