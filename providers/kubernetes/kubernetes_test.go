@@ -47,7 +47,7 @@ var cluster struct {
 	ns   string
 }
 
-func requireCluster(t *testing.T) {
+func requireCluster(t testing.TB) {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -132,7 +132,7 @@ func randomHex(n int) string {
 
 // newConfig is a host_path configuration in the test namespace with a
 // prefix of its own and a skills dir holding skill.md.
-func newConfig(t *testing.T) Config {
+func newConfig(t testing.TB) Config {
 	t.Helper()
 	requireCluster(t)
 	skills := t.TempDir()
@@ -154,7 +154,7 @@ func newConfig(t *testing.T) Config {
 	}
 }
 
-func newProviderT(t *testing.T, cfg Config) *Provider {
+func newProviderT(t testing.TB, cfg Config) *Provider {
 	t.Helper()
 	p, err := New(t.Context(), cfg)
 	if err != nil {
@@ -171,7 +171,7 @@ func newProviderT(t *testing.T, cfg Config) *Provider {
 	return p
 }
 
-func acquire(t *testing.T, p *Provider, thread string) *Sandbox {
+func acquire(t testing.TB, p *Provider, thread string) *Sandbox {
 	t.Helper()
 	sb, err := p.Acquire(t.Context(), thread)
 	if err != nil {
@@ -181,7 +181,7 @@ func acquire(t *testing.T, p *Provider, thread string) *Sandbox {
 	return sb.(*Sandbox)
 }
 
-func execOut(t *testing.T, sb sandbox.Sandbox, cmd string) (string, sandbox.ExecResult) {
+func execOut(t testing.TB, sb sandbox.Sandbox, cmd string) (string, sandbox.ExecResult) {
 	t.Helper()
 	var out bytes.Buffer
 	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: cmd, Timeout: time.Minute, Output: &out})

@@ -317,3 +317,15 @@ func TestSupervisorThatCannotStart(t *testing.T) {
 	t.Logf("the call: %v", err)
 	waitFor(t, 30*time.Second, "the Pod to go", func() bool { return len((&fixture{p: p, cfg: cfg}).pods(t)) == 0 })
 }
+
+// BenchmarkExecTrue is a warm bash `true` through the Pod's supervisor
+// (the channel open, the Pod running).
+func BenchmarkExecTrue(b *testing.B) {
+	cfg := newConfig(b)
+	p := newProviderT(b, cfg)
+	sb := acquire(b, p, "bench-"+randomHex(4))
+	execOut(b, sb, "true")
+	for b.Loop() {
+		execOut(b, sb, "true")
+	}
+}
