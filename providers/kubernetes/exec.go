@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
@@ -84,11 +85,7 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin io.Reader) (stdo
 // the Pod is deleted: every process in it goes, the thread's files stay,
 // and the next call makes it again.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	c, err := s.link.Conn(ctx)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	done, err := s.p.ensure(ctx, s) // busy while the command runs: never reaped as idle
+	c, done, err := s.channel(ctx)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -105,6 +102,46 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		s.p.dropPod(s.name)
 	}
 	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, err
+}
+
+// channel returns the channel to the supervisor of the thread's Pod, and
+// marks the Pod busy until done is called (never reaped as idle while a
+// call runs). A channel dialed to an earlier Pod of the thread (deleted,
+// made again since) is dropped for a new one.
+func (s *Sandbox) channel(ctx context.Context) (c *supervisor.Conn, done func(), err error) {
+	for attempt := 0; ; attempt++ {
+		if c, err = s.link.Conn(ctx); err != nil {
+			return nil, nil, err
+		}
+		if done, err = s.p.ensure(ctx, s); err != nil {
+			return nil, nil, err
+		}
+		if attempt > 0 || s.dialedTo(c) == s.p.uidOf(s.name) {
+			return c, done, nil
+		}
+		done()
+		s.link.Drop(c)
+	}
+}
+
+// dialedTo is the uid of the Pod channel c was dialed to.
+func (s *Sandbox) dialedTo(c *supervisor.Conn) types.UID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dialed.c != c {
+		return ""
+	}
+	return s.dialed.uid
+}
+
+// uidOf is the uid of the running Pod name, as this replica knows it.
+func (p *Provider) uidOf(name string) types.UID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if u := p.pods[name]; u != nil {
+		return u.uid
+	}
+	return ""
 }
 
 // dropPod deletes a Pod and forgets it: the last resort for a supervisor
@@ -134,8 +171,14 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		uid := s.p.uidOf(s.name)
 		c, err := s.connect(ctx)
 		done()
+		if err == nil {
+			s.mu.Lock()
+			s.dialed.c, s.dialed.uid = c, uid
+			s.mu.Unlock()
+		}
 		if err == nil || ctx.Err() != nil {
 			return c, err
 		}

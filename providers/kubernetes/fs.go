@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -31,6 +33,12 @@ type Sandbox struct {
 	// link is the channel to the Pod's supervisor, which runs bash (and,
 	// later, the file operations).
 	link *supervisor.Link
+
+	mu     sync.Mutex
+	dialed struct { // the link's last channel, and the Pod it reaches
+		c   *supervisor.Conn
+		uid types.UID
+	}
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

@@ -329,3 +329,29 @@ func BenchmarkExecTrue(b *testing.B) {
 		execOut(b, sb, "true")
 	}
 }
+
+// TestChannelToAnEarlierPodIsDropped: when the Pod this replica knows is
+// no longer the one the open channel reaches (deleted and made again
+// meanwhile), the next call dials the new one rather than run there.
+func TestChannelToAnEarlierPodIsDropped(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	p := newProviderT(t, cfg)
+	var dials atomic.Int32
+	p.wrapRelay = func(r io.Reader) io.Reader { dials.Add(1); return r }
+	sb := acquire(t, p, "earlier-"+randomHex(4))
+	execOut(t, sb, "true")
+	execOut(t, sb, "true")
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials for two calls", n)
+	}
+	p.mu.Lock()
+	p.pods[sb.name].uid = "a-later-pod"
+	p.mu.Unlock()
+	if out, _ := execOut(t, sb, "echo ok"); out != "ok\n" {
+		t.Fatalf("%q", out)
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d dials, want 2", n)
+	}
+}
