@@ -45,6 +45,9 @@ type call struct {
 	free    [][]byte // consumed chunks, for reuse
 }
 
+// ErrVersion: the supervisor speaks another version of the protocol.
+var ErrVersion = errors.New("supervisor version mismatch")
+
 // helloTimeout bounds how long a new channel may take to say hello.
 const helloTimeout = 30 * time.Second
 
@@ -66,7 +69,7 @@ func NewConn(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*
 			if err = json.Unmarshal(f.payload, &c.hello); err != nil {
 				err = protocolError("hello: %v", err)
 			} else if c.hello.Protocol != Protocol {
-				err = fmt.Errorf("supervisor speaks protocol %d, this server %d: the sandbox runs another version of sandbox-mcp", c.hello.Protocol, Protocol)
+				err = fmt.Errorf("%w: supervisor speaks protocol %d, this server %d: the sandbox runs another version of sandbox-mcp", ErrVersion, c.hello.Protocol, Protocol)
 			}
 		}
 		got <- err

@@ -42,17 +42,35 @@ func Main() {
 // Run is the supervise subcommand. With no arguments it serves one channel
 // on stdin and stdout and, when that ends, kills everything it started and
 // exits (the local provider). With --listen SOCK it serves every
-// connection to the unix socket SOCK for as long as it runs (the container
-// of a docker sandbox: its main process).
+// connection to the unix socket SOCK for as long as it runs (the main
+// process of a docker or kubernetes sandbox). --install and --connect are
+// the kubernetes provider's (modes_unix.go).
 func Run(args []string, stdin io.Reader, stdout io.Writer) int {
-	var listen string
-	switch {
-	case len(args) == 0:
-	case len(args) == 2 && args[0] == "--listen":
-		listen = args[1]
-	default:
-		fmt.Fprintln(os.Stderr, "usage: sandbox-mcp supervise [--listen SOCKET]")
+	o, err := parseArgs(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	switch {
+	case o.install != "":
+		if err := install(o.install); err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox-mcp supervise --install:", err)
+			return 1
+		}
+		return 0
+	case o.connect != "":
+		if err := relay(o.connect, stdin, stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox-mcp supervise --connect:", err)
+			return 1
+		}
+		return 0
+	}
+	listen := o.listen
+	for _, d := range o.mkdirs {
+		os.MkdirAll(d, 0o755)
+	}
+	if o.keepSet {
+		keepOnly(o.keepEnv)
 	}
 	s := newSupervisor()
 	if listen == "" {

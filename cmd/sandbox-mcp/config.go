@@ -75,6 +75,9 @@ type KubernetesConfig struct {
 	NetworkPolicy *bool             `yaml:"network_policy"` // default true
 	Environment   map[string]string `yaml:"environment"`
 	// Beyond SPEC §14.
+	// SupervisorImage holds this server's binary at /sandbox-mcp (its own
+	// image); default sandbox-mcp:<version> for a release build.
+	SupervisorImage string `yaml:"supervisor_image"`
 	ImagePullPolicy string `yaml:"image_pull_policy"`
 	User            int64  `yaml:"user"`
 	WritableRootFS  bool   `yaml:"writable_root_fs"`

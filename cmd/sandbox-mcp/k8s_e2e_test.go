@@ -39,6 +39,10 @@ func TestE2EKubernetesReplicasShareThreads(t *testing.T) {
 	if kubeconfig == "" {
 		skip("no cluster: set KUBECONFIG")
 	}
+	supervisorImage := os.Getenv("SANDBOX_MCP_K8S_SUPERVISOR_IMAGE")
+	if supervisorImage == "" {
+		skip("no supervisor image: set SANDBOX_MCP_K8S_SUPERVISOR_IMAGE (deploy/kubernetes/build-image.sh, loaded into the cluster)")
+	}
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		skip("no cluster at KUBECONFIG: %v", err)
@@ -78,11 +82,12 @@ kubernetes:
   kubeconfig: %s
   namespace: %s
   image: %s
+  supervisor_image: %s
   image_pull_policy: %s
   pod_prefix: e2e-%s
   storage: {mode: host_path, host_path: %s}
   resources: {cpu: 500m, memory: 256Mi, ephemeral_storage: 256Mi}
-`, kubeconfig, ns, img, pull, hex.EncodeToString(b[:2]), storage)), 0o644)
+`, kubeconfig, ns, img, supervisorImage, pull, hex.EncodeToString(b[:2]), storage)), 0o644)
 
 	replicas := []*httpProc{
 		startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s1")),

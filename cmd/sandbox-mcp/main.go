@@ -219,11 +219,16 @@ func newProvider(ctx context.Context, cfg *Config, log *slog.Logger) (sandbox.Pr
 	case "kubernetes":
 		k := cfg.Kubernetes
 		netpol := k.NetworkPolicy == nil || *k.NetworkPolicy
+		supervisorImage := k.SupervisorImage
+		if supervisorImage == "" && version != "" {
+			supervisorImage = "sandbox-mcp:" + version // a release build: its own image
+		}
 		p, err := kubernetes.New(ctx, kubernetes.Config{
 			Kubeconfig:      k.Kubeconfig,
 			Context:         k.Context,
 			Namespace:       k.Namespace,
 			Image:           k.Image,
+			SupervisorImage: supervisorImage,
 			PodPrefix:       k.PodPrefix,
 			Storage:         kubernetes.Storage{Mode: k.Storage.Mode, StorageClass: k.Storage.StorageClass, Size: k.Storage.Size, HostPath: k.Storage.HostPath},
 			Resources:       kubernetes.Resources{CPU: k.Resources.CPU, Memory: k.Resources.Memory, EphemeralStorage: k.Resources.EphemeralStorage},

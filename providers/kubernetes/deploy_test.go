@@ -453,11 +453,15 @@ func checkManifests(t *testing.T, objs []*unstructured.Unstructured) manifestFac
 	var cfg struct {
 		Provider   string `yaml:"provider"`
 		Kubernetes struct {
-			Namespace string `yaml:"namespace"`
+			Namespace       string `yaml:"namespace"`
+			SupervisorImage string `yaml:"supervisor_image"`
 		} `yaml:"kubernetes"`
 	}
 	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
 		t.Fatalf("manifests: ConfigMap %s config.yaml: %v", cm.Name, err)
+	}
+	if img := spec.Containers[0].Image; cfg.Kubernetes.SupervisorImage != img {
+		t.Errorf("manifests: kubernetes.supervisor_image %q is not the server's image %q (the sandbox Pods' supervisor comes from it)", cfg.Kubernetes.SupervisorImage, img)
 	}
 	if cfg.Provider != "kubernetes" || cfg.Kubernetes.Namespace != f.namespace {
 		t.Errorf("manifests: the server's config says provider %q, namespace %q: want kubernetes, %q (the Role is only there)",
@@ -509,6 +513,9 @@ func adapt(t *testing.T, objs []*unstructured.Unstructured, m manifestFacts, a a
 			}
 			k["namespace"] = a.ns
 			k["image"] = a.sandboxImage
+			if a.image != "" {
+				k["supervisor_image"] = a.image // the server's image, as in the manifests
+			}
 			k["image_pull_policy"] = a.sandboxPull
 			k["resources"] = map[string]any{"cpu": "500m", "memory": "256Mi", "ephemeral_storage": "256Mi"}
 			st, _ := k["storage"].(map[string]any)

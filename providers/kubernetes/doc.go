@@ -11,15 +11,17 @@
 // PersistentVolumeClaim per thread (mode pvc) — mounted at /mnt/user-data,
 // so a Pod may come and go and the files stay.
 //
-// Everything goes through pods/exec: bash runs inside the same small
-// wrapper as in the docker provider (sandbox.InbandCommand: the exec's own
-// process group, killed when the command ends or, on a timeout, from a
-// second exec), and the file tools read and write through
-// exec's stdout and stdin. containerd can truncate exec stdin silently, so
-// every transfer is checked against a size and sha256 computed on the
-// other side. Per-file edit locks are flocks taken inside the Pod, held by
-// an exec stream for the length of the edit, so they hold across server
-// replicas and go away with a replica that dies.
+// bash goes through the Pod's supervisor: an init container of
+// supervisor_image (the server's own image) copies the binary into an
+// emptyDir, and the sandbox container runs it as its main process; the
+// server keeps one long-lived pods/exec per Pod of its relay (supervise
+// --connect) and runs every command as a stream of that channel
+// (exec.go). The file tools read and write through exec's stdout and stdin.
+// containerd can truncate exec stdin silently, so every transfer is checked
+// against a size and sha256 computed on the other side, and every frame of
+// the channel carries a checksum. Per-file edit locks are flocks taken
+// inside the Pod, held by an exec stream for the length of the edit, so
+// they hold across server replicas and go away with a replica that dies.
 //
 // Last use is kept in an annotation on the Pod, so any replica may reap an
 // idle Pod or, beyond Replicas running, the least recently used one.

@@ -6,21 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
-
-// killGrace is how long a killed command may take to end before the Pod
-// is deleted as the last resort (every process in it goes; the files stay).
-const killGrace = 5 * time.Second
 
 // stream runs argv in the Pod's sandbox container through pods/exec
 // (WebSocket, falling back to SPDY on servers without it, as kubectl).
@@ -77,134 +75,214 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin io.Reader) (stdo
 	return o.Bytes(), e.Bytes(), code, nil
 }
 
-// Exec runs the command through pods/exec in the thread's Pod, with cwd
-// the workspace. A timeout or a cancelled ctx kills the command's process
-// group from a second exec; if the command does not end then, the Pod is
-// deleted (the files stay; the next call makes it again).
+// Exec runs the command through the Pod's supervisor (its main process),
+// over the sandbox's link: one long-lived pods/exec of the supervisor's
+// relay (supervise --connect) per Pod, shared by every call, so that a warm
+// call is one round trip on that stream, not an exec of its own. The
+// supervisor runs the command in its own process group with cwd the
+// workspace and enforces the timeout; a cancelled ctx kills the group. If
+// the supervisor does not end a command it was told to (stopped, hung),
+// the Pod is deleted: every process in it goes, the thread's files stay,
+// and the next call makes it again.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	for attempt := 0; ; attempt++ {
-		res, err := s.exec(ctx, req)
-		if errors.Is(err, errGone) && attempt == 0 {
-			continue // the Pod went away before the command ran: make it again
-		}
-		if errors.Is(err, errGone) {
-			err = fmt.Errorf("kubernetes provider: Pod %s went away", s.name)
-		}
-		return res, err
+	c, done, err := s.channel(ctx)
+	if err != nil {
+		return sandbox.ExecResult{}, err
 	}
+	defer done()
+	shell := c.Hello().Shell
+	if shell == "" {
+		return sandbox.ExecResult{}, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
+	}
+	// $0 is "bash", as for bash -c, whatever the shell: it prefixes the
+	// shell's error messages.
+	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: []string{shell, "-c", req.Command, "bash"}, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output})
+	if errors.Is(err, supervisor.ErrUnresponsive) {
+		s.p.log.Warn("kubernetes provider: the supervisor did not end a command; deleting the Pod", "pod", s.name)
+		s.p.dropPod(s.name)
+	}
+	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, err
+}
+
+// channel returns the channel to the supervisor of the thread's Pod, and
+// marks the Pod busy until done is called (never reaped as idle while a
+// call runs). A channel dialed to an earlier Pod of the thread (deleted,
+// made again since) is dropped for a new one.
+func (s *Sandbox) channel(ctx context.Context) (c *supervisor.Conn, done func(), err error) {
+	for attempt := 0; ; attempt++ {
+		if c, err = s.link.Conn(ctx); err != nil {
+			return nil, nil, err
+		}
+		if done, err = s.p.ensure(ctx, s); err != nil {
+			return nil, nil, err
+		}
+		if attempt > 0 || s.dialedTo(c) == s.p.uidOf(s.name) {
+			return c, done, nil
+		}
+		done()
+		s.link.Drop(c)
+	}
+}
+
+// dialedTo is the uid of the Pod channel c was dialed to.
+func (s *Sandbox) dialedTo(c *supervisor.Conn) types.UID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dialed.c != c {
+		return ""
+	}
+	return s.dialed.uid
+}
+
+// uidOf is the uid of the running Pod name, as this replica knows it.
+func (p *Provider) uidOf(name string) types.UID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if u := p.pods[name]; u != nil {
+		return u.uid
+	}
+	return ""
+}
+
+// dropPod deletes a Pod and forgets it: the last resort for a supervisor
+// that does not answer. The thread's files stay.
+func (p *Provider) dropPod(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.deletePod(ctx, name, "")
+	p.forget(name)
 }
 
 // errGone: the Pod the provider knew is no longer there.
 var errGone = errors.New("pod gone")
 
-func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	done, err := s.p.ensure(ctx, s)
+// errNoSupervisor: the Pod runs, but its supervisor does not answer as one
+// of this server's version (its socket removed or taken over from inside,
+// an old supervisor image, a relay that could not start).
+var errNoSupervisor = errors.New("the Pod's supervisor does not answer")
+
+// dial opens a channel to the supervisor of the thread's Pod, making the
+// Pod when it is not running. A Pod that went away behind the server's
+// back is made again; one whose supervisor does not answer (or answers in
+// another version) is deleted and made again, once.
+func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		done, err := s.p.ensure(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		uid := s.p.uidOf(s.name)
+		c, err := s.connect(ctx)
+		done()
+		if err == nil {
+			s.mu.Lock()
+			s.dialed.c, s.dialed.uid = c, uid
+			s.mu.Unlock()
+		}
+		if err == nil || ctx.Err() != nil {
+			return c, err
+		}
+		gone := !errors.Is(err, errNoSupervisor) && s.p.goneSoon(s.name)
+		switch {
+		case attempt > 0:
+		case errors.Is(err, errNoSupervisor):
+			s.p.dropPod(s.name)
+			continue
+		case gone:
+			s.p.forget(s.name)
+			continue
+		}
+		if why := s.p.supervisorEnded(s.name); gone && why != "" {
+			// Made again, and it ended again: it cannot start.
+			s.p.dropPod(s.name)
+			return nil, fmt.Errorf("kubernetes provider: Pod %s: its supervisor ended as it started (%s); image %s, kubernetes.supervisor_image %s", s.name, why, s.p.cfg.Image, s.p.cfg.SupervisorImage)
+		}
+		if errors.Is(err, supervisor.ErrVersion) || errors.Is(err, errNoSupervisor) {
+			return nil, fmt.Errorf("kubernetes provider: Pod %s: %v (kubernetes.supervisor_image %s: want the image of this server's version)", s.name, err, s.p.cfg.SupervisorImage)
+		}
+		return nil, err
+	}
+}
+
+// supervisorEnded says how the Pod's sandbox container (its supervisor)
+// ended, or "" when it did not (or the Pod is not there).
+func (p *Provider) supervisorEnded(name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pod, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return ""
 	}
-	defer done()
-	shell := s.shell(ctx)
-	out := &countWriter{w: req.Output}
-	if out.w == nil {
-		out.w = io.Discard
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == containerName && t != nil {
+			return oneLine(ended(pod))
+		}
 	}
-	var status sandbox.InbandStatus // the wrapper's lines, on stderr
-	// The stream is not tied to ctx: ending it would leave the command
-	// running. Ending the command ends the stream.
-	sctx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelStream()
+	return ""
+}
+
+// connect opens the relay's exec in the Pod and says hello over it: the
+// exec's stdin and stdout carry the framed protocol (every frame checked,
+// so a stream truncated or corrupted in transit fails the channel, never a
+// call's result). The stream lives as long as the channel, not ctx.
+func (s *Sandbox) connect(ctx context.Context) (*supervisor.Conn, error) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	sctx, cancel := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
 	ended := make(chan error, 1)
 	go func() {
-		ended <- s.p.stream(sctx, s.name, sandbox.InbandCommand(shell, s.p.keep, req.Command), nil, out, &status)
+		err := s.p.stream(sctx, s.name, []string{supervisorBin, "supervise", "--connect", supervisorSock}, inR, outW, &limitWriter{w: &stderr, n: 1 << 10})
+		why := err // what the channel's calls are told
+		switch code, ok := exitCode(err); {
+		case err == nil:
+			why = io.EOF
+		case ok:
+			why = fmt.Errorf("the supervisor's relay in Pod %s ended (exit %d: %s)", s.name, code, oneLine(stderr.String()))
+		case !errors.Is(err, context.Canceled):
+			why = apiError(err)
+		}
+		outW.CloseWithError(why)
+		inR.CloseWithError(why)
+		ended <- err
 	}()
-
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
+	var r io.Reader = outR
+	if s.p.wrapRelay != nil {
+		r = s.p.wrapRelay(r)
 	}
-	var res sandbox.ExecResult
+	c, err := supervisor.NewConn(ctx, r, inW, closerFunc(func() error {
+		cancel()
+		inW.Close()
+		outR.Close()
+		return nil
+	}))
+	if err == nil {
+		return c, nil
+	}
+	if errors.Is(err, supervisor.ErrVersion) {
+		return nil, fmt.Errorf("%w: %w", errNoSupervisor, err)
+	}
+	// Why it did not answer: the relay's exit (it ran, and found no
+	// supervisor) or the API's error.
+	var serr error
 	select {
-	case err = <-ended:
-	case <-timeout:
-		res.TimedOut = true
-		s.kill(status.PID(), ended, cancelStream)
-		return res, nil
-	case <-ctx.Done():
-		s.kill(status.PID(), ended, cancelStream)
-		return res, ctx.Err()
+	case serr = <-ended:
+	case <-time.After(5 * time.Second):
+		return nil, err
 	}
-	// The wrapper reports the command's exit code, then kills its own
-	// process group: the exec's status is then 137, not the command's.
-	if code, ok := status.ExitCode(); ok {
-		res.ExitCode = code
-		return res, nil
+	if _, ok := exitCode(serr); ok && ctx.Err() == nil {
+		return nil, fmt.Errorf("%w: %s", errNoSupervisor, oneLine(stderr.String()))
 	}
-	if code, ok := exitCode(err); ok {
-		res.ExitCode = code
-		return res, nil
+	if serr != nil && !errors.Is(serr, context.Canceled) && serr != io.EOF {
+		return nil, apiError(serr)
 	}
-	if out.n.Load() == 0 && s.p.gone(s.name) {
-		s.p.forget(s.name)
-		return res, errGone
-	}
-	return res, apiError(err)
+	return nil, err
 }
 
-// shell is the shell the wrapper runs with in the sandbox's Pod: bash
-// where the image has it, else sh. One exec asks (sandbox.ShellProbe), the
-// first time.
-func (s *Sandbox) shell(ctx context.Context) string {
-	if sh := s.sh.Load(); sh != nil {
-		return *sh
-	}
-	o, _, code, err := s.run(ctx, sandbox.ShellProbe, nil)
-	sh, known := sandbox.ShellFromProbe(o, code, err)
-	if !known || sh == "" {
-		return "sh" // not known (asked again next time), or no sh: exec says so
-	}
-	s.sh.Store(&sh)
-	return sh
-}
+// closerFunc is a func as an io.Closer.
+type closerFunc func() error
 
-// kill ends a running command: its process group from inside (pid, as the
-// wrapper reported it; 0 when it did not), then, if the stream does not
-// end, the whole Pod.
-func (s *Sandbox) kill(pid int, ended <-chan error, cancelStream func()) {
-	if pid > 1 {
-		ctx, cancel := context.WithTimeout(context.Background(), killGrace)
-		defer cancel()
-		s.run(ctx, sandbox.InbandKillCommand(pid), nil)
-	}
-	select {
-	case <-ended:
-		return
-	case <-time.After(killGrace):
-	}
-	s.p.log.Warn("kubernetes provider: command did not end after its process group was killed; deleting the Pod", "pod", s.name)
-	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer dcancel()
-	s.p.deletePod(dctx, s.name, "")
-	s.p.forget(s.name)
-	cancelStream()
-	select {
-	case <-ended:
-	case <-time.After(killGrace):
-	}
-}
-
-// countWriter counts what passes through it.
-type countWriter struct {
-	w io.Writer
-	n atomic.Int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n.Add(int64(n))
-	return n, err
-}
+func (f closerFunc) Close() error { return f() }
 
 // limitWriter keeps at most n bytes and drops the rest.
 type limitWriter struct {

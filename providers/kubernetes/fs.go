@@ -15,11 +15,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // Sandbox is one thread's Pod-backed sandbox.
@@ -28,7 +30,15 @@ type Sandbox struct {
 	key    string // thread key
 	name   string // Pod name
 	mounts []sandbox.Mount
-	sh     atomic.Pointer[string] // the wrapper's shell, once known
+	// link is the channel to the Pod's supervisor, which runs bash (and,
+	// later, the file operations).
+	link *supervisor.Link
+
+	mu     sync.Mutex
+	dialed struct { // the link's last channel, and the Pod it reaches
+		c   *supervisor.Conn
+		uid types.UID
+	}
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // Labels and annotations on every object of ours.
@@ -64,7 +66,8 @@ type Config struct {
 	Environment   map[string]string // added to every command's environment
 
 	// Beyond §14.
-	ImagePullPolicy string        // Always, IfNotPresent (default) or Never
+	SupervisorImage string        // required: this server's image (the binary at /sandbox-mcp), copied into every Pod by an init container
+	ImagePullPolicy string        // Always, IfNotPresent (default) or Never; the supervisor image's too
 	User            int64         // the Pods' uid and gid; default 1000; never 0
 	WritableRootFS  bool          // default: read-only root file system, /tmp an emptyDir
 	StartTimeout    time.Duration // Pod create -> Running; default 3 min
@@ -103,6 +106,9 @@ type Provider struct {
 	size   resource.Quantity
 	env    []corev1.EnvVar
 	keep   string // names of the variables commands keep, space separated
+
+	wrapRelay func(io.Reader) io.Reader // tests: what the relay's stdout passes through
+	mutatePod func(*corev1.Pod)         // tests: a change to every Pod made
 
 	mu      sync.Mutex
 	threads threads.Table[*Sandbox] // acquired sandboxes
@@ -272,6 +278,11 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 	if _, err := cs.CoreV1().Pods(cfg.Namespace).List(pctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return nil, fmt.Errorf("kubernetes provider: namespace %s: %w", cfg.Namespace, apiError(err))
 	}
+	// Checked once the cluster answers, so that a missing cluster is said
+	// first (doctor).
+	if cfg.SupervisorImage == "" {
+		return nil, errors.New("kubernetes.supervisor_image: required: an image with this server's binary at /sandbox-mcp (the server's own image, sandbox-mcp:<version>)")
+	}
 	if cfg.NetworkPolicy {
 		if err := p.ensureNetworkPolicy(pctx); err != nil {
 			return nil, fmt.Errorf("kubernetes provider: network policy: %w", apiError(err))
@@ -284,7 +295,7 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 // commandEnv is the sandbox container's environment — the scrubbed basics,
 // env_inherit from the server, kubernetes.environment — and the names a
 // command keeps (everything else the runtime adds, such as
-// KUBERNETES_SERVICE_HOST, is unset by the exec wrapper).
+// KUBERNETES_SERVICE_HOST, is unset by the supervisor: --keep-env).
 func commandEnv(cfg Config) ([]corev1.EnvVar, string) {
 	env := sandbox.CommandEnv(cfg.EnvInherit, cfg.Environment)
 	names := []string{"PATH"}
@@ -343,7 +354,9 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 			mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
 		}
 		mounts = append(mounts, p.cfg.Mounts...)
-		return &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts}, nil, nil
+		sb := &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts}
+		sb.link = supervisor.NewLink(sb.dial)
+		return sb, sb.link.Close, nil // the channel ends; the Pod stays warm
 	})
 }
 

@@ -34,7 +34,9 @@ import (
 // they fail. SANDBOX_MCP_K8S_IMAGE picks the sandbox image (default the
 // local test cluster's busybox; docker.io/library/sandbox-mcp-base:latest
 // once loaded with local-k8s.sh load), SANDBOX_MCP_K8S_PULL its pull
-// policy. Pods use host_path storage under a temporary directory, so the
+// policy, SANDBOX_MCP_K8S_SUPERVISOR_IMAGE the server image the cluster
+// has (deploy/kubernetes/build-image.sh, loaded; the supervisor comes from
+// it). Pods use host_path storage under a temporary directory, so the
 // node must be this machine (a single-node cluster such as local-k8s.sh).
 
 var cluster struct {
@@ -45,7 +47,7 @@ var cluster struct {
 	ns   string
 }
 
-func requireCluster(t *testing.T) {
+func requireCluster(t testing.TB) {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -56,6 +58,9 @@ func requireCluster(t *testing.T) {
 	}
 	if os.Getenv("KUBECONFIG") == "" {
 		fail("no cluster: set KUBECONFIG")
+	}
+	if os.Getenv("SANDBOX_MCP_K8S_SUPERVISOR_IMAGE") == "" {
+		fail("no supervisor image: set SANDBOX_MCP_K8S_SUPERVISOR_IMAGE (deploy/kubernetes/build-image.sh, loaded into the cluster)")
 	}
 	cluster.once.Do(func() {
 		rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
@@ -127,7 +132,7 @@ func randomHex(n int) string {
 
 // newConfig is a host_path configuration in the test namespace with a
 // prefix of its own and a skills dir holding skill.md.
-func newConfig(t *testing.T) Config {
+func newConfig(t testing.TB) Config {
 	t.Helper()
 	requireCluster(t)
 	skills := t.TempDir()
@@ -138,6 +143,7 @@ func newConfig(t *testing.T) Config {
 		Kubeconfig:      os.Getenv("KUBECONFIG"),
 		Namespace:       cluster.ns,
 		Image:           img,
+		SupervisorImage: os.Getenv("SANDBOX_MCP_K8S_SUPERVISOR_IMAGE"),
 		ImagePullPolicy: pull,
 		PodPrefix:       "t-" + randomHex(4),
 		Storage:         Storage{Mode: StorageHostPath, HostPath: t.TempDir()},
@@ -148,7 +154,7 @@ func newConfig(t *testing.T) Config {
 	}
 }
 
-func newProviderT(t *testing.T, cfg Config) *Provider {
+func newProviderT(t testing.TB, cfg Config) *Provider {
 	t.Helper()
 	p, err := New(t.Context(), cfg)
 	if err != nil {
@@ -165,7 +171,7 @@ func newProviderT(t *testing.T, cfg Config) *Provider {
 	return p
 }
 
-func acquire(t *testing.T, p *Provider, thread string) *Sandbox {
+func acquire(t testing.TB, p *Provider, thread string) *Sandbox {
 	t.Helper()
 	sb, err := p.Acquire(t.Context(), thread)
 	if err != nil {
@@ -175,7 +181,7 @@ func acquire(t *testing.T, p *Provider, thread string) *Sandbox {
 	return sb.(*Sandbox)
 }
 
-func execOut(t *testing.T, sb sandbox.Sandbox, cmd string) (string, sandbox.ExecResult) {
+func execOut(t testing.TB, sb sandbox.Sandbox, cmd string) (string, sandbox.ExecResult) {
 	t.Helper()
 	var out bytes.Buffer
 	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: cmd, Timeout: time.Minute, Output: &out})
@@ -282,6 +288,25 @@ func TestPodShape(t *testing.T) {
 		len(c.SecurityContext.Capabilities.Drop) != 1 || c.SecurityContext.Capabilities.Drop[0] != "ALL",
 		c.Resources.Limits.Memory().String() != "256Mi", c.Resources.Limits.Cpu().String() != "500m":
 		t.Errorf("pod spec not hardened: %+v / %+v", spec.SecurityContext, c)
+	}
+	// The supervisor's init container is as hardened; its binary is
+	// read-only for commands.
+	if len(spec.InitContainers) != 1 {
+		t.Fatalf("%d init containers", len(spec.InitContainers))
+	}
+	ic := spec.InitContainers[0]
+	switch sc := ic.SecurityContext; {
+	case ic.Image != cfg.SupervisorImage,
+		sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation,
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem,
+		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
+		t.Errorf("init container not hardened: %+v", ic)
+	}
+	if spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("restartPolicy %s", spec.RestartPolicy)
+	}
+	if out, _ := execOut(t, sb, "touch /.sandbox-mcp/x 2>/dev/null && echo writable; cat /proc/1/cmdline | tr '\\0' ' '"); !strings.HasPrefix(out, "/.sandbox-mcp/sandbox-mcp supervise --listen") {
+		t.Errorf("supervisor dir writable, or PID 1 not the supervisor: %q", out)
 	}
 	// host_path layout: the thread's files on the node.
 	writeFile(t, sb, sandbox.WorkspaceDir+"/on-node.txt", []byte("x"))
@@ -679,3 +704,5 @@ func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
 		t.Fatalf("the other call: exit %d %q", res.ExitCode, out)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -16,15 +16,32 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
-// keepAlive is the sandbox container's main process: it waits, reaps the
-// orphans reparented to it, and ends at once on SIGTERM. In pvc mode the
-// claim is mounted at /mnt/user-data and the thread's directories are made
-// here, as the Pod's user (fsGroup makes the claim writable for it).
-const keepAlive = `mkdir -p /mnt/user-data/workspace /mnt/user-data/uploads /mnt/user-data/outputs 2>/dev/null
-trap 'exit 0' TERM INT
-while :; do sleep 3600 & wait $!; done`
+// The supervisor in a sandbox Pod: an init container of
+// kubernetes.supervisor_image (this server's image) copies the binary into
+// an emptyDir, mounted read-only at supervisor.BinaryDir in the sandbox
+// container, whose main process it is; it listens on a socket in a second,
+// writable emptyDir. The sandbox's image needs nothing of ours.
+const (
+	supervisorBin  = supervisor.BinaryDir + "/sandbox-mcp"
+	supervisorRun  = "/.sandbox-mcp-run"
+	supervisorSock = supervisorRun + "/sock"
+
+	initContainerName = "install-supervisor"
+)
+
+// supervisorArgs is the sandbox container's command: the supervisor, which
+// first makes the thread's directories (in pvc mode the claim is mounted at
+// /mnt/user-data, writable for the Pod's user through fsGroup) and keeps
+// only the variables commands may see (the runtime adds
+// KUBERNETES_SERVICE_HOST and others).
+func (p *Provider) supervisorArgs() []string {
+	return []string{supervisorBin, "supervise", "--listen", supervisorSock,
+		"--mkdir", sandbox.WorkspaceDir, "--mkdir", sandbox.UploadsDir, "--mkdir", sandbox.OutputsDir,
+		"--keep-env", p.keep}
+}
 
 // ensure makes sure the sandbox's Pod runs and marks it busy until done is
 // called. Concurrent first uses in this replica wait for one creator;
@@ -130,16 +147,36 @@ func (p *Provider) forget(name string) {
 // gone reports whether the sandbox's Pod is no longer there to exec into:
 // deleted, deleting, or not running.
 func (p *Provider) gone(name string) bool {
+	gone, _ := p.podGone(name)
+	return gone
+}
+
+// goneSoon is gone, giving the Pod's status a few seconds to catch up with
+// a container that just ended (an exec into it already fails; the kubelet
+// reports it within a second or two) while the API answers.
+func (p *Provider) goneSoon(name string) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		gone, answered := p.podGone(name)
+		if gone || !answered || time.Now().After(deadline) {
+			return gone
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// podGone is gone, and whether the API answered.
+func (p *Provider) podGone(name string) (gone, answered bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pod, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return true
+		return true, true
 	}
 	if err != nil {
-		return false
+		return false, false
 	}
-	return pod.DeletionTimestamp != nil || !running(pod)
+	return pod.DeletionTimestamp != nil || !running(pod), true
 }
 
 func running(pod *corev1.Pod) bool {
@@ -170,7 +207,11 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 			if err := p.mine(pod.ObjectMeta, "Pod", sb); err != nil {
 				return "", err
 			}
-			if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+			old := !hasSupervisor(pod)
+			if old && pod.DeletionTimestamp == nil {
+				p.log.Info("kubernetes provider: Pod made by an older server, without the supervisor: making it again (the files stay)", "pod", sb.name)
+			}
+			if old || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 				if pod.DeletionTimestamp == nil {
 					p.deletePod(ctx, sb.name, pod.UID)
 				}
@@ -179,7 +220,7 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 				}
 				continue
 			}
-			uid, err := p.waitRunning(ctx, sb.name, pod.UID)
+			uid, err := p.waitRunning(ctx, sb.name, pod.UID, false)
 			if errors.Is(err, errRestart) {
 				continue
 			}
@@ -192,7 +233,11 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 				return "", err
 			}
 		}
-		created, err := pods.Create(ctx, p.podSpec(sb), metav1.CreateOptions{})
+		spec := p.podSpec(sb)
+		if p.mutatePod != nil {
+			p.mutatePod(spec)
+		}
+		created, err := pods.Create(ctx, spec, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			continue // another replica made it: use that one
 		}
@@ -200,7 +245,7 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 			return "", apiError(err)
 		}
 		p.log.Info("kubernetes provider: Pod created", "pod", sb.name, "namespace", p.cfg.Namespace)
-		uid, err := p.waitRunning(ctx, sb.name, created.UID)
+		uid, err := p.waitRunning(ctx, sb.name, created.UID, true)
 		if errors.Is(err, errRestart) {
 			continue
 		}
@@ -237,8 +282,10 @@ var stuck = map[string]bool{
 // waitRunning polls the Pod until its sandbox container runs. A Pod stuck
 // for good (no image, a spec the runtime refuses) is deleted, so that a
 // fixed configuration takes effect on the next call, and its reason
-// returned.
-func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID) (types.UID, error) {
+// returned. So is a Pod just made (fresh) that ended before it ran (its
+// supervisor could not start: the image's architecture, say); one found
+// ended is made again.
+func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID, fresh bool) (types.UID, error) {
 	pods := p.cs.CoreV1().Pods(p.cfg.Namespace)
 	start := time.Now()
 	last := "Pending"
@@ -256,8 +303,16 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID) 
 			if running(pod) {
 				return pod.UID, nil
 			}
+			if why := initFailed(pod); why != "" {
+				p.deletePod(context.WithoutCancel(ctx), name, uid)
+				return "", fmt.Errorf("kubernetes provider: Pod %s cannot start its supervisor (kubernetes.supervisor_image %s): %s", name, p.cfg.SupervisorImage, oneLine(why))
+			}
 			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
-				return "", errRestart
+				if !fresh {
+					return "", errRestart
+				}
+				p.deletePod(context.WithoutCancel(ctx), name, uid)
+				return "", fmt.Errorf("kubernetes provider: Pod %s ended as it started (image %s, its supervisor from kubernetes.supervisor_image %s): %s", name, p.cfg.Image, p.cfg.SupervisorImage, oneLine(ended(pod)))
 			}
 			last = string(pod.Status.Phase)
 			for _, c := range pod.Status.Conditions {
@@ -293,6 +348,41 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID) 
 		case <-time.After(wait):
 		}
 	}
+}
+
+// ended says how the Pod's sandbox container ended.
+func ended(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == containerName && t != nil {
+			return fmt.Sprintf("exit %d %s %s", t.ExitCode, t.Reason, t.Message)
+		}
+	}
+	return string(pod.Status.Phase) + " " + pod.Status.Reason + " " + pod.Status.Message
+}
+
+// hasSupervisor reports whether the Pod runs the supervisor (made by this
+// version of the server: podSpec), not a Pod of an older one.
+func hasSupervisor(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == initContainerName {
+			return true
+		}
+	}
+	return false
+}
+
+// initFailed says why the Pod's init container (the supervisor's install)
+// failed for good, or "".
+func initFailed(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("install exited %d: %s %s", t.ExitCode, t.Reason, t.Message)
+		}
+		if w := cs.State.Waiting; w != nil && stuck[w.Reason] {
+			return w.Reason + ": " + w.Message
+		}
+	}
+	return ""
 }
 
 // waitGone waits until the Pod with uid is no longer in the API.
@@ -351,8 +441,16 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 		}
 		requests[name] = r
 	}
-	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	mounts := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
+	volumes := []corev1.Volume{
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "supervisor", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "supervisor-run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: "tmp", MountPath: "/tmp"},
+		{Name: "supervisor", MountPath: supervisor.BinaryDir, ReadOnly: true},
+		{Name: "supervisor-run", MountPath: supervisorRun},
+	}
 	switch p.cfg.Storage.Mode {
 	case StorageHostPath:
 		dir := corev1.HostPathDirectory
@@ -369,6 +467,14 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 		name := fmt.Sprintf("mount-%d", i)
 		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.Host, Type: &dir}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: m.Virtual, ReadOnly: m.ReadOnly})
+	}
+	hardened := func(readOnlyRoot bool) *corev1.SecurityContext {
+		return &corev1.SecurityContext{
+			AllowPrivilegeEscalation: &no,
+			Privileged:               &no,
+			ReadOnlyRootFilesystem:   &readOnlyRoot,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
 	}
 	var runtimeClass *string
 	if p.cfg.RuntimeClass != "" {
@@ -389,9 +495,11 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: &grace,
-			RestartPolicy:                 corev1.RestartPolicyAlways,
-			RuntimeClassName:              runtimeClass,
-			NodeSelector:                  p.cfg.NodeSelector,
+			// A Pod whose supervisor ended is done: the next call makes
+			// a new one (the thread's files stay).
+			RestartPolicy:    corev1.RestartPolicyNever,
+			RuntimeClassName: runtimeClass,
+			NodeSelector:     p.cfg.NodeSelector,
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:   &yes,
 				RunAsUser:      &uid,
@@ -400,27 +508,29 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Volumes: volumes,
+			InitContainers: []corev1.Container{{
+				Name:            initContainerName,
+				Image:           p.cfg.SupervisorImage,
+				ImagePullPolicy: corev1.PullPolicy(p.cfg.ImagePullPolicy),
+				Command:         []string{"/sandbox-mcp", "supervise", "--install", supervisorBin},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "supervisor", MountPath: supervisor.BinaryDir}},
+				Resources:       corev1.ResourceRequirements{Limits: p.limits, Requests: requests},
+				SecurityContext: hardened(true),
+			}},
 			Containers: []corev1.Container{{
 				Name:            containerName,
 				Image:           p.cfg.Image,
 				ImagePullPolicy: corev1.PullPolicy(p.cfg.ImagePullPolicy),
-				Command:         []string{"sh", "-c", keepAlive},
+				Command:         p.supervisorArgs(),
 				WorkingDir:      sandbox.WorkspaceDir,
 				Env:             p.env,
 				VolumeMounts:    mounts,
 				Resources:       corev1.ResourceRequirements{Limits: p.limits, Requests: requests},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: &no,
-					Privileged:               &no,
-					ReadOnlyRootFilesystem:   ptr(!p.cfg.WritableRootFS),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
+				SecurityContext: hardened(!p.cfg.WritableRootFS),
 			}},
 		},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // claimName is the thread's PersistentVolumeClaim: <pod name>-data.
 func claimName(pod string) string { return pod + "-data" }

@@ -1,0 +1,109 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The kubernetes provider's shape: an init container installs the binary
+// (--install), the supervisor listens with a scrubbed environment and the
+// thread's directories made (--listen --mkdir --keep-env), and the server
+// reaches it through a relay on an exec's stdin and stdout (--connect).
+func TestInstallListenConnect(t *testing.T) {
+	exe, err := Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin", "sandbox-mcp")
+	os.Mkdir(filepath.Dir(bin), 0o755)
+	if out, err := exec.Command(exe, "supervise", "--install", bin).CombinedOutput(); err != nil {
+		t.Fatalf("install: %v %s", err, out)
+	}
+	fi, err := os.Stat(bin)
+	if err != nil || fi.Mode().Perm() != 0o555 {
+		t.Fatalf("installed: %v %v", fi, err)
+	}
+	want, _ := os.ReadFile(exe)
+	if got, _ := os.ReadFile(bin); !bytes.Equal(got, want) {
+		t.Fatal("the installed binary differs")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "bin", ".install-*")); len(left) > 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+
+	sock := filepath.Join(dir, "sock")
+	mk := filepath.Join(dir, "made", "workspace")
+	cmd := exec.Command(bin, "supervise", "--listen", sock, "--mkdir", mk, "--keep-env", "PATH KEEP_ME")
+	cmd.Env = append(os.Environ(), "KEEP_ME=yes", "KUBERNETES_SERVICE_HOST=10.0.0.1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+	// The relay starts before the socket exists: it waits for it.
+	relay := exec.Command(bin, "supervise", "--connect", sock)
+	stdin, _ := relay.StdinPipe()
+	stdout, _ := relay.StdoutPipe()
+	if err := relay.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewConn(context.Background(), stdout, stdin, stdin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, res, err := sh(c, context.Background(), `echo "$KEEP_ME ${KUBERNETES_SERVICE_HOST:-unset}"; test -d `+mk+` && echo made`, 0)
+	if err != nil || res.ExitCode != 0 || out != "yes unset\nmade\n" {
+		t.Fatalf("out %q res %+v err %v", out, res, err)
+	}
+	// The server's end closes: the relay ends, and so do the commands of
+	// that channel.
+	c.Close()
+	done := make(chan error, 1)
+	go func() { done <- relay.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		relay.Process.Kill()
+		t.Fatal("the relay outlived its stdin")
+	}
+	// SIGTERM ends the supervisor at once (a Pod's deletion).
+	cmd.Process.Signal(syscall.SIGTERM)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("supervisor: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor did not end on SIGTERM")
+	}
+	// No supervisor: the relay says so and fails.
+	relay = exec.Command(bin, "supervise", "--connect", filepath.Join(dir, "none"))
+	relay.Stdin = strings.NewReader("")
+	if out, err := relay.CombinedOutput(); err == nil || !strings.Contains(string(out), "connect to the supervisor") {
+		t.Fatalf("no supervisor: %v %s", err, out)
+	}
+}
+
+func TestSuperviseUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--mkdir", "/x"},
+		{"--listen", "s", "--install", "d"},
+		{"--connect"},
+		{"--bogus", "x"},
+	} {
+		if code := Run(args, nil, nil); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+}
