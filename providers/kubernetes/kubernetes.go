@@ -28,7 +28,6 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
-	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // Labels and annotations on every object of ours.
@@ -354,8 +353,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 			mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
 		}
 		mounts = append(mounts, p.cfg.Mounts...)
-		sb := &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts}
-		sb.link = supervisor.NewLink(sb.dial)
+		sb := newSandbox(p, thread, mounts)
 		return sb, sb.link.Close, nil // the channel ends; the Pod stays warm
 	})
 }
