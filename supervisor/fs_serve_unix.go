@@ -463,7 +463,7 @@ func precondition(target string, req FSRequest) (FSEnd, bool) {
 func infoOf(fi fs.FileInfo) FSInfo {
 	info := FSInfo{Size: fi.Size(), MtimeNS: fi.ModTime().UnixNano()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		info.Mode = st.Mode
+		info.Mode = uint32(st.Mode)
 	}
 	return info
 }

@@ -9,7 +9,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/search"
@@ -118,23 +121,59 @@ func (localFS) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
 }
 
 // Open opens a regular file or a directory; the open does not block, so
-// a FIFO cannot hang a search.
+// a FIFO cannot hang a search. A search opens every file of a tree, so the
+// file is a bare descriptor: open, one fstat (kept for Stat), reads,
+// close, and no more system calls than that (an *os.File would also try
+// the poller on each).
 func (localFS) Open(_ context.Context, name string) (fs.File, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
 	}
-	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	fi := newInfo(path.Base(name), FSInfo{Mode: uint32(st.Mode), Size: st.Size, MtimeNS: st.Mtim.Nano()})
 	if !fi.IsDir() && !fi.Mode().IsRegular() {
-		f.Close()
+		unix.Close(fd)
 		return nil, &sandbox.PathError{Path: name, Err: sandbox.ErrNotRegular}
 	}
-	return f, nil
+	return &rawFile{fd: fd, fi: fi}, nil
 }
+
+// rawFile is an open file of a search.
+type rawFile struct {
+	fd int
+	fi fs.FileInfo
+}
+
+func (f *rawFile) Stat() (fs.FileInfo, error) { return f.fi, nil }
+
+func (f *rawFile) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(f.fd, b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(b) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (f *rawFile) Close() error { return unix.Close(f.fd) }
 
 func (localFS) Edit(context.Context, string, sandbox.EditFunc) error { return errReadOnlyFS }
 func (localFS) Create(context.Context, string) (io.WriteCloser, error) {

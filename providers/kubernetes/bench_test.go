@@ -1,0 +1,147 @@
+package kubernetes
+
+import (
+	"bytes"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/search"
+)
+
+// The benchmarks of issue #15, each against its peer in one run, the two
+// alternated on one Pod (medians): bench/run.sh turns their metrics into
+// the table of docs/benchmarks.md.
+
+func median(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+func reportPair(b *testing.B, ours, peer []time.Duration, peerName string) {
+	o, p := median(ours), median(peer)
+	b.ReportMetric(float64(o)/1e6, "ours-ms")
+	b.ReportMetric(float64(p)/1e6, peerName+"-ms")
+	b.ReportMetric(float64(o)/float64(p), "ratio")
+}
+
+func kubectl(b *testing.B) string {
+	bin, err := exec.LookPath("kubectl")
+	if err != nil {
+		b.Skip("no kubectl on PATH")
+	}
+	return bin
+}
+
+// BenchmarkWarmExecVsKubectl: bash `true` through the provider against
+// `kubectl exec POD -- true`.
+func BenchmarkWarmExecVsKubectl(b *testing.B) {
+	bin := kubectl(b)
+	p := newProviderT(b, newConfig(b))
+	sb := acquire(b, p, "bench-exec-"+randomHex(4))
+	execOut(b, sb, "true")
+	var ours, peer []time.Duration
+	for b.Loop() {
+		t := time.Now()
+		execOut(b, sb, "true")
+		ours = append(ours, time.Since(t))
+		t = time.Now()
+		if out, err := exec.Command(bin, "-n", p.cfg.Namespace, "exec", sb.PodName(), "-c", containerName, "--", "true").CombinedOutput(); err != nil {
+			b.Fatalf("kubectl exec: %v %s", err, out)
+		}
+		peer = append(peer, time.Since(t))
+	}
+	reportPair(b, ours, peer, "kubectl")
+}
+
+// BenchmarkReadFileVsKubectlCat: a 1 KiB file read through the provider's
+// FS against `kubectl exec POD -- cat FILE`.
+func BenchmarkReadFileVsKubectlCat(b *testing.B) {
+	bin := kubectl(b)
+	p := newProviderT(b, newConfig(b))
+	sb := acquire(b, p, "bench-read-"+randomHex(4))
+	const name = sandbox.WorkspaceDir + "/small.txt"
+	want := bytes.Repeat([]byte("0123456789abcde\n"), 64)
+	if err := sb.FS().Edit(b.Context(), name, func([]byte, bool) ([]byte, error) { return want, nil }); err != nil {
+		b.Fatal(err)
+	}
+	var ours, peer []time.Duration
+	for b.Loop() {
+		t := time.Now()
+		f, err := sb.FS().Open(b.Context(), name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, err := io.ReadAll(f)
+		f.Close()
+		if err != nil || !bytes.Equal(got, want) {
+			b.Fatalf("read %d bytes, err %v", len(got), err)
+		}
+		ours = append(ours, time.Since(t))
+		t = time.Now()
+		out, err := exec.Command(bin, "-n", p.cfg.Namespace, "exec", sb.PodName(), "-c", containerName, "--", "cat", name).Output()
+		if err != nil || !bytes.Equal(out, want) {
+			b.Fatalf("kubectl exec cat: %v", err)
+		}
+		peer = append(peer, time.Since(t))
+	}
+	reportPair(b, ours, peer, "kubectl")
+}
+
+// BenchmarkGrepVsExecGrep: grep (count mode) over a tree of 10,000 files
+// in the Pod's workspace, through the provider (the search runs whole in
+// the supervisor), against `grep -rc` run in the Pod by one exec through
+// the same API client (no kubectl start-up in the peer's time).
+func BenchmarkGrepVsExecGrep(b *testing.B) {
+	p := newProviderT(b, newConfig(b))
+	sb := acquire(b, p, "bench-grep-"+randomHex(4))
+	const root = sandbox.WorkspaceDir + "/tree"
+	// 100 directories of 100 files of 10 lines; every tenth file matches.
+	if _, res := execOut(b, sb, `cd `+sandbox.WorkspaceDir+` && mkdir tree && cd tree && for d in $(seq 100); do mkdir d$d; for f in $(seq 100); do
+		if [ $((f % 10)) = 0 ]; then n=needle; else n=hay; fi
+		printf 'line one\nline two %s\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n' $n > d$d/f$f.txt; done; done`); res.ExitCode != 0 {
+		b.Fatal("making the tree failed")
+	}
+	fsys := sb.FS().(podFS)
+	req := search.GrepRequest{Root: root, Pattern: "needle", Mode: search.ModeCount}
+	var ours, peer []time.Duration
+	for b.Loop() {
+		t := time.Now()
+		files := 0
+		if err := fsys.Grep(b.Context(), req, func(search.FileMatch) error { files++; return nil }); err != nil || files != 1000 {
+			b.Fatalf("grep: %d files, err %v", files, err)
+		}
+		ours = append(ours, time.Since(t))
+		t = time.Now()
+		var out bytes.Buffer
+		err := p.stream(b.Context(), sb.PodName(), []string{"grep", "-rc", "needle", root}, nil, &out, io.Discard)
+		if err != nil || strings.Count(out.String(), ":1\n") != 1000 {
+			b.Fatalf("grep -rc: %v", err)
+		}
+		peer = append(peer, time.Since(t))
+	}
+	reportPair(b, ours, peer, "exec")
+}
+
+// BenchmarkColdFirstCall: a new thread's first bash call: the Pod made,
+// its supervisor installed and started, the channel opened, the command
+// run.
+func BenchmarkColdFirstCall(b *testing.B) {
+	p := newProviderT(b, newConfig(b))
+	for b.Loop() {
+		thread := "bench-cold-" + randomHex(4)
+		sb, err := p.Acquire(b.Context(), thread)
+		if err != nil {
+			b.Fatal(err)
+		}
+		execOut(b, sb, "true")
+		b.StopTimer()
+		p.Release(thread)
+		p.dropPod(sb.(*Sandbox).name)
+		b.StartTimer()
+	}
+}
