@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-
 )
 
 // Locks is a table of per-key mutexes whose entries live only while someone
