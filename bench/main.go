@@ -30,7 +30,7 @@ var (
 	sessions  = flag.String("sessions", "10,50,100,200", "HTTP session counts to measure; the figure is taken at 100")
 	calls     = flag.Int("calls", 100, "calls per HTTP session")
 	scaling   = flag.Bool("scaling", true, "also measure how cost grows with tree size and sessions")
-	only      = flag.String("only", "latency,search,http", "which parts to measure: latency (stdio round trips), search (grep, glob), http; run.sh adds docker (the docker provider's go test benchmarks)")
+	only      = flag.String("only", "latency,search,http", "which parts to measure: latency (stdio round trips), search (grep, glob), http; run.sh adds docker and kubernetes (the providers' go test benchmarks)")
 	peerMode  = flag.String("peer", "", "internal: serve the peer (stdio or http)")
 )
 
