@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cmdenv"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -838,7 +839,7 @@ func (p *Provider) hostConfig(mounts []sandbox.Mount, runHost string) *container
 // envList is every command's environment beyond the image's own (see
 // sandbox.CommandEnv: env_inherit, docker.environment), as KEY=VALUE, sorted.
 func envList(cfg Config) []string {
-	env := sandbox.CommandEnv(cfg.EnvInherit, cfg.Environment)
+	env := cmdenv.Of(cfg.EnvInherit, cfg.Environment)
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)

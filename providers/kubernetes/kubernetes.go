@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cmdenv"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -296,7 +297,7 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 // command keeps (everything else the runtime adds, such as
 // KUBERNETES_SERVICE_HOST, is unset by the supervisor: --keep-env).
 func commandEnv(cfg Config) ([]corev1.EnvVar, string) {
-	env := sandbox.CommandEnv(cfg.EnvInherit, cfg.Environment)
+	env := cmdenv.Of(cfg.EnvInherit, cfg.Environment)
 	names := []string{"PATH"}
 	out := make([]corev1.EnvVar, 0, len(env))
 	for k, v := range env {
