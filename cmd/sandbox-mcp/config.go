@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/kubernetes"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
@@ -22,18 +23,18 @@ import (
 
 // Config is the YAML configuration (SPEC §8). Flags override it.
 type Config struct {
-	Provider   string           `yaml:"provider"`
-	StateDir   string           `yaml:"state_dir"`
-	SkillsDir  string           `yaml:"skills_dir"`
-	Mounts     []MountConfig    `yaml:"mounts"`
-	Limits     LimitsConfig     `yaml:"limits"`
-	EnvInherit []string         `yaml:"env_inherit"`
-	Local      local.Config     `yaml:"local"`
-	Docker     docker.Config    `yaml:"docker"`
-	Kubernetes KubernetesConfig `yaml:"kubernetes"`
-	HTTP       HTTPConfig       `yaml:"http"`
-	Audit      AuditConfig      `yaml:"audit"`
-	LogLevel   string           `yaml:"log_level"`
+	Provider   string            `yaml:"provider"`
+	StateDir   string            `yaml:"state_dir"`
+	SkillsDir  string            `yaml:"skills_dir"`
+	Mounts     []MountConfig     `yaml:"mounts"`
+	Limits     LimitsConfig      `yaml:"limits"`
+	EnvInherit []string          `yaml:"env_inherit"`
+	Local      local.Config      `yaml:"local"`
+	Docker     docker.Config     `yaml:"docker"`
+	Kubernetes kubernetes.Config `yaml:"kubernetes"`
+	HTTP       HTTPConfig        `yaml:"http"`
+	Audit      AuditConfig       `yaml:"audit"`
+	LogLevel   string            `yaml:"log_level"`
 
 	// From flags only.
 	Thread string `yaml:"-"`
@@ -57,47 +58,6 @@ type LimitsConfig struct {
 	BashTimeoutMax         *int   `yaml:"bash_timeout_max"`
 	GrepMaxFileBytes       *int64 `yaml:"grep_max_file_bytes"`
 	ReadFileMaxScanBytes   *int64 `yaml:"read_file_max_scan_bytes"`
-}
-
-// KubernetesConfig configures the kubernetes provider (SPEC §14).
-type KubernetesConfig struct {
-	Kubeconfig    string            `yaml:"kubeconfig"`
-	Context       string            `yaml:"context"`
-	Namespace     string            `yaml:"namespace"`
-	Image         string            `yaml:"image"`
-	PodPrefix     string            `yaml:"pod_prefix"`
-	Storage       K8sStorage        `yaml:"storage"`
-	Resources     K8sResources      `yaml:"resources"`
-	RuntimeClass  string            `yaml:"runtime_class"`
-	NodeSelector  map[string]string `yaml:"node_selector"`
-	IdleTimeout   int               `yaml:"idle_timeout"`
-	Replicas      int               `yaml:"replicas"`
-	NetworkPolicy *bool             `yaml:"network_policy"` // default true
-	Environment   map[string]string `yaml:"environment"`
-	// Beyond SPEC §14.
-	// SupervisorImage holds this server's binary at /sandbox-mcp (its own
-	// image); default sandbox-mcp:<version> for a release build.
-	SupervisorImage string `yaml:"supervisor_image"`
-	ImagePullPolicy string `yaml:"image_pull_policy"`
-	User            int64  `yaml:"user"`
-	WritableRootFS  bool   `yaml:"writable_root_fs"`
-	StartTimeout    int    `yaml:"start_timeout"`
-	RemoveOnExit    bool   `yaml:"remove_on_exit"`
-}
-
-// K8sStorage is where a thread's files live in the cluster.
-type K8sStorage struct {
-	Mode         string `yaml:"mode"`
-	StorageClass string `yaml:"storage_class"`
-	Size         string `yaml:"size"`
-	HostPath     string `yaml:"host_path"`
-}
-
-// K8sResources are a sandbox Pod's limits.
-type K8sResources struct {
-	CPU              string `yaml:"cpu"`
-	Memory           string `yaml:"memory"`
-	EphemeralStorage string `yaml:"ephemeral_storage"`
 }
 
 // HTTPConfig configures the HTTP transports.
@@ -358,6 +318,9 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		return err
 	}
 	if err := c.Docker.Validate(); err != nil {
+		return err
+	}
+	if err := c.Kubernetes.Validate(); err != nil {
 		return err
 	}
 	// An empty token (an unset variable) never turns auth off: it stops

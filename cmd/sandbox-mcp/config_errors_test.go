@@ -212,14 +212,22 @@ func TestLoadConfigTimes(t *testing.T) {
 		{"docker: {idle_timeout: 10m}\n", nil, 10 * time.Minute},
 		{"docker: {idle_timeout: \"90s\"}\n", nil, 90 * time.Second},
 		{"docker: {idle_timeout: ${IDLE}}\n", []string{"IDLE", "30"}, 30 * time.Second},
+		{"kubernetes: {start_timeout: 2m, idle_timeout: 60}\n", nil, 2 * time.Minute},
 	} {
 		cfg, err := loadConfig(writeConfig(t, c.yaml), env(c.env...))
 		if err != nil {
 			t.Errorf("%q: %v", c.yaml, err)
 			continue
 		}
-		if cfg.Docker.IdleTimeout != c.want {
-			t.Errorf("%q: idle_timeout %v, want %v", c.yaml, cfg.Docker.IdleTimeout, c.want)
+		got := cfg.Docker.IdleTimeout
+		if strings.HasPrefix(c.yaml, "kubernetes") {
+			got = cfg.Kubernetes.StartTimeout
+			if cfg.Kubernetes.IdleTimeout != time.Minute {
+				t.Errorf("%q: kubernetes idle_timeout %v", c.yaml, cfg.Kubernetes.IdleTimeout)
+			}
+		}
+		if got != c.want {
+			t.Errorf("%q: %v, want %v", c.yaml, got, c.want)
 		}
 	}
 }

@@ -297,6 +297,11 @@ func TestValidateRefuses(t *testing.T) {
 	}{
 		{"bad provider", func(c *Config) { c.Provider = "podman" }, []string{"provider", "podman"}},
 		{"bad isolation", func(c *Config) { c.Local.Isolation = "gvisor" }, []string{"isolation", "gvisor"}},
+		{"negative docker idle", func(c *Config) { c.Docker.IdleTimeout = -time.Second }, []string{"docker.idle_timeout"}},
+		{"bad docker prefix", func(c *Config) { c.Docker.ContainerPrefix = "-x" }, []string{"docker.container_prefix"}},
+		{"negative kubernetes start", func(c *Config) { c.Kubernetes.StartTimeout = -time.Second }, []string{"kubernetes.start_timeout"}},
+		{"bad kubernetes storage", func(c *Config) { c.Kubernetes.Storage.Mode = "nfs" }, []string{"kubernetes.storage.mode", "nfs"}},
+		{"bad kubernetes pull policy", func(c *Config) { c.Kubernetes.ImagePullPolicy = "Sometimes" }, []string{"kubernetes.image_pull_policy"}},
 		{"bad log level", func(c *Config) { c.LogLevel = "verbose" }, []string{"verbose"}},
 		{"bad thread", func(c *Config) { c.Thread = "../x" }, []string{"thread"}},
 		{"thread too long", func(c *Config) { c.Thread = strings.Repeat("a", 129) }, []string{"thread"}},

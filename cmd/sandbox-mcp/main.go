@@ -15,7 +15,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/lmittmann/tint"
 
@@ -218,37 +217,11 @@ func newProvider(ctx context.Context, cfg *Config, log *slog.Logger) (sandbox.Pr
 		return p, nil
 	case "kubernetes":
 		k := cfg.Kubernetes
-		netpol := k.NetworkPolicy == nil || *k.NetworkPolicy
-		supervisorImage := k.SupervisorImage
-		if supervisorImage == "" && version != "" {
-			supervisorImage = "sandbox-mcp:" + version // a release build: its own image
+		if k.SupervisorImage == "" && version != "" {
+			k.SupervisorImage = "ghcr.io/sandbox-mcp/sandbox-mcp:" + version // a release build: its own image (scripts/release.sh)
 		}
-		p, err := kubernetes.New(ctx, kubernetes.Config{
-			Kubeconfig:      k.Kubeconfig,
-			Context:         k.Context,
-			Namespace:       k.Namespace,
-			Image:           k.Image,
-			SupervisorImage: supervisorImage,
-			PodPrefix:       k.PodPrefix,
-			Storage:         kubernetes.Storage{Mode: k.Storage.Mode, StorageClass: k.Storage.StorageClass, Size: k.Storage.Size, HostPath: k.Storage.HostPath},
-			Resources:       kubernetes.Resources{CPU: k.Resources.CPU, Memory: k.Resources.Memory, EphemeralStorage: k.Resources.EphemeralStorage},
-			RuntimeClass:    k.RuntimeClass,
-			NodeSelector:    k.NodeSelector,
-			IdleTimeout:     time.Duration(k.IdleTimeout) * time.Second,
-			Replicas:        k.Replicas,
-			NetworkPolicy:   netpol,
-			Environment:     k.Environment,
-			ImagePullPolicy: k.ImagePullPolicy,
-			User:            k.User,
-			WritableRootFS:  k.WritableRootFS,
-			StartTimeout:    time.Duration(k.StartTimeout) * time.Second,
-			RemoveOnExit:    k.RemoveOnExit,
-			StateDir:        cfg.StateDir,
-			SkillsDir:       cfg.SkillsDir,
-			Mounts:          mounts,
-			EnvInherit:      cfg.EnvInherit,
-			Logger:          log,
-		})
+		k.StateDir, k.SkillsDir, k.Mounts, k.EnvInherit, k.Logger = cfg.StateDir, cfg.SkillsDir, mounts, cfg.EnvInherit, log
+		p, err := kubernetes.New(ctx, k)
 		if err != nil {
 			return nil, err
 		}

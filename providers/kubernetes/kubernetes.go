@@ -47,54 +47,6 @@ const (
 	StorageHostPath = "host_path"
 )
 
-// Config configures the provider; zero values take the defaults of SPEC §14.
-type Config struct {
-	Kubeconfig   string // default: in-cluster, else $KUBECONFIG, else ~/.kube/config
-	Context      string // kubeconfig context; default its current one
-	Namespace    string // default sandbox-mcp
-	Image        string // default sandbox-mcp-base:latest
-	PodPrefix    string // default sandbox-mcp
-	Storage      Storage
-	Resources    Resources
-	RuntimeClass string            // e.g. gvisor, kata; default the cluster's
-	NodeSelector map[string]string // where sandbox Pods may run
-	IdleTimeout  time.Duration     // unused this long, a Pod is deleted; default 600 s, <0 never
-	Replicas     int               // most Pods running at once; default 3, <0 no cap
-	// NetworkPolicy: a NetworkPolicy denies the sandbox Pods all ingress
-	// and egress (enforced where the network plugin enforces policies).
-	NetworkPolicy bool
-	Environment   map[string]string // added to every command's environment
-
-	// Beyond §14.
-	SupervisorImage string        // required: this server's image (the binary at /sandbox-mcp), copied into every Pod by an init container
-	ImagePullPolicy string        // Always, IfNotPresent (default) or Never; the supervisor image's too
-	User            int64         // the Pods' uid and gid; default 1000; never 0
-	WritableRootFS  bool          // default: read-only root file system, /tmp an emptyDir
-	StartTimeout    time.Duration // Pod create -> Running; default 3 min
-	RemoveOnExit    bool          // delete the Pods this server used when it stops
-
-	StateDir   string
-	SkillsDir  string          // a node directory, mounted read-only at /mnt/skills
-	Mounts     []sandbox.Mount // node directories, mounted at their virtual paths
-	EnvInherit []string
-	Logger     *slog.Logger
-}
-
-// Storage says where threads' files live.
-type Storage struct {
-	Mode         string // pvc (default) or host_path
-	StorageClass string // pvc: the claims' class; default the cluster's default class
-	Size         string // pvc: default 1Gi
-	HostPath     string // host_path: a node directory; threads under <HostPath>/threads
-}
-
-// Resources are every sandbox container's limits.
-type Resources struct {
-	CPU              string // default 1
-	Memory           string // default 1Gi
-	EphemeralStorage string // default 1Gi
-}
-
 // Provider hands out Pod-backed sandboxes.
 type Provider struct {
 	cfg    Config
@@ -153,72 +105,6 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-func setDefaults(cfg *Config) error {
-	if cfg.Namespace == "" {
-		cfg.Namespace = "sandbox-mcp"
-	}
-	if cfg.Image == "" {
-		cfg.Image = "sandbox-mcp-base:latest"
-	}
-	if cfg.PodPrefix == "" {
-		cfg.PodPrefix = "sandbox-mcp"
-	}
-	if !prefixRe.MatchString(cfg.PodPrefix) {
-		return fmt.Errorf("kubernetes.pod_prefix %q: want lower-case letters, digits and '-', at most 44 characters", cfg.PodPrefix)
-	}
-	if cfg.Storage.Mode == "" {
-		cfg.Storage.Mode = StoragePVC
-	}
-	switch cfg.Storage.Mode {
-	case StoragePVC:
-		if cfg.Storage.Size == "" {
-			cfg.Storage.Size = "1Gi"
-		}
-	case StorageHostPath:
-		if !filepath.IsAbs(cfg.Storage.HostPath) {
-			return fmt.Errorf("kubernetes.storage.host_path %q: want an absolute node directory", cfg.Storage.HostPath)
-		}
-	default:
-		return fmt.Errorf("kubernetes.storage.mode %q: want pvc or host_path", cfg.Storage.Mode)
-	}
-	if cfg.Resources.CPU == "" {
-		cfg.Resources.CPU = "1"
-	}
-	if cfg.Resources.Memory == "" {
-		cfg.Resources.Memory = "1Gi"
-	}
-	if cfg.Resources.EphemeralStorage == "" {
-		cfg.Resources.EphemeralStorage = "1Gi"
-	}
-	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = 600 * time.Second
-	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = 3
-	}
-	if cfg.ImagePullPolicy == "" {
-		cfg.ImagePullPolicy = string(corev1.PullIfNotPresent)
-	}
-	switch corev1.PullPolicy(cfg.ImagePullPolicy) {
-	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-	default:
-		return fmt.Errorf("kubernetes.image_pull_policy %q: want Always, IfNotPresent or Never", cfg.ImagePullPolicy)
-	}
-	if cfg.User == 0 {
-		cfg.User = 1000
-	}
-	if cfg.User < 0 {
-		return fmt.Errorf("kubernetes.user %d: want a uid above 0", cfg.User)
-	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = 3 * time.Minute
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return nil
 }
 
 // restConfig: an explicit kubeconfig, else in-cluster, else the usual
@@ -283,7 +169,7 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 	if cfg.SupervisorImage == "" {
 		return nil, errors.New("kubernetes.supervisor_image: required: an image with this server's binary at /sandbox-mcp (the server's own image, sandbox-mcp:<version>)")
 	}
-	if cfg.NetworkPolicy {
+	if cfg.networkPolicy() {
 		if err := p.ensureNetworkPolicy(pctx); err != nil {
 			return nil, fmt.Errorf("kubernetes provider: network policy: %w", apiError(err))
 		}
