@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance scenarios that apply to sandbox-mcp
-# against a freshly built server on a loopback port. Needs the suite at
-# ../shared/tools/mcp-conformance (beside the project); not part of .ci/run.
+# against a freshly built server on a loopback port. Needs the suite
+# (@modelcontextprotocol/conformance on npm): `npx @modelcontextprotocol/conformance`
+# by default, or MCP_CONFORMANCE=/path/to/its/launcher; not part of .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-suite=${MCP_CONFORMANCE:-../shared/tools/mcp-conformance}
-if [ ! -x "$suite" ]; then
-  echo "conformance suite not found at $suite; set MCP_CONFORMANCE" >&2
+if [ -n "${MCP_CONFORMANCE:-}" ]; then
+  suite=("$MCP_CONFORMANCE")
+elif command -v npx >/dev/null 2>&1; then
+  suite=(npx --yes @modelcontextprotocol/conformance)
+else
+  echo "the MCP conformance suite needs npx (Node.js), or MCP_CONFORMANCE=/path/to/its/launcher" >&2
   exit 1
 fi
 tmp=$(mktemp -d)
@@ -19,6 +23,6 @@ for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && b
 status=0
 for s in ${SCENARIOS:-server-initialize ping tools-list dns-rebinding-protection}; do
   echo "== $s"
-  "$suite" server --url "http://127.0.0.1:$port/mcp" --scenario "$s" || status=1
+  "${suite[@]}" server --url "http://127.0.0.1:$port/mcp" --scenario "$s" || status=1
 done
 exit $status

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the server image sandbox-mcp:latest offline: a static Go binary
 # (CGO_ENABLED=0) in a FROM scratch image. With --save FILE it also writes
-# the image as a tarball for `local-k8s.sh load FILE` (or `ctr images import`).
+# the image as a tarball (for `ctr images import`, `kind load image-archive`;
+# deploy/kubernetes/dev/cluster.sh loads it from the Docker engine itself).
 #   deploy/kubernetes/build-image.sh [--save /tmp/sandbox-mcp.tar] [TAG]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

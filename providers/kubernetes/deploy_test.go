@@ -57,10 +57,9 @@ import (
 // without one unless SANDBOX_MCP_REQUIRE_K8S=1. The image step needs docker
 // (else it says SKIPPED, or fails with SANDBOX_MCP_REQUIRE_DOCKER=1) and a
 // way into the cluster's image store: SANDBOX_MCP_K8S_LOAD (a command the
-// tarball is appended to, e.g. "kind load image-archive"), by default the
-// workspace's ../shared/tools/k8s/local-k8s.sh load.
-// SANDBOX_MCP_K8S_SERVER_IMAGE names a server image the cluster already has
-// instead. The sandbox image is SANDBOX_MCP_K8S_IMAGE, as for the other tests.
+// tarball is appended to, e.g. "kind load image-archive"), or
+// SANDBOX_MCP_K8S_SERVER_IMAGE naming a server image the cluster already has
+// (deploy/kubernetes/dev/cluster.sh loads one, and its env names it). The sandbox image is SANDBOX_MCP_K8S_IMAGE, as for the other tests.
 //
 // Adaptations for a test cluster, all made here on the parsed objects (the
 // manifests' files are only read): the namespace (objects, RoleBinding
@@ -68,7 +67,7 @@ import (
 // random token in the Secret, in the server's config the sandbox image,
 // sandbox limits of 500m/256Mi and the claims' storage class (a static
 // hostPath PersistentVolume of the test's own), and — only
-// when the API server listens on loopback, as local-k8s.sh's does, so that
+// when the API server listens on loopback, as deploy/kubernetes/dev/cluster.sh's does, so that
 // Pods cannot reach it through the kubernetes Service — a TCP relay on the
 // node's address (this machine) that the Pods reach as kubernetes.default.svc
 // (a hostAlias and KUBERNETES_SERVICE_HOST/PORT), so that the server still
@@ -602,8 +601,6 @@ func serverImage(t *testing.T, ctx context.Context, root string) (image, note st
 	var loader []string
 	if l := strings.Fields(os.Getenv("SANDBOX_MCP_K8S_LOAD")); len(l) > 0 {
 		loader = l
-	} else if s := filepath.Join(root, "..", "shared", "tools", "k8s", "local-k8s.sh"); isExecutable(s) {
-		loader = []string{s, "load"}
 	}
 	dctx, dcancel := context.WithTimeout(ctx, 15*time.Second)
 	derr := exec.CommandContext(dctx, "docker", "version").Run()
@@ -649,11 +646,6 @@ func serverImage(t *testing.T, ctx context.Context, root string) (image, note st
 		tag, built.Round(time.Millisecond), float64(size)/(1<<20), filepath.Base(loader[0]), time.Since(start).Round(time.Millisecond))
 }
 
-func isExecutable(name string) bool {
-	fi, err := os.Stat(name)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
 // relayHost is the name the Pods reach the API server by through the
 // relay: one of the names in the API server's serving certificate.
 const relayHost = "kubernetes.default.svc"
@@ -671,7 +663,7 @@ type relay struct {
 
 // apiRelay returns nil when Pods can reach the API server the usual way
 // (in-cluster config through the kubernetes Service). When the API server
-// is on loopback (local-k8s.sh), it starts a relay on the node's
+// is on loopback (deploy/kubernetes/dev/cluster.sh), it starts a relay on the node's
 // InternalIP, which must then be an address of this machine.
 func apiRelay(t *testing.T, ctx context.Context, cs *k8s.Clientset, rc *rest.Config) *relay {
 	t.Helper()

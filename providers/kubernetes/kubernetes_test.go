@@ -31,13 +31,13 @@ import (
 
 // The tests take any cluster from KUBECONFIG. Without one they skip and
 // say so, unless SANDBOX_MCP_REQUIRE_K8S=1 (CI with a cluster up): then
-// they fail. SANDBOX_MCP_K8S_IMAGE picks the sandbox image (default the
-// local test cluster's busybox; docker.io/library/sandbox-mcp-base:latest
-// once loaded with local-k8s.sh load), SANDBOX_MCP_K8S_PULL its pull
-// policy, SANDBOX_MCP_K8S_SUPERVISOR_IMAGE the server image the cluster
-// has (deploy/kubernetes/build-image.sh, loaded; the supervisor comes from
-// it). Pods use host_path storage under a temporary directory, so the
-// node must be this machine (a single-node cluster such as local-k8s.sh).
+// they fail. SANDBOX_MCP_K8S_IMAGE picks the sandbox image (default
+// local.test/busybox:1.35), SANDBOX_MCP_K8S_PULL its pull policy,
+// SANDBOX_MCP_K8S_SUPERVISOR_IMAGE the server image the cluster has (the
+// supervisor comes from it). deploy/kubernetes/dev/cluster.sh makes such a
+// cluster on this machine, loads both images and prints these variables
+// (its env). Pods use host_path storage under a temporary directory, so
+// the node must be this machine.
 
 var cluster struct {
 	once sync.Once

@@ -13,9 +13,10 @@
 #   cluster.sh load IMAGE...   copy images from the Docker engine into the cluster
 #   cluster.sh down    stop it, undo what up did to the host (mounts, bridge, sysctls)
 #
-# Its ports (22379-80, 26443, 20248-59), bridge (smk8s0, 10.245.0.0/24) and
-# cgroup (/sandbox-mcp-dev) are its own. Needs root (containerd, the kubelet,
-# a bridge). Settings: SANDBOX_MCP_K8S_DIR
+# Its ports (22379-80, 26443, 20248-59) and bridge (smk8s0, 10.245.0.0/24)
+# are its own; the kubelet's cgroups (kubepods) and a few paths it uses
+# whatever its flags are not, so run no other kubelet beside it. Needs root
+# (containerd, the kubelet, a bridge). Settings: SANDBOX_MCP_K8S_DIR
 # (default /tmp/sandbox-mcp-k8s), KUBE_VERSION (default v1.37.2).
 # Tests: `go test ./providers/kubernetes/ ./cmd/sandbox-mcp/` with the env
 # printed by `env`; without it the kubernetes tests say SKIPPED.
@@ -226,7 +227,6 @@ cmd_up() {
 		readOnlyPort: 0
 		healthzBindAddress: 127.0.0.1
 		healthzPort: $((kubelet_port - 2))
-		cgroupRoot: /sandbox-mcp-dev
 		tlsCertFile: $pki/kubelet-serving.crt
 		tlsPrivateKeyFile: $pki/kubelet-serving.key
 		authentication: {anonymous: {enabled: false}, webhook: {enabled: false}, x509: {clientCAFile: $pki/ca.crt}}
@@ -277,7 +277,7 @@ cmd_env() {
 	echo "export KUBECONFIG=$run/admin.kubeconfig"
 	echo "export SANDBOX_MCP_REQUIRE_K8S=1 SANDBOX_MCP_K8S_PULL=Never"
 	echo "export SANDBOX_MCP_K8S_IMAGE=docker.io/library/sandbox-mcp-base:latest"
-	echo "export SANDBOX_MCP_K8S_SUPERVISOR_IMAGE=docker.io/library/sandbox-mcp:ci"
+	echo "export SANDBOX_MCP_K8S_SUPERVISOR_IMAGE=docker.io/library/sandbox-mcp:ci SANDBOX_MCP_K8S_SERVER_IMAGE=docker.io/library/sandbox-mcp:ci"
 }
 
 stop_pid() {
@@ -320,7 +320,7 @@ cmd_down() {
 	for m in $(awk -v r="$run" 'index($5, r) == 1 {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" 2>/dev/null || true; done
 	ip link del "$bridge" 2>/dev/null || true
 	local cg
-	for cg in /sys/fs/cgroup/*/sandbox-mcp-dev; do [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true; done
+	for cg in /sys/fs/cgroup/*/kubepods; do [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true; done
 	rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/cni/results/sandbox-mcp-dev-* 2>/dev/null || true
 	if [ -f "$run/made-dirs" ]; then
 		while read -r d; do [ -d "$d" ] && find "$d" -depth -type d -empty -delete 2>/dev/null; done <"$run/made-dirs"
