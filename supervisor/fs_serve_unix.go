@@ -272,17 +272,7 @@ func (c *channel) read(id uint32, st *fsStream, name string) FSEnd {
 	for left := info.Size; left > 0; {
 		n, err := io.ReadFull(f, buf[:min(int64(len(buf)), left)])
 		if n > 0 {
-			st.mu.Lock()
-			for st.credit < n && !st.closed {
-				st.cond.Wait()
-			}
-			closed := st.closed
-			st.credit -= n
-			st.mu.Unlock()
-			if closed {
-				return FSEnd{Err: codeCancelled}
-			}
-			if c.send(msgFSData, id, buf[:n]) != nil {
+			if !c.sendData(id, st, buf[:n]) {
 				return FSEnd{Err: codeCancelled}
 			}
 			left -= int64(n)
@@ -295,6 +285,26 @@ func (c *channel) read(id uint32, st *fsStream, name string) FSEnd {
 		}
 	}
 	return FSEnd{}
+}
+
+// sendData sends b as msgFSData frames within the stream's credit; false
+// when the stream was stopped first.
+func (c *channel) sendData(id uint32, st *fsStream, b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), chunkSize)
+		st.mu.Lock()
+		for st.credit < n && !st.closed {
+			st.cond.Wait()
+		}
+		closed := st.closed
+		st.credit -= n
+		st.mu.Unlock()
+		if closed || c.send(msgFSData, id, b[:n]) != nil {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }
 
 // write writes a file atomically: the bytes go to a new temporary file

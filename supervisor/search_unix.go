@@ -70,26 +70,6 @@ func (c *channel) search(id uint32, st *fsStream, req FSRequest) FSEnd {
 	return FSEnd{Total: total}
 }
 
-// sendData sends b as msgFSData frames within the stream's credit; false
-// when the stream was stopped first.
-func (c *channel) sendData(id uint32, st *fsStream, b []byte) bool {
-	for len(b) > 0 {
-		n := min(len(b), chunkSize)
-		st.mu.Lock()
-		for st.credit < n && !st.closed {
-			st.cond.Wait()
-		}
-		closed := st.closed
-		st.credit -= n
-		st.mu.Unlock()
-		if closed || c.send(msgFSData, id, b[:n]) != nil {
-			return false
-		}
-		b = b[n:]
-	}
-	return true
-}
-
 // searchError is the FSEnd of a search that failed: the root's errno, a
 // sandbox sentinel, or the engine's own message (a bad pattern).
 func searchError(err error) FSEnd {
