@@ -47,6 +47,7 @@ cmd_build() {
 	for c in containerd:containerd ctr:containerd runc:runc jq:jq curl:curl openssl:openssl ip:iproute2 gcc:gcc; do
 		command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
 	done
+	[ -n "$(find /usr/lib -name libc.a -print -quit 2>/dev/null)" ] || need+=(libc6-dev) # the static pause
 	if [ ${#need[@]} -gt 0 ] || [ ! -x "$dir/cni/usr/lib/cni/bridge" ]; then
 		apt-get update -qq
 		[ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
