@@ -28,8 +28,9 @@ type Conn struct {
 	mu    sync.Mutex
 	next  uint32
 	calls map[uint32]*call
-	fs    map[uint32]*fsCall // file operations (fs_client.go)
-	err   error              // why the channel ended, set once before done is closed
+	fs    map[uint32]*fsCall  // file operations (fs_client.go)
+	jobs  map[uint32]*jobCall // job requests (jobs_client.go)
+	err   error               // why the channel ended, set once before done is closed
 	done  chan struct{}
 }
 
@@ -56,7 +57,7 @@ const helloTimeout = 30 * time.Second
 // closer ends the transport (and, where it is a process, the process); it
 // is called once, when the channel fails or is closed.
 func NewConn(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*Conn, error) {
-	c := &Conn{closer: closer, fw: frameWriter{w: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, done: make(chan struct{})}
+	c := &Conn{closer: closer, fw: frameWriter{w: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, jobs: map[uint32]*jobCall{}, done: make(chan struct{})}
 	fr := &frameReader{r: bufio.NewReaderSize(r, 64<<10)}
 	got := make(chan error, 1)
 	go func() {
@@ -124,12 +125,15 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.err = err
-	calls, fsCalls := c.calls, c.fs
-	c.calls, c.fs = map[uint32]*call{}, map[uint32]*fsCall{}
+	calls, fsCalls, jobCalls := c.calls, c.fs, c.jobs
+	c.calls, c.fs, c.jobs = map[uint32]*call{}, map[uint32]*fsCall{}, map[uint32]*jobCall{}
 	close(c.done)
 	c.mu.Unlock()
 	for _, fc := range fsCalls {
 		fc.fail()
+	}
+	for _, jc := range jobCalls {
+		jc.fail()
 	}
 	if c.closer != nil {
 		c.closer.Close()
@@ -214,6 +218,8 @@ func (c *Conn) dispatch(f frame) error {
 		}
 		cl.exit, cl.ended = &m, true
 		cl.cond.Broadcast()
+	case msgJobData, msgJobEnd:
+		return c.dispatchJob(f)
 	default:
 		return c.dispatchFS(f)
 	}

@@ -15,7 +15,7 @@ const (
 // Protocol is the version of this protocol; a supervisor of another
 // version is refused (the server and the supervisor are one binary, so
 // they differ only when a server was replaced under a running sandbox).
-const Protocol = 3
+const Protocol = 4
 
 // window is how many output bytes of one stream may be in flight,
 // unacknowledged by credit: the memory a stream can hold in the server.
@@ -26,7 +26,8 @@ type Hello struct {
 	Protocol int    `json:"protocol"`
 	Shell    string `json:"shell"` // bash's path in the sandbox, else sh's; "" when it has neither
 	PID      int    `json:"pid"`   // the supervisor's pid, in the sandbox's own pid namespace
-	Busy     int    `json:"busy"`  // commands in flight when the channel opened (any channel's)
+	Busy     int    `json:"busy"`  // commands in flight and jobs running when the channel opened (any channel's)
+	Jobs     int    `json:"jobs"`  // of which jobs running
 }
 
 // ExecMsg starts a command.
