@@ -213,6 +213,9 @@ func (c *Conn) dispatch(f frame) error {
 		if cl.exit != nil {
 			return protocolError("stream %d exited twice", f.stream)
 		}
+		if m.Job != "" && (!validJobID(m.Job) || !m.Running || m.Error != "") || m.Job == "" && m.Running {
+			return protocolError("stream %d: a malformed job in its exit", f.stream)
+		}
 		if len(m.Error) > 1024 {
 			m.Error = m.Error[:1024]
 		}
@@ -232,12 +235,21 @@ type ExecRequest struct {
 	Dir     string
 	Timeout time.Duration // 0: none
 	Output  io.Writer     // stdout and stderr, interleaved
+	// YieldAfter: a command still running then becomes a job (with the
+	// settings of Job) rather than going on; 0: never. The job's output
+	// offsets count from the command's start, and what Output got counts
+	// as shown.
+	YieldAfter time.Duration
+	Job        JobSettings
 }
 
 // ExecResult is how a command ended.
 type ExecResult struct {
 	ExitCode int
 	TimedOut bool
+	// Job: the command still runs, as this job (ExecRequest.YieldAfter);
+	// ExitCode means nothing then.
+	Job string
 }
 
 // ErrUnresponsive: the supervisor did not end a command it was told to
@@ -259,7 +271,7 @@ const drainGraceMax = 2 * time.Second
 // known: the channel failed (the call gets a clear error, never a hang), or
 // ErrUnresponsive.
 func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
-	body, err := json.Marshal(ExecMsg{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds()})
+	body, err := json.Marshal(ExecMsg{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds(), YieldAfterMS: req.YieldAfter.Milliseconds(), JobSettings: req.Job})
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -367,7 +379,7 @@ func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	if exit.Error != "" {
 		return ExecResult{}, fmt.Errorf("start command: %s", exit.Error)
 	}
-	return ExecResult{ExitCode: exit.Code, TimedOut: exit.TimedOut}, nil
+	return ExecResult{ExitCode: exit.Code, TimedOut: exit.TimedOut, Job: exit.Job}, nil
 }
 
 // ChannelError: the channel to a sandbox's supervisor failed; the command's

@@ -529,3 +529,62 @@ func (s *supervisor) killJob(j *job, name string) JobReply {
 	j.mu.Unlock()
 	return JobReply{Job: &info}
 }
+
+// sendOut sends a command's output, or gives it to the job the command
+// became.
+func (c *channel) sendOut(id uint32, st *stream, p []byte) bool {
+	if st.pre == nil {
+		return c.send(msgOutput, id, p) == nil
+	}
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	if st.job != nil {
+		st.job.appendOut(p)
+		return true
+	}
+	st.pre.append(p)
+	return c.send(msgOutput, id, p) == nil
+}
+
+// yieldJob turns a command that still runs into a job, unless MaxJobs run
+// already or its log cannot be made: its process group goes on, its
+// output from here goes to the job, and what the stream sent counts as
+// shown (the job's ring and log start with it). It returns the job's id,
+// or "" when the command stays in the foreground.
+func (c *channel) yieldJob(st *stream, m ExecMsg, p *proc, pr *os.File, copied <-chan struct{}) string {
+	s := c.s
+	select {
+	case <-st.kill: // the server ended it: it ends
+		return ""
+	default:
+	}
+	if s.jobs.reserve(m.JobSettings) != nil {
+		return ""
+	}
+	var log *os.File
+	if m.LogPath != "" {
+		var err error
+		if log, err = openLog(m.LogPath); err != nil {
+			s.jobs.release()
+			return ""
+		}
+	}
+	j := newJob(m.Argv, p.pid, m.JobSettings, log)
+	st.sendMu.Lock()
+	j.mu.Lock()
+	j.out = *st.pre
+	j.shown = j.out.chars
+	if log != nil && j.out.baseChars > 0 {
+		fmt.Fprintf(log, "[%d earlier characters not kept]\n", j.out.baseChars)
+	}
+	j.writeLog(j.out.kept())
+	j.mu.Unlock()
+	st.mu.Lock()
+	st.job = j
+	st.cond.Broadcast()
+	st.mu.Unlock()
+	st.sendMu.Unlock()
+	s.jobs.add(j)
+	go s.watch(j, p, pr, copied)
+	return j.id
+}

@@ -318,3 +318,45 @@ func TestJobOrphanSweep(t *testing.T) {
 	}
 	waitFor(t, l, j.ID, Unshown, "")
 }
+
+// A foreground command still running at YieldAfter goes on as a job.
+func TestJobYieldAfter(t *testing.T) {
+	l := jobLink(t, listen(t))
+	c, err := l.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "y.log")
+	var out syncBuf
+	res, err := c.Exec(t.Context(), ExecRequest{Argv: []string{"/bin/bash", "-c", "echo start; sleep 2; echo done"}, Dir: "/", Output: &out,
+		YieldAfter: 300 * time.Millisecond, Job: JobSettings{LogPath: logPath}})
+	if err != nil || res.Job == "" || out.String() != "start\n" {
+		t.Fatalf("%+v %q %v", res, out.String(), err)
+	}
+	got, o := waitFor(t, l, res.Job, Unshown, "")
+	if got != "done\n" || o.Job.State != JobExited || o.Job.Code != 0 {
+		t.Fatalf("%q %+v", got, o.Job)
+	}
+	o, err = l.JobOutput(t.Context(), res.Job, 0, 0)
+	if err != nil || string(o.Data) != "start\ndone\n" {
+		t.Fatalf("%q %v", o.Data, err)
+	}
+	if b, err := os.ReadFile(logPath); err != nil || string(b) != "start\ndone\n" {
+		t.Fatalf("log %q %v", b, err)
+	}
+	// A command that ends first, and one that finds MaxJobs running, end
+	// in the foreground.
+	out = syncBuf{}
+	res, err = c.Exec(t.Context(), ExecRequest{Argv: []string{"/bin/bash", "-c", "echo quick"}, Dir: "/", Output: &out, YieldAfter: 10 * time.Second})
+	if err != nil || res.Job != "" || out.String() != "quick\n" {
+		t.Fatalf("%+v %q %v", res, out.String(), err)
+	}
+	j := startJob(t, l, "exec sleep 300", false)
+	out = syncBuf{}
+	res, err = c.Exec(t.Context(), ExecRequest{Argv: []string{"/bin/bash", "-c", "sleep 0.6; echo fg"}, Dir: "/", Output: &out,
+		YieldAfter: 100 * time.Millisecond, Job: JobSettings{MaxJobs: 1}})
+	if err != nil || res.Job != "" || res.ExitCode != 0 || out.String() != "fg\n" {
+		t.Fatalf("at the limit: %+v %q %v", res, out.String(), err)
+	}
+	l.KillJob(t.Context(), j.ID, "KILL")
+}

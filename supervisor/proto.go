@@ -35,6 +35,10 @@ type ExecMsg struct {
 	Argv      []string `json:"argv"`
 	Dir       string   `json:"dir"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"` // 0: none
+	// YieldAfterMS: a command still running then becomes a job (with
+	// these settings) instead of going on in the foreground; 0: never.
+	YieldAfterMS int64 `json:"yield_after_ms,omitempty"`
+	JobSettings
 }
 
 // ExitMsg says how a command ended.
@@ -42,4 +46,8 @@ type ExitMsg struct {
 	Code     int    `json:"code"` // 128+N when killed by signal N
 	TimedOut bool   `json:"timed_out,omitempty"`
 	Error    string `json:"error,omitempty"` // it could not start
+	// Job: the command still runs, as this job (ExecMsg.YieldAfterMS);
+	// Running says so.
+	Job     string `json:"job,omitempty"`
+	Running bool   `json:"running,omitempty"`
 }

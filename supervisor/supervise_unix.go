@@ -225,6 +225,12 @@ type stream struct {
 	cond   *sync.Cond
 	credit int
 	closed bool // the channel ended: stop waiting for credit
+
+	// A command that may become a job (ExecMsg.YieldAfterMS): what it
+	// wrote so far (pre), and the job once it is one (jobs_serve_unix.go).
+	sendMu sync.Mutex
+	pre    *ring
+	job    *job
 }
 
 func (st *stream) stop() { st.killed.Do(func() { close(st.kill) }) }
@@ -348,6 +354,13 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 		return
 	}
 	c.send(msgStart, id, nil)
+	var yield <-chan time.Time
+	if m.YieldAfterMS > 0 {
+		st.pre = &ring{}
+		t := time.NewTimer(time.Duration(m.YieldAfterMS) * time.Millisecond)
+		defer t.Stop()
+		yield = t.C
+	}
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -360,11 +373,23 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 		timeout = t.C
 	}
 	var res ExitMsg
-	select {
-	case <-p.done:
-	case <-timeout:
-		res.TimedOut = true
-	case <-st.kill:
+wait:
+	for {
+		select {
+		case <-p.done:
+		case <-timeout:
+			res.TimedOut = true
+		case <-st.kill:
+		case <-yield:
+			yield = nil
+			if job := c.yieldJob(st, m, p, pr, copied); job != "" {
+				s.idle()
+				exit(ExitMsg{Job: job, Running: true})
+				return
+			}
+			continue
+		}
+		break wait
 	}
 	syscall.Kill(-p.pid, syscall.SIGKILL) // background children die with the command
 	<-p.done
@@ -395,13 +420,13 @@ func (c *channel) copyOut(id uint32, st *stream, r io.Reader) {
 		n, err := r.Read(buf)
 		if n > 0 {
 			st.mu.Lock()
-			for st.credit < n && !st.closed {
+			for st.credit < n && !st.closed && st.job == nil {
 				st.cond.Wait()
 			}
-			ok := !st.closed
+			ok := !st.closed || st.job != nil
 			st.credit -= n
 			st.mu.Unlock()
-			if !ok || c.send(msgOutput, id, buf[:n]) != nil {
+			if !ok || !c.sendOut(id, st, buf[:n]) {
 				return
 			}
 		}
