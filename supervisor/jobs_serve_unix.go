@@ -462,9 +462,7 @@ func (j *job) output(req JobRequest, r *jobReq, data func([]byte)) JobReply {
 	}
 	b, start, next, dropped := j.out.read(from, maxJobRead, j.state != JobRunning)
 	b = append([]byte(nil), b...)
-	if req.Offset == nil || next > j.shown {
-		j.shown = max(j.shown, next)
-	}
+	j.shown = max(j.shown, next) // what a read from an offset showed was shown too
 	info := j.info()
 	j.mu.Unlock()
 	for len(b) > 0 {
