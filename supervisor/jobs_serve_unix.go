@@ -155,6 +155,7 @@ func openLog(name string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: not a regular file", name)
 	}
+	f.Chmod(0o644) // whatever the umask
 	return f, nil
 }
 

@@ -360,3 +360,44 @@ func TestJobYieldAfter(t *testing.T) {
 	}
 	l.KillJob(t.Context(), j.ID, "KILL")
 }
+
+// Ended jobs are kept, the last maxJobsEnded of them; ids go on.
+func TestJobsEndedKept(t *testing.T) {
+	l := jobLink(t, listen(t))
+	for range maxJobsEnded + 6 {
+		if _, err := l.StartJob(t.Context(), JobSpec{Argv: []string{"true"}, Dir: "/"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var jobs []JobInfo
+	for range 500 {
+		var err error
+		if jobs, err = l.Jobs(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		running := 0
+		for _, j := range jobs {
+			if j.State == JobRunning {
+				running++
+			}
+		}
+		if running == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(jobs) != maxJobsEnded || jobs[len(jobs)-1].ID != "j70" {
+		t.Fatalf("%d jobs, the last %s", len(jobs), jobs[len(jobs)-1].ID)
+	}
+	kept := map[string]bool{}
+	for _, j := range jobs {
+		kept[j.ID] = true
+	}
+	for n := range uint64(70) {
+		if id := jobID(n + 1); !kept[id] {
+			if _, err := l.JobOutput(t.Context(), id, 0, 0); !errors.Is(err, ErrNoJob) {
+				t.Fatalf("dropped job %s: %v", id, err)
+			}
+		}
+	}
+}
