@@ -439,6 +439,11 @@ func (j *job) output(req JobRequest, r *jobReq, data func([]byte)) JobReply {
 	deadline := time.NewTimer(time.Duration(wait) * time.Millisecond)
 	defer deadline.Stop()
 	for {
+		select {
+		case <-r.stop: // first: a wait that was ended shows nothing
+			return JobReply{Err: codeCancelled, Msg: "cancelled"}
+		default:
+		}
 		j.mu.Lock()
 		from := j.shown
 		if req.Offset != nil {

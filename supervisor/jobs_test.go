@@ -3,6 +3,7 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -399,5 +400,23 @@ func TestJobsEndedKept(t *testing.T) {
 				t.Fatalf("dropped job %s: %v", id, err)
 			}
 		}
+	}
+}
+
+// A cancelled wait ends the request, never the job, and shows nothing.
+func TestJobOutputCancel(t *testing.T) {
+	l := jobLink(t, listen(t))
+	j := startJob(t, l, "echo early; read x; echo late", true)
+	waitFor(t, l, j.ID, 0, "early")
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := l.JobOutput(ctx, j.ID, Unshown, 30*time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v", err)
+	}
+	if _, err := l.JobInput(t.Context(), j.ID, []byte("\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	if out, o := waitFor(t, l, j.ID, Unshown, ""); out != "late\n" || o.Job.State != JobExited {
+		t.Fatalf("%q %+v", out, o.Job)
 	}
 }
