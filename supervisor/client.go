@@ -28,8 +28,9 @@ type Conn struct {
 	mu    sync.Mutex
 	next  uint32
 	calls map[uint32]*call
-	fs    map[uint32]*fsCall // file operations (fs_client.go)
-	err   error              // why the channel ended, set once before done is closed
+	fs    map[uint32]*fsCall  // file operations (fs_client.go)
+	jobs  map[uint32]*jobCall // job requests (jobs_client.go)
+	err   error               // why the channel ended, set once before done is closed
 	done  chan struct{}
 }
 
@@ -56,7 +57,7 @@ const helloTimeout = 30 * time.Second
 // closer ends the transport (and, where it is a process, the process); it
 // is called once, when the channel fails or is closed.
 func NewConn(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*Conn, error) {
-	c := &Conn{closer: closer, fw: frameWriter{w: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, done: make(chan struct{})}
+	c := &Conn{closer: closer, fw: frameWriter{w: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, jobs: map[uint32]*jobCall{}, done: make(chan struct{})}
 	fr := &frameReader{r: bufio.NewReaderSize(r, 64<<10)}
 	got := make(chan error, 1)
 	go func() {
@@ -124,12 +125,15 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.err = err
-	calls, fsCalls := c.calls, c.fs
-	c.calls, c.fs = map[uint32]*call{}, map[uint32]*fsCall{}
+	calls, fsCalls, jobCalls := c.calls, c.fs, c.jobs
+	c.calls, c.fs, c.jobs = map[uint32]*call{}, map[uint32]*fsCall{}, map[uint32]*jobCall{}
 	close(c.done)
 	c.mu.Unlock()
 	for _, fc := range fsCalls {
 		fc.fail()
+	}
+	for _, jc := range jobCalls {
+		jc.fail()
 	}
 	if c.closer != nil {
 		c.closer.Close()
@@ -209,11 +213,16 @@ func (c *Conn) dispatch(f frame) error {
 		if cl.exit != nil {
 			return protocolError("stream %d exited twice", f.stream)
 		}
+		if m.Job != "" && (!validJobID(m.Job) || !m.Running || m.Error != "") || m.Job == "" && m.Running {
+			return protocolError("stream %d: a malformed job in its exit", f.stream)
+		}
 		if len(m.Error) > 1024 {
 			m.Error = m.Error[:1024]
 		}
 		cl.exit, cl.ended = &m, true
 		cl.cond.Broadcast()
+	case msgJobData, msgJobEnd:
+		return c.dispatchJob(f)
 	default:
 		return c.dispatchFS(f)
 	}
@@ -226,12 +235,21 @@ type ExecRequest struct {
 	Dir     string
 	Timeout time.Duration // 0: none
 	Output  io.Writer     // stdout and stderr, interleaved
+	// YieldAfter: a command still running then becomes a job (with the
+	// settings of Job) rather than going on; 0: never. The job's output
+	// offsets count from the command's start, and what Output got counts
+	// as shown.
+	YieldAfter time.Duration
+	Job        JobSettings
 }
 
 // ExecResult is how a command ended.
 type ExecResult struct {
 	ExitCode int
 	TimedOut bool
+	// Job: the command still runs, as this job (ExecRequest.YieldAfter);
+	// ExitCode means nothing then.
+	Job string
 }
 
 // ErrUnresponsive: the supervisor did not end a command it was told to
@@ -253,7 +271,7 @@ const drainGraceMax = 2 * time.Second
 // known: the channel failed (the call gets a clear error, never a hang), or
 // ErrUnresponsive.
 func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
-	body, err := json.Marshal(ExecMsg{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds()})
+	body, err := json.Marshal(ExecMsg{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds(), YieldAfterMS: req.YieldAfter.Milliseconds(), JobSettings: req.Job})
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -361,7 +379,7 @@ func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	if exit.Error != "" {
 		return ExecResult{}, fmt.Errorf("start command: %s", exit.Error)
 	}
-	return ExecResult{ExitCode: exit.Code, TimedOut: exit.TimedOut}, nil
+	return ExecResult{ExitCode: exit.Code, TimedOut: exit.TimedOut, Job: exit.Job}, nil
 }
 
 // ChannelError: the channel to a sandbox's supervisor failed; the command's

@@ -63,7 +63,7 @@ func (c *channel) handleFS(f frame) error {
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if f.stream == 0 || c.streams[f.stream] != nil || c.fs[f.stream] != nil {
+		if f.stream == 0 || c.streams[f.stream] != nil || c.fs[f.stream] != nil || c.jobs[f.stream] != nil {
 			return protocolError("stream %d started twice", f.stream)
 		}
 		st := &fsStream{op: req.Op, done: make(chan struct{}), credit: window}

@@ -15,7 +15,7 @@ const (
 // Protocol is the version of this protocol; a supervisor of another
 // version is refused (the server and the supervisor are one binary, so
 // they differ only when a server was replaced under a running sandbox).
-const Protocol = 3
+const Protocol = 4
 
 // window is how many output bytes of one stream may be in flight,
 // unacknowledged by credit: the memory a stream can hold in the server.
@@ -26,7 +26,8 @@ type Hello struct {
 	Protocol int    `json:"protocol"`
 	Shell    string `json:"shell"` // bash's path in the sandbox, else sh's; "" when it has neither
 	PID      int    `json:"pid"`   // the supervisor's pid, in the sandbox's own pid namespace
-	Busy     int    `json:"busy"`  // commands in flight when the channel opened (any channel's)
+	Busy     int    `json:"busy"`  // commands in flight and jobs running when the channel opened (any channel's)
+	Jobs     int    `json:"jobs"`  // of which jobs running
 }
 
 // ExecMsg starts a command.
@@ -34,6 +35,10 @@ type ExecMsg struct {
 	Argv      []string `json:"argv"`
 	Dir       string   `json:"dir"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"` // 0: none
+	// YieldAfterMS: a command still running then becomes a job (with
+	// these settings) instead of going on in the foreground; 0: never.
+	YieldAfterMS int64 `json:"yield_after_ms,omitempty"`
+	JobSettings
 }
 
 // ExitMsg says how a command ended.
@@ -41,4 +46,8 @@ type ExitMsg struct {
 	Code     int    `json:"code"` // 128+N when killed by signal N
 	TimedOut bool   `json:"timed_out,omitempty"`
 	Error    string `json:"error,omitempty"` // it could not start
+	// Job: the command still runs, as this job (ExecMsg.YieldAfterMS);
+	// Running says so.
+	Job     string `json:"job,omitempty"`
+	Running bool   `json:"running,omitempty"`
 }

@@ -118,6 +118,7 @@ type supervisor struct {
 	busy  int // commands in flight
 
 	paths *filelock.Locks // a mutex per file that writes with a precondition replace
+	jobs  *jobTable       // jobs_serve_unix.go
 }
 
 // proc is one started command, by its pid (its process group).
@@ -128,7 +129,7 @@ type proc struct {
 }
 
 func newSupervisor() *supervisor {
-	s := &supervisor{procs: map[int]*proc{}, paths: filelock.NewLocks()}
+	s := &supervisor{procs: map[int]*proc{}, paths: filelock.NewLocks(), jobs: newJobTable()}
 	for _, sh := range []string{"bash", "sh"} {
 		if p, err := exec.LookPath(sh); err == nil {
 			s.shell = p
@@ -171,7 +172,8 @@ func (s *supervisor) reap() {
 
 // start forks argv in its own process group, with stdout and stderr the
 // write end of one pipe.
-func (s *supervisor) start(m ExecMsg, out *os.File) (*proc, error) {
+// stdin is in, or /dev/null when in is nil.
+func (s *supervisor) start(m ExecMsg, in, out *os.File) (*proc, error) {
 	if len(m.Argv) == 0 {
 		return nil, errors.New("no command")
 	}
@@ -183,12 +185,15 @@ func (s *supervisor) start(m ExecMsg, out *os.File) (*proc, error) {
 		}
 		path = p
 	}
+	if in == nil {
+		in = s.devnul
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pid, err := syscall.ForkExec(path, m.Argv, &syscall.ProcAttr{
 		Dir:   m.Dir,
 		Env:   os.Environ(),
-		Files: []uintptr{s.devnul.Fd(), out.Fd(), out.Fd()},
+		Files: []uintptr{in.Fd(), out.Fd(), out.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
@@ -208,6 +213,7 @@ type channel struct {
 	mu      sync.Mutex
 	streams map[uint32]*stream
 	fs      map[uint32]*fsStream // file operations (fs_serve_unix.go)
+	jobs    map[uint32]*jobReq   // job requests (jobs_serve_unix.go)
 }
 
 // stream is one command of a channel.
@@ -219,6 +225,12 @@ type stream struct {
 	cond   *sync.Cond
 	credit int
 	closed bool // the channel ended: stop waiting for credit
+
+	// A command that may become a job (ExecMsg.YieldAfterMS): what it
+	// wrote so far (pre), and the job once it is one (jobs_serve_unix.go).
+	sendMu sync.Mutex
+	pre    *ring
+	job    *job
 }
 
 func (st *stream) stop() { st.killed.Do(func() { close(st.kill) }) }
@@ -232,11 +244,12 @@ func (c *channel) send(kind byte, id uint32, payload []byte) error {
 // serve runs one channel until it ends; the commands it started are then
 // killed.
 func (s *supervisor) serve(r io.Reader, w io.Writer) error {
-	c := &channel{s: s, fw: frameWriter{w: w}, streams: map[uint32]*stream{}, fs: map[uint32]*fsStream{}}
+	c := &channel{s: s, fw: frameWriter{w: w}, streams: map[uint32]*stream{}, fs: map[uint32]*fsStream{}, jobs: map[uint32]*jobReq{}}
 	s.mu.Lock()
 	busy := s.busy
 	s.mu.Unlock()
-	hello, _ := json.Marshal(Hello{Protocol: Protocol, Shell: s.shell, PID: os.Getpid(), Busy: busy})
+	jobs := s.runningJobs()
+	hello, _ := json.Marshal(Hello{Protocol: Protocol, Shell: s.shell, PID: os.Getpid(), Busy: busy + jobs, Jobs: jobs})
 	err := c.send(msgHello, 0, hello)
 	fr := frameReader{r: bufio.NewReaderSize(r, 64<<10)}
 	for err == nil {
@@ -255,6 +268,7 @@ func (s *supervisor) serve(r io.Reader, w io.Writer) error {
 	}
 	c.mu.Unlock()
 	c.stopFS()
+	c.stopJobs()
 	return err
 }
 
@@ -268,7 +282,7 @@ func (c *channel) handle(f frame) error {
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.streams[f.stream] != nil || c.fs[f.stream] != nil || f.stream == 0 {
+		if c.streams[f.stream] != nil || c.fs[f.stream] != nil || c.jobs[f.stream] != nil || f.stream == 0 {
 			return protocolError("stream %d started twice", f.stream)
 		}
 		st := &stream{kill: make(chan struct{}), credit: window}
@@ -290,11 +304,13 @@ func (c *channel) handle(f frame) error {
 	case msgKill:
 		if st := c.stream(f.stream); st != nil {
 			st.stop()
-		} else {
+		} else if !c.jobKill(f.stream) {
 			c.fsKill(f.stream)
 		}
 	case msgFS, msgFSData, msgFSCommit:
 		return c.handleFS(f)
+	case msgJob:
+		return c.handleJob(f)
 	default:
 		return protocolError("unknown message kind %d", f.kind)
 	}
@@ -329,7 +345,7 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 	s.mu.Lock()
 	s.busy++
 	s.mu.Unlock()
-	p, err := s.start(m, pw)
+	p, err := s.start(m, nil, pw)
 	pw.Close()
 	if err != nil {
 		pr.Close()
@@ -338,6 +354,13 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 		return
 	}
 	c.send(msgStart, id, nil)
+	var yield <-chan time.Time
+	if m.YieldAfterMS > 0 {
+		st.pre = &ring{}
+		t := time.NewTimer(time.Duration(m.YieldAfterMS) * time.Millisecond)
+		defer t.Stop()
+		yield = t.C
+	}
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -350,11 +373,23 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 		timeout = t.C
 	}
 	var res ExitMsg
-	select {
-	case <-p.done:
-	case <-timeout:
-		res.TimedOut = true
-	case <-st.kill:
+wait:
+	for {
+		select {
+		case <-p.done:
+		case <-timeout:
+			res.TimedOut = true
+		case <-st.kill:
+		case <-yield:
+			yield = nil
+			if job := c.yieldJob(st, m, p, pr, copied); job != "" {
+				s.idle()
+				exit(ExitMsg{Job: job, Running: true})
+				return
+			}
+			continue
+		}
+		break wait
 	}
 	syscall.Kill(-p.pid, syscall.SIGKILL) // background children die with the command
 	<-p.done
@@ -385,13 +420,13 @@ func (c *channel) copyOut(id uint32, st *stream, r io.Reader) {
 		n, err := r.Read(buf)
 		if n > 0 {
 			st.mu.Lock()
-			for st.credit < n && !st.closed {
+			for st.credit < n && !st.closed && st.job == nil {
 				st.cond.Wait()
 			}
-			ok := !st.closed
+			ok := !st.closed || st.job != nil
 			st.credit -= n
 			st.mu.Unlock()
-			if !ok || c.send(msgOutput, id, buf[:n]) != nil {
+			if !ok || !c.sendOut(id, st, buf[:n]) {
 				return
 			}
 		}
@@ -427,6 +462,10 @@ func (s *supervisor) killOrphans() {
 			s.mu.Lock()
 			ours := s.procs[pid] != nil
 			s.mu.Unlock()
+			if st := statFields(pid); len(st) > 2 && !ours {
+				pgid, _ := strconv.Atoi(st[2])
+				ours = s.jobGroup(pgid) // a running job's: it lives
+			}
 			if !ours {
 				syscall.Kill(pid, syscall.SIGKILL)
 				n++

@@ -1,0 +1,594 @@
+//go:build unix
+
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The supervisor's side of jobs (jobs_proto.go).
+
+// jobTable is every job of the supervisor.
+type jobTable struct {
+	mu      sync.Mutex
+	next    uint64
+	byID    map[string]*job
+	order   []*job // by start, for List and for dropping the oldest ended
+	running int    // jobs running, and starts under way
+	groups  map[int]bool
+}
+
+// job is one job.
+type job struct {
+	id      string
+	command string
+	pid     int
+	started time.Time
+	stdin   *os.File // nil: none, or closed
+	inMu    sync.Mutex
+
+	mu      sync.Mutex
+	out     ring
+	shown   int64 // characters some reader was shown
+	changed chan struct{}
+	log     *os.File
+	logLeft int64 // bytes the log may still take; <0: no limit
+	logMax  int64
+	state   string
+	ended   time.Time
+	code    int
+	signal  string
+}
+
+func newJobTable() *jobTable {
+	return &jobTable{byID: map[string]*job{}, groups: map[int]bool{}}
+}
+
+// runningJobs counts the running jobs (Hello).
+func (s *supervisor) runningJobs() int {
+	t := s.jobs
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.running
+}
+
+// jobGroup reports whether pgid is a running job's process group: the
+// orphan sweep leaves its processes alone.
+func (s *supervisor) jobGroup(pgid int) bool {
+	t := s.jobs
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.groups[pgid]
+}
+
+// reserve takes a running slot under limit, or says why not.
+func (t *jobTable) reserve(set JobSettings) *JobReply {
+	limit := set.MaxJobs
+	if limit <= 0 || limit > maxJobsRunning {
+		limit = maxJobsRunning
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.running >= limit {
+		return &JobReply{Err: codeLimit, Msg: fmt.Sprintf("%d jobs are running; at most %d", t.running, limit), Running: t.running, Max: limit}
+	}
+	t.running++
+	return nil
+}
+
+func (t *jobTable) release() {
+	t.mu.Lock()
+	t.running--
+	t.mu.Unlock()
+}
+
+// add registers a started job (its slot reserved) and drops the oldest
+// ended jobs past maxJobsEnded.
+func (t *jobTable) add(j *job) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	j.id = jobID(t.next)
+	t.byID[j.id] = j
+	t.order = append(t.order, j)
+	t.groups[j.pid] = true
+}
+
+func (t *jobTable) get(id string) *job {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+// ended marks j's end in the table.
+func (t *jobTable) ended(j *job) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.running--
+	delete(t.groups, j.pid)
+	n := 0
+	for _, o := range t.order {
+		o.mu.Lock()
+		if o.state != JobRunning {
+			n++
+		}
+		o.mu.Unlock()
+	}
+	for i := 0; n > maxJobsEnded && i < len(t.order); {
+		o := t.order[i]
+		o.mu.Lock()
+		done := o.state != JobRunning
+		o.mu.Unlock()
+		if done {
+			delete(t.byID, o.id)
+			t.order = append(t.order[:i], t.order[i+1:]...)
+			n--
+			continue
+		}
+		i++
+	}
+}
+
+// openLog makes the job's log file: its parents, then the file itself,
+// emptied, never through a symlink, and only a plain file.
+func openLog(name string) (*os.File, error) {
+	if !validPath(name) {
+		return nil, errors.New("log path: not a clean absolute path")
+	}
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	f.Chmod(0o644) // whatever the umask
+	return f, nil
+}
+
+// newJob makes a job's state for a started process.
+func newJob(argv []string, pid int, set JobSettings, log *os.File) *job {
+	cmd := strings.Join(argv, " ")
+	if len(argv) >= 3 && (argv[1] == "-c" || argv[1] == "-lc") {
+		cmd = argv[2] // a shell's script
+	}
+	if len(cmd) > maxJobCommand {
+		cmd = strings.ToValidUTF8(cmd[:maxJobCommand], "")
+	}
+	j := &job{command: cmd, pid: pid, started: time.Now(), changed: make(chan struct{}), log: log, logLeft: -1, state: JobRunning}
+	if set.LogMaxBytes > 0 {
+		j.logLeft, j.logMax = set.LogMaxBytes, set.LogMaxBytes
+	}
+	return j
+}
+
+// appendOut takes output of the job: into its ring and its log.
+func (j *job) appendOut(p []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.out.append(p)
+	j.writeLog(p)
+	close(j.changed)
+	j.changed = make(chan struct{})
+}
+
+// writeLog appends p to the log while it may take it, then a truncation
+// line once (j.mu held).
+func (j *job) writeLog(p []byte) {
+	if j.log == nil || j.logLeft == 0 || len(p) == 0 {
+		return
+	}
+	if j.logLeft > 0 && int64(len(p)) >= j.logLeft {
+		w := p[:j.logLeft]
+		j.logLeft = 0
+		if _, err := j.log.Write(w); err == nil {
+			fmt.Fprintf(j.log, "\n[output truncated: the log keeps the first %d bytes]\n", j.logMax)
+		}
+		return
+	}
+	if j.logLeft > 0 {
+		j.logLeft -= int64(len(p))
+	}
+	if _, err := j.log.Write(p); err != nil {
+		j.logLeft = 0
+	}
+}
+
+// info is the job's state (j.mu held).
+func (j *job) info() JobInfo {
+	i := JobInfo{ID: j.id, Command: j.command, State: j.state, PID: j.pid, StartedAt: j.started.UnixMilli(), Code: j.code, Signal: j.signal}
+	if !j.ended.IsZero() {
+		i.EndedAt = j.ended.UnixMilli()
+	}
+	return i
+}
+
+// watch waits for the job's process to end, then ends the job: its process
+// group is killed (what it left in the background goes with it, as a
+// command's does), its output drained, and its end recorded.
+func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{}) {
+	<-p.done
+	syscall.Kill(-p.pid, syscall.SIGKILL)
+	select {
+	case <-copied:
+	case <-time.After(drainGrace):
+		pr.Close()
+		<-copied
+	}
+	pr.Close()
+	j.inMu.Lock()
+	if j.stdin != nil {
+		j.stdin.Close()
+		j.stdin = nil
+	}
+	j.inMu.Unlock()
+	j.mu.Lock()
+	j.ended = time.Now()
+	j.state, j.code = JobExited, p.ws.ExitStatus()
+	if p.ws.Signaled() {
+		j.state, j.code, j.signal = JobKilled, 128+int(p.ws.Signal()), signalName(p.ws.Signal())
+	}
+	if j.log != nil {
+		j.log.Close()
+		j.log = nil
+	}
+	j.out.shrink()
+	close(j.changed)
+	j.changed = make(chan struct{})
+	j.mu.Unlock()
+	s.jobs.ended(j)
+	s.killOrphans()
+}
+
+// copyJob reads a job's output until its pipe ends.
+func copyJob(j *job, r *os.File) {
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			j.appendOut(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "HUP", syscall.SIGINT: "INT", syscall.SIGQUIT: "QUIT", syscall.SIGILL: "ILL",
+	syscall.SIGTRAP: "TRAP", syscall.SIGABRT: "ABRT", syscall.SIGBUS: "BUS", syscall.SIGFPE: "FPE",
+	syscall.SIGKILL: "KILL", syscall.SIGUSR1: "USR1", syscall.SIGSEGV: "SEGV", syscall.SIGUSR2: "USR2",
+	syscall.SIGPIPE: "PIPE", syscall.SIGALRM: "ALRM", syscall.SIGTERM: "TERM",
+}
+
+func signalName(sig syscall.Signal) string {
+	if n, ok := signalNames[sig]; ok {
+		return n
+	}
+	return strconv.Itoa(int(sig))
+}
+
+// jobReq is a job request in flight on a channel: msgKill or the channel's
+// end stops its wait.
+type jobReq struct {
+	stop chan struct{}
+	once sync.Once
+}
+
+func (r *jobReq) cancel() { r.once.Do(func() { close(r.stop) }) }
+
+// handleJob starts a job request.
+func (c *channel) handleJob(f frame) error {
+	var req JobRequest
+	if err := json.Unmarshal(f.payload, &req); err != nil {
+		return protocolError("job: %v", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.stream == 0 || c.streams[f.stream] != nil || c.fs[f.stream] != nil || c.jobs[f.stream] != nil {
+		return protocolError("stream %d started twice", f.stream)
+	}
+	r := &jobReq{stop: make(chan struct{})}
+	c.jobs[f.stream] = r
+	go func() {
+		rep := c.s.serveJob(req, r, func(p []byte) { c.send(msgJobData, f.stream, p) })
+		b, _ := json.Marshal(rep)
+		c.send(msgJobEnd, f.stream, b)
+		c.mu.Lock()
+		delete(c.jobs, f.stream)
+		c.mu.Unlock()
+	}()
+	return nil
+}
+
+// jobKill is msgKill for a job request; it reports whether id was one.
+func (c *channel) jobKill(id uint32) bool {
+	c.mu.Lock()
+	r := c.jobs[id]
+	c.mu.Unlock()
+	if r != nil {
+		r.cancel()
+	}
+	return r != nil
+}
+
+// stopJobs ends the waits of a channel that ended (never the jobs).
+func (c *channel) stopJobs() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.jobs {
+		r.cancel()
+	}
+}
+
+func (s *supervisor) serveJob(req JobRequest, r *jobReq, data func([]byte)) JobReply {
+	if req.Op == jobStart {
+		return s.startJob(req)
+	}
+	if req.Op == jobList {
+		return JobReply{Jobs: s.listJobs()}
+	}
+	if !validJobID(req.ID) {
+		return JobReply{Err: codeInval, Msg: "not a job id"}
+	}
+	j := s.jobs.get(req.ID)
+	if j == nil {
+		return JobReply{Err: codeNoJob, Msg: "no job " + req.ID}
+	}
+	switch req.Op {
+	case jobOutput:
+		return j.output(req, r, data)
+	case jobInput:
+		return j.input(req)
+	case jobKill:
+		return s.killJob(j, req.Signal)
+	}
+	return JobReply{Err: codeInval, Msg: "unknown operation"}
+}
+
+func (s *supervisor) startJob(req JobRequest) JobReply {
+	if len(req.Argv) == 0 {
+		return JobReply{Err: codeInval, Msg: "no command"}
+	}
+	if rep := s.jobs.reserve(req.JobSettings); rep != nil {
+		return *rep
+	}
+	var log *os.File
+	if req.LogPath != "" {
+		var err error
+		if log, err = openLog(req.LogPath); err != nil {
+			s.jobs.release()
+			return JobReply{Err: codeLog, Msg: err.Error()}
+		}
+	}
+	fail := func(code string, err error) JobReply {
+		if log != nil {
+			log.Close()
+		}
+		s.jobs.release()
+		return JobReply{Err: code, Msg: err.Error()}
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fail(codeStart, err)
+	}
+	var in, inW *os.File
+	if req.Stdin {
+		if in, inW, err = os.Pipe(); err != nil {
+			pr.Close()
+			pw.Close()
+			return fail(codeStart, err)
+		}
+	}
+	p, err := s.start(ExecMsg{Argv: req.Argv, Dir: req.Dir}, in, pw)
+	pw.Close()
+	if in != nil {
+		in.Close()
+	}
+	if err != nil {
+		pr.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		return fail(codeStart, err)
+	}
+	j := newJob(req.Argv, p.pid, req.JobSettings, log)
+	j.stdin = inW
+	s.jobs.add(j)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		copyJob(j, pr)
+	}()
+	go s.watch(j, p, pr, copied)
+	return JobReply{ID: j.id, PID: p.pid}
+}
+
+// listJobs is every job, oldest first.
+func (s *supervisor) listJobs() []JobInfo {
+	t := s.jobs
+	t.mu.Lock()
+	jobs := append([]*job(nil), t.order...)
+	t.mu.Unlock()
+	out := make([]JobInfo, 0, len(jobs))
+	for _, j := range jobs {
+		j.mu.Lock()
+		out = append(out, j.info())
+		j.mu.Unlock()
+	}
+	return out
+}
+
+// output answers an output request: from req.Offset (or the shown cursor),
+// once there is something past it or the job ended or the wait passed.
+func (j *job) output(req JobRequest, r *jobReq, data func([]byte)) JobReply {
+	wait := min(max(req.WaitMS, 0), maxJobWait)
+	deadline := time.NewTimer(time.Duration(wait) * time.Millisecond)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-r.stop: // first: a wait that was ended shows nothing
+			return JobReply{Err: codeCancelled, Msg: "cancelled"}
+		default:
+		}
+		j.mu.Lock()
+		from := j.shown
+		if req.Offset != nil {
+			from = max(*req.Offset, 0)
+		}
+		if wait == 0 || j.state != JobRunning || j.out.ready(from) {
+			break // j.mu held
+		}
+		changed := j.changed
+		j.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline.C:
+			wait = 0
+		case <-r.stop:
+			return JobReply{Err: codeCancelled, Msg: "cancelled"}
+		}
+	}
+	from := j.shown
+	if req.Offset != nil {
+		from = max(*req.Offset, 0)
+	}
+	b, start, next, dropped := j.out.read(from, maxJobRead, j.state != JobRunning)
+	b = append([]byte(nil), b...)
+	j.shown = max(j.shown, next) // what a read from an offset showed was shown too
+	info := j.info()
+	j.mu.Unlock()
+	for len(b) > 0 {
+		n := min(len(b), maxPayload)
+		data(b[:n])
+		b = b[n:]
+	}
+	return JobReply{Job: &info, Offset: start, NextOffset: next, Dropped: dropped}
+}
+
+// input writes to the job's stdin, or closes it.
+func (j *job) input(req JobRequest) JobReply {
+	if len(req.Data) > maxJobInput {
+		return JobReply{Err: codeInval, Msg: fmt.Sprintf("input of %d bytes: over the %d limit", len(req.Data), maxJobInput)}
+	}
+	j.inMu.Lock()
+	defer j.inMu.Unlock()
+	j.mu.Lock()
+	info := j.info()
+	j.mu.Unlock()
+	if info.State != JobRunning {
+		return JobReply{Err: codeEnded, Msg: "the job has ended", Job: &info}
+	}
+	if j.stdin == nil {
+		return JobReply{Err: codeNoStdin, Msg: "the job has no input (not started with one, or closed)", Job: &info}
+	}
+	if len(req.Data) > 0 {
+		j.stdin.SetWriteDeadline(time.Now().Add(jobInputStall))
+		n, err := j.stdin.Write(req.Data)
+		if err != nil {
+			code := codeBlocked
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				code = codeEnded
+			}
+			return JobReply{Err: code, Msg: fmt.Sprintf("%d of %d bytes written: %v", n, len(req.Data), err), Job: &info}
+		}
+	}
+	if req.Close {
+		j.stdin.Close()
+		j.stdin = nil
+	}
+	return JobReply{Job: &info}
+}
+
+var killSignals = map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "KILL": syscall.SIGKILL}
+
+// killJob signals a running job's process group; an ended job's state is
+// the answer.
+func (s *supervisor) killJob(j *job, name string) JobReply {
+	sig, ok := killSignals[name]
+	if !ok {
+		return JobReply{Err: codeInval, Msg: "signal: TERM, INT or KILL"}
+	}
+	s.mu.Lock() // the reaper's lock: the group's leader is not reaped under it
+	if s.procs[j.pid] != nil {
+		syscall.Kill(-j.pid, syscall.SIGCONT) // a stopped group takes the signal at once
+		syscall.Kill(-j.pid, sig)
+	}
+	s.mu.Unlock()
+	j.mu.Lock()
+	info := j.info()
+	j.mu.Unlock()
+	return JobReply{Job: &info}
+}
+
+// sendOut sends a command's output, or gives it to the job the command
+// became.
+func (c *channel) sendOut(id uint32, st *stream, p []byte) bool {
+	if st.pre == nil {
+		return c.send(msgOutput, id, p) == nil
+	}
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	if st.job != nil {
+		st.job.appendOut(p)
+		return true
+	}
+	st.pre.append(p)
+	return c.send(msgOutput, id, p) == nil
+}
+
+// yieldJob turns a command that still runs into a job, unless MaxJobs run
+// already or its log cannot be made: its process group goes on, its
+// output from here goes to the job, and what the stream sent counts as
+// shown (the job's ring and log start with it). It returns the job's id,
+// or "" when the command stays in the foreground.
+func (c *channel) yieldJob(st *stream, m ExecMsg, p *proc, pr *os.File, copied <-chan struct{}) string {
+	s := c.s
+	select {
+	case <-st.kill: // the server ended it: it ends
+		return ""
+	default:
+	}
+	if s.jobs.reserve(m.JobSettings) != nil {
+		return ""
+	}
+	var log *os.File
+	if m.LogPath != "" {
+		var err error
+		if log, err = openLog(m.LogPath); err != nil {
+			s.jobs.release()
+			return ""
+		}
+	}
+	j := newJob(m.Argv, p.pid, m.JobSettings, log)
+	st.sendMu.Lock()
+	j.mu.Lock()
+	j.out = *st.pre
+	j.shown = j.out.chars
+	if log != nil && j.out.baseChars > 0 {
+		fmt.Fprintf(log, "[%d earlier characters not kept]\n", j.out.baseChars)
+	}
+	j.writeLog(j.out.kept())
+	j.mu.Unlock()
+	st.mu.Lock()
+	st.job = j
+	st.cond.Broadcast()
+	st.mu.Unlock()
+	st.sendMu.Unlock()
+	s.jobs.add(j)
+	go s.watch(j, p, pr, copied)
+	return j.id
+}
