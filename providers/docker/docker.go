@@ -470,7 +470,7 @@ func (p *Provider) removeUnlessBusy(ctx context.Context, c container.Summary) {
 }
 
 // supervisorBusy asks the supervisor of container name, if it answers,
-// whether a command runs there (its hello says).
+// whether a command or a background job runs there (its hello says).
 func (p *Provider) supervisorBusy(ctx context.Context, name string) bool {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
 		return false
