@@ -19,8 +19,9 @@ import (
 // channel — every call on it then fails, and the provider starts or dials
 // a new one for the next.
 type Conn struct {
-	hello  Hello
-	closer io.Closer
+	hello       Hello
+	closer      io.Closer
+	sendTimeout time.Duration // sendTimeout; tests shorten it
 
 	wm sync.Mutex
 	fw frameWriter
@@ -57,7 +58,7 @@ const helloTimeout = 30 * time.Second
 // closer ends the transport (and, where it is a process, the process); it
 // is called once, when the channel fails or is closed.
 func NewConn(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*Conn, error) {
-	c := &Conn{closer: closer, fw: frameWriter{w: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, jobs: map[uint32]*jobCall{}, done: make(chan struct{})}
+	c := &Conn{sendTimeout: sendTimeout, closer: closer, fw: frameWriter{w: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, jobs: map[uint32]*jobCall{}, done: make(chan struct{})}
 	fr := &frameReader{r: bufio.NewReaderSize(r, 64<<10)}
 	got := make(chan error, 1)
 	go func() {
@@ -146,9 +147,19 @@ func (c *Conn) fail(err error) {
 	}
 }
 
+// sendTimeout bounds one frame's write: a supervisor that stops reading
+// (its socket's or pipe's buffer full) fails the channel, whose closing
+// unblocks the write, rather than hold every call of the channel.
+const sendTimeout = 10 * time.Second
+
+// errNotReading: a frame could not be written within sendTimeout.
+var errNotReading = errors.New("the sandbox's supervisor stopped reading")
+
 func (c *Conn) send(kind byte, id uint32, payload []byte) error {
 	c.wm.Lock()
 	defer c.wm.Unlock()
+	stalled := time.AfterFunc(c.sendTimeout, func() { c.fail(errNotReading) })
+	defer stalled.Stop()
 	if err := c.fw.write(kind, id, payload); err != nil {
 		c.fail(fmt.Errorf("write: %w", err))
 		return err
@@ -194,10 +205,20 @@ func (c *Conn) dispatch(f frame) error {
 		if cl.exit != nil {
 			return protocolError("output on stream %d after its exit", f.stream)
 		}
+		if len(f.payload) == 0 {
+			return protocolError("stream %d: an empty output frame", f.stream)
+		}
 		if cl.pending+len(f.payload) > window {
 			return protocolError("stream %d sent more output than its credit", f.stream)
 		}
-		cl.chunks = append(cl.chunks, cl.chunk(f.payload))
+		// Small frames fill the last buffer before another is taken, so
+		// the buffers held stay about window bytes however the output is
+		// cut into frames.
+		if n := len(cl.chunks); n > 0 && len(cl.chunks[n-1])+len(f.payload) <= cap(cl.chunks[n-1]) {
+			cl.chunks[n-1] = append(cl.chunks[n-1], f.payload...)
+		} else {
+			cl.chunks = append(cl.chunks, cl.chunk(f.payload))
+		}
 		cl.pending += len(f.payload)
 		cl.cond.Broadcast()
 	case msgExit:
@@ -216,9 +237,7 @@ func (c *Conn) dispatch(f frame) error {
 		if m.Job != "" && (!validJobID(m.Job) || !m.Running || m.Error != "") || m.Job == "" && m.Running {
 			return protocolError("stream %d: a malformed job in its exit", f.stream)
 		}
-		if len(m.Error) > 1024 {
-			m.Error = m.Error[:1024]
-		}
+		m.Error = capText(m.Error, 1024)
 		cl.exit, cl.ended = &m, true
 		cl.cond.Broadcast()
 	case msgJobData, msgJobEnd:

@@ -76,6 +76,10 @@ func (c *Conn) dispatchFS(f frame) error {
 	case fc == nil:
 		return nil // an operation that already returned (cancelled, or the file closed early)
 	}
+	if len(f.payload) == 0 && f.kind != msgFSEnd {
+		// A frame that carries nothing would only keep a call waiting.
+		return protocolError("stream %d: an empty message", f.stream)
+	}
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	if fc.end != nil {
@@ -106,7 +110,11 @@ func (c *Conn) dispatchFS(f frame) error {
 		case fc.pending+len(f.payload) > window:
 			return protocolError("stream %d sent more data than its credit", f.stream)
 		}
-		fc.chunks = append(fc.chunks, append([]byte(nil), f.payload...))
+		if n := len(fc.chunks); n > 0 && len(fc.chunks[n-1])+len(f.payload) <= chunkSize {
+			fc.chunks[n-1] = append(fc.chunks[n-1], f.payload...) // small frames share a buffer
+		} else {
+			fc.chunks = append(fc.chunks, append(make([]byte, 0, max(chunkSize, len(f.payload))), f.payload...))
+		}
 		fc.pending += len(f.payload)
 		fc.got += int64(len(f.payload))
 	case msgFSEntries:
@@ -125,8 +133,9 @@ func (c *Conn) dispatchFS(f frame) error {
 		if fc.op != opWrite || len(f.payload) != 4 {
 			return protocolError("stream %d: unexpected credit", f.stream)
 		}
-		credit := fc.credit + int(binary.BigEndian.Uint32(f.payload))
-		if credit > window || credit < 0 {
+		n := int(binary.BigEndian.Uint32(f.payload))
+		credit := fc.credit + n
+		if n == 0 || credit > window || credit < 0 {
 			return protocolError("stream %d: credit over the window", f.stream)
 		}
 		fc.credit = credit

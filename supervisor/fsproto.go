@@ -97,10 +97,11 @@ const (
 	codeCancelled = "CANCELLED" // msgKill
 )
 
-// maxResultBytes bounds one result of a search (a FileMatch with every
-// line of a file, JSON-encoded): what the server holds of a result before
-// it is whole.
-var maxResultBytes = 64 << 20
+// maxResultBytes bounds one result of a search (a FileMatch, JSON-encoded):
+// what the server holds of a result before it is whole, and decodes (a
+// decoded result can be about ten times its JSON: `{}` is a 32-byte Line).
+// A file whose result is larger fails the search with an error saying so.
+var maxResultBytes = 16 << 20
 
 // maxDirEntries bounds a listing: the memory one costs the server.
 const maxDirEntries = 1 << 18

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -108,7 +109,7 @@ func (c *Conn) dispatchJob(f frame) error {
 	}
 	jc.replied = true
 	if f.kind == msgJobData {
-		if jc.op != jobOutput || len(jc.data)+len(f.payload) > maxJobRead {
+		if jc.op != jobOutput || len(f.payload) == 0 || len(jc.data)+len(f.payload) > maxJobRead {
 			return protocolError("stream %d: unexpected job output", f.stream)
 		}
 		jc.data = append(jc.data, f.payload...)
@@ -145,7 +146,7 @@ func checkReply(op string, m *JobReply, data []byte) error {
 		if m.Job == nil {
 			return errors.New("an answer without the job's state")
 		}
-		if op == jobOutput && (m.Offset < 0 || m.Dropped < 0 || m.NextOffset != m.Offset+runeStarts(data)) {
+		if op == jobOutput && (m.Offset < 0 || m.Dropped < 0 || m.Offset > math.MaxInt64-maxJobRead || m.NextOffset != m.Offset+runeStarts(data)) {
 			return errors.New("output offsets that do not fit its data")
 		}
 	case jobList:

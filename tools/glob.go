@@ -60,15 +60,21 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	}
 	pattern = strings.TrimPrefix(pattern, "./")
 	maxResults, offset := a.MaxResults, a.Offset
+	if err := checkPage(maxResults, offset); err != nil {
+		return fail(err)
+	}
 	// One page is shown: the search keeps and sends no more than its hits.
 	sreq := search.GlobRequest{Root: base, Pattern: pattern, IncludeDirs: a.IncludeDirs, Sort: a.Sort, Limit: offset + maxResults}
 	if err := sreq.Validate(); err != nil {
 		return fail(err)
 	}
 
-	var found []search.Hit
+	var shown []search.Hit // the page: the hits from offset on
+	seen := 0
 	total, err := searcherOf(env).Glob(ctx, sreq, func(h search.Hit) error {
-		found = append(found, h)
+		if seen++; seen > offset {
+			shown = append(shown, h)
+		}
 		return nil
 	})
 	if err != nil {
@@ -77,7 +83,6 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		return fail(err)
 	}
-	shown := found[min(offset, len(found)):min(offset+maxResults, len(found))]
 	var b strings.Builder
 	fmt.Fprintf(&b, "Found %d paths under %s", total, base)
 	for _, h := range shown {

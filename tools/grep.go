@@ -85,6 +85,9 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return fail(err)
 	}
 	maxResults, offset, mode := a.MaxResults, a.Offset, a.OutputMode
+	if err := checkPage(maxResults, offset); err != nil {
+		return fail(err)
+	}
 
 	var out strings.Builder
 	saved := newSpill(ctx, env.Sandbox.FS(), "grep", 1<<20)

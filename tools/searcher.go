@@ -202,7 +202,37 @@ func checkFileMatch(req search.GrepRequest, maxBytes int64, prev string, fm sear
 // (a clean absolute path). A newline in a name is allowed, as on the file
 // systems searched here: grep shows such a name as it is either way.
 func pathBelow(p, root string) bool {
-	return p != root && path.IsAbs(p) && path.Clean(p) == p && sandbox.Within(p, root) && strings.IndexByte(p, 0) < 0
+	return p != root && path.IsAbs(p) && path.Clean(p) == p && sandbox.Within(p, root) && strings.IndexByte(p, 0) < 0 && fitsPathMax(p)
+}
+
+// fitsPathMax reports whether p could name a file on Linux: at most
+// PATH_MAX bytes, no component over NAME_MAX. A path from a search inside
+// the sandbox is kept and shown: its size must be a file's.
+func fitsPathMax(p string) bool {
+	if len(p) > 4096 {
+		return false
+	}
+	for c := range strings.SplitSeq(p, "/") {
+		if len(c) > 255 {
+			return false
+		}
+	}
+	return true
+}
+
+// maxPage bounds max_results and offset of grep and glob: what one call
+// keeps of a search, whatever the searcher sends.
+const maxPage = 100_000
+
+// checkPage refuses a page beyond maxPage, naming the argument.
+func checkPage(maxResults, offset int) error {
+	switch {
+	case maxResults > maxPage:
+		return fmt.Errorf("max_results %d: at most %d", maxResults, maxPage)
+	case offset > maxPage*100:
+		return fmt.Errorf("offset %d: at most %d", offset, maxPage*100)
+	}
+	return nil
 }
 
 // hitBefore reports whether glob hit a comes before b in the order sort.

@@ -88,6 +88,9 @@ func TestHostileSearchResults(t *testing.T) {
 		{"many matches in files mode", map[string]any{"output_mode": "files"}, []search.FileMatch{{Path: ws + "/a.txt", Matches: []int{1, 2}}}, nil, 0},
 		{"glob: path outside", map[string]any{"tool": "glob"}, nil, []search.Hit{{Path: "/etc/passwd"}}, 1},
 		{"glob: the root itself", map[string]any{"tool": "glob"}, nil, []search.Hit{{Path: ws}}, 1},
+		{"glob: a name over NAME_MAX", map[string]any{"tool": "glob"}, nil, []search.Hit{{Path: ws + "/" + strings.Repeat("n", 256)}}, 1},
+		{"glob: a path over PATH_MAX", map[string]any{"tool": "glob"}, nil, []search.Hit{{Path: ws + strings.Repeat("/d", 2100)}}, 1},
+		{"grep: a name over NAME_MAX", nil, []search.FileMatch{{Path: ws + "/" + strings.Repeat("n", 8<<20), Matches: []int{1}, Lines: lines(line(1, "x"))}}, nil, 0},
 		{"glob: dot dot", map[string]any{"tool": "glob"}, nil, []search.Hit{{Path: ws + "/../x"}}, 1},
 		{"glob: relative", map[string]any{"tool": "glob"}, nil, []search.Hit{{Path: "a.txt"}}, 1},
 		{"glob: twice", map[string]any{"tool": "glob"}, nil, []search.Hit{{Path: ws + "/a.txt"}, {Path: ws + "/a.txt"}}, 2},
@@ -165,5 +168,30 @@ func TestHostileSearchStops(t *testing.T) {
 	}
 	if !strings.Contains(got, "showing the first 1 matches") || !strings.HasPrefix(got, ws+"/d/f0000:1: zzz") {
 		t.Errorf("unexpected result %.300q", got)
+	}
+}
+
+// A page beyond what one call keeps is refused, naming the argument: the
+// memory of a call stays bounded whatever a sandbox's search sends.
+func TestSearchPageBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.write("a.txt", "x\n")
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"grep", map[string]any{"pattern": "x", "max_results": 1_000_000}, "max_results 1000000: at most 100000"},
+		{"glob", map[string]any{"pattern": "**", "max_results": 1_000_000}, "max_results 1000000: at most 100000"},
+		{"glob", map[string]any{"pattern": "**", "offset": 1 << 40}, "offset 1099511627776: at most 10000000"},
+	} {
+		res := f.call(c.tool, c.args)
+		if got := resultText(t, res); !res.IsError || !strings.Contains(got, c.want) {
+			t.Errorf("%s %v: %v %q, want an error with %q", c.tool, c.args, res.IsError, got, c.want)
+		}
+	}
+	if res := f.call("glob", map[string]any{"pattern": "**", "max_results": 100_000}); res.IsError {
+		t.Errorf("max_results at the bound: %q", resultText(t, res))
 	}
 }
