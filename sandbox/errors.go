@@ -31,6 +31,20 @@ var (
 	ErrBashDisabled = errors.New("bash is disabled")
 )
 
+// Errors of jobs (Jobs).
+var (
+	// ErrNoJob: no job of that id in this sandbox (never, or dropped).
+	ErrNoJob = errors.New("no such job")
+	// ErrJobLimit: JobLimits.MaxJobs run already; the message says how many.
+	ErrJobLimit = errors.New("too many jobs running")
+	// ErrJobNoInput: the job was started without stdin, or it was closed.
+	ErrJobNoInput = errors.New("the job takes no input")
+	// ErrJobBlocked: the job did not read its input within a second.
+	ErrJobBlocked = errors.New("the job is not reading its input")
+	// ErrJobEnded: input to a job that has ended.
+	ErrJobEnded = errors.New("the job has ended")
+)
+
 // PathError is an error about one virtual path. Its message never names a
 // host path: "<what went wrong>: <virtual path>".
 type PathError struct {

@@ -66,10 +66,19 @@ type ExecRequest struct {
 	Command string
 	Timeout time.Duration
 	Output  io.Writer // interleaved stdout and stderr
+	// YieldAfter: a command still running then is not killed but goes on
+	// as a job (limited by Jobs), so that a call ends within the client's
+	// request timeout; 0: never. Only a Sandbox that implements Jobs
+	// honours it.
+	YieldAfter time.Duration
+	Jobs       JobLimits
 }
 
 // ExecResult is how a command ended.
 type ExecResult struct {
 	ExitCode int
 	TimedOut bool
+	// Job: the command still runs, as this job (ExecRequest.YieldAfter);
+	// ExitCode means nothing then.
+	Job string
 }

@@ -62,6 +62,7 @@ const (
 type JobSettings struct {
 	MaxJobs     int    `json:"max_jobs,omitempty"`      // refused when this many run; 0: maxJobsRunning
 	LogPath     string `json:"log_path,omitempty"`      // the output also goes here; "": nowhere
+	LogDir      string `json:"log_dir,omitempty"`       // without LogPath: LogDir/<id>.log (the id is the supervisor's)
 	LogMaxBytes int64  `json:"log_max_bytes,omitempty"` // then one truncation line; 0: no limit
 }
 

@@ -70,8 +70,9 @@ func (s *supervisor) jobGroup(pgid int) bool {
 	return t.groups[pgid]
 }
 
-// reserve takes a running slot under limit, or says why not.
-func (t *jobTable) reserve(set JobSettings) *JobReply {
+// reserve takes a running slot under limit and the job's id (known before
+// it starts, so that its log can be named by it), or says why not.
+func (t *jobTable) reserve(set JobSettings) (string, *JobReply) {
 	limit := set.MaxJobs
 	if limit <= 0 || limit > maxJobsRunning {
 		limit = maxJobsRunning
@@ -79,10 +80,11 @@ func (t *jobTable) reserve(set JobSettings) *JobReply {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.running >= limit {
-		return &JobReply{Err: codeLimit, Msg: fmt.Sprintf("%d jobs are running; at most %d", t.running, limit), Running: t.running, Max: limit}
+		return "", &JobReply{Err: codeLimit, Msg: fmt.Sprintf("%d jobs are running; at most %d", t.running, limit), Running: t.running, Max: limit}
 	}
 	t.running++
-	return nil
+	t.next++
+	return jobID(t.next), nil
 }
 
 func (t *jobTable) release() {
@@ -91,13 +93,10 @@ func (t *jobTable) release() {
 	t.mu.Unlock()
 }
 
-// add registers a started job (its slot reserved) and drops the oldest
-// ended jobs past maxJobsEnded.
+// add registers a started job (its slot and id reserved).
 func (t *jobTable) add(j *job) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.next++
-	j.id = jobID(t.next)
 	t.byID[j.id] = j
 	t.order = append(t.order, j)
 	t.groups[j.pid] = true
@@ -138,6 +137,17 @@ func (t *jobTable) ended(j *job) {
 	}
 }
 
+// jobLog opens the log set asks for, if any: LogPath, or LogDir/<id>.log.
+func jobLog(set JobSettings, id string) (*os.File, error) {
+	switch {
+	case set.LogPath != "":
+		return openLog(set.LogPath)
+	case set.LogDir != "":
+		return openLog(filepath.Join(set.LogDir, id+".log"))
+	}
+	return nil, nil
+}
+
 // openLog makes the job's log file: its parents, then the file itself,
 // emptied, never through a symlink, and only a plain file.
 func openLog(name string) (*os.File, error) {
@@ -160,7 +170,7 @@ func openLog(name string) (*os.File, error) {
 }
 
 // newJob makes a job's state for a started process.
-func newJob(argv []string, pid int, set JobSettings, log *os.File) *job {
+func newJob(id string, argv []string, pid int, set JobSettings, log *os.File) *job {
 	cmd := strings.Join(argv, " ")
 	if len(argv) >= 3 && (argv[1] == "-c" || argv[1] == "-lc") {
 		cmd = argv[2] // a shell's script
@@ -168,7 +178,7 @@ func newJob(argv []string, pid int, set JobSettings, log *os.File) *job {
 	if len(cmd) > maxJobCommand {
 		cmd = strings.ToValidUTF8(cmd[:maxJobCommand], "")
 	}
-	j := &job{command: cmd, pid: pid, started: time.Now(), changed: make(chan struct{}), log: log, logLeft: -1, state: JobRunning}
+	j := &job{id: id, command: cmd, pid: pid, started: time.Now(), changed: make(chan struct{}), log: log, logLeft: -1, state: JobRunning}
 	if set.LogMaxBytes > 0 {
 		j.logLeft, j.logMax = set.LogMaxBytes, set.LogMaxBytes
 	}
@@ -363,16 +373,14 @@ func (s *supervisor) startJob(req JobRequest) JobReply {
 	if len(req.Argv) == 0 {
 		return JobReply{Err: codeInval, Msg: "no command"}
 	}
-	if rep := s.jobs.reserve(req.JobSettings); rep != nil {
+	id, rep := s.jobs.reserve(req.JobSettings)
+	if rep != nil {
 		return *rep
 	}
-	var log *os.File
-	if req.LogPath != "" {
-		var err error
-		if log, err = openLog(req.LogPath); err != nil {
-			s.jobs.release()
-			return JobReply{Err: codeLog, Msg: err.Error()}
-		}
+	log, err := jobLog(req.JobSettings, id)
+	if err != nil {
+		s.jobs.release()
+		return JobReply{Err: codeLog, Msg: err.Error()}
 	}
 	fail := func(code string, err error) JobReply {
 		if log != nil {
@@ -405,7 +413,7 @@ func (s *supervisor) startJob(req JobRequest) JobReply {
 		}
 		return fail(codeStart, err)
 	}
-	j := newJob(req.Argv, p.pid, req.JobSettings, log)
+	j := newJob(id, req.Argv, p.pid, req.JobSettings, log)
 	j.stdin = inW
 	s.jobs.add(j)
 	copied := make(chan struct{})
@@ -562,18 +570,16 @@ func (c *channel) yieldJob(st *stream, m ExecMsg, p *proc, pr *os.File, copied <
 		return ""
 	default:
 	}
-	if s.jobs.reserve(m.JobSettings) != nil {
+	id, rep := s.jobs.reserve(m.JobSettings)
+	if rep != nil {
 		return ""
 	}
-	var log *os.File
-	if m.LogPath != "" {
-		var err error
-		if log, err = openLog(m.LogPath); err != nil {
-			s.jobs.release()
-			return ""
-		}
+	log, err := jobLog(m.JobSettings, id)
+	if err != nil {
+		s.jobs.release()
+		return ""
 	}
-	j := newJob(m.Argv, p.pid, m.JobSettings, log)
+	j := newJob(id, m.Argv, p.pid, m.JobSettings, log)
 	st.sendMu.Lock()
 	j.mu.Lock()
 	j.out = *st.pre

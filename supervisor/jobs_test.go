@@ -420,3 +420,35 @@ func TestJobOutputCancel(t *testing.T) {
 		t.Fatalf("%q %+v", out, o.Job)
 	}
 }
+
+// LogDir names each job's log by its id, a started job's and a yielded
+// command's alike.
+func TestJobLogDir(t *testing.T) {
+	l := jobLink(t, listen(t))
+	dir := filepath.Join(t.TempDir(), "jobs")
+	set := JobSettings{LogDir: dir}
+	j, err := l.StartJob(t.Context(), JobSpec{Argv: []string{"/bin/bash", "-c", "echo one"}, Dir: "/", JobSettings: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, l, j.ID, Unshown, "")
+	c, err := l.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(t.Context(), ExecRequest{Argv: []string{"/bin/bash", "-c", "echo two; sleep 1"}, Dir: "/", Output: &syncBuf{},
+		YieldAfter: 200 * time.Millisecond, Job: set})
+	if err != nil || res.Job == "" || res.Job == j.ID {
+		t.Fatalf("%+v %v", res, err)
+	}
+	waitFor(t, l, res.Job, Unshown, "")
+	for id, want := range map[string]string{j.ID: "one\n", res.Job: "two\n"} {
+		if b, err := os.ReadFile(filepath.Join(dir, id+".log")); err != nil || string(b) != want {
+			t.Fatalf("log of %s: %q %v", id, b, err)
+		}
+	}
+	// A log dir that is not clean refuses the job.
+	if _, err := l.StartJob(t.Context(), JobSpec{Argv: []string{"true"}, JobSettings: JobSettings{LogDir: "rel/dir"}}); err == nil || !strings.Contains(err.Error(), "job log") {
+		t.Fatalf("relative log dir: %v", err)
+	}
+}

@@ -23,4 +23,10 @@
 // run directory; their user is not root unless
 // docker.user says so. The engine may be down at start-up: each call then
 // says so, until it is back.
+//
+// Jobs (sandbox.Jobs) belong to the container's supervisor: they outlive
+// the call, the thread's sessions and a restart of the server (a new
+// server on the state dir reads them by id), and end with the container.
+// A container whose supervisor runs a job is in use: neither the idle
+// reaper nor Replicas removes it.
 package docker

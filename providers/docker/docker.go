@@ -497,7 +497,9 @@ func (p *Provider) remove(ctx context.Context, id string) {
 
 func shortID(id string) string { return id[:min(12, len(id))] }
 
-// reap removes containers unused for IdleTimeout, every few seconds.
+// reap removes containers unused for IdleTimeout, every few seconds. A
+// container whose supervisor runs a job (or another server's command)
+// counts as used.
 func (p *Provider) reap() {
 	defer close(p.done)
 	if p.cfg.IdleTimeout < 0 {
@@ -514,25 +516,45 @@ func (p *Provider) reap() {
 		case <-t.C:
 		}
 		p.mu.Lock()
-		var idle []string
+		idle := map[string]*run{}
 		for name, r := range p.running {
 			if r.busy == 0 && time.Since(r.lastUsed) >= p.cfg.IdleTimeout {
-				idle = append(idle, r.id)
-				delete(p.running, name)
+				idle[name] = r
 			}
 		}
 		p.mu.Unlock()
-		for _, id := range idle {
+		for name, r := range idle {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			p.log.Info("docker provider: idle container removed", "id", shortID(id))
-			p.remove(ctx, id)
+			if p.takeIdle(ctx, name, r) {
+				p.log.Info("docker provider: idle container removed", "id", shortID(r.id))
+				p.remove(ctx, r.id)
+			}
 			cancel()
 		}
 	}
 }
 
+// takeIdle forgets container name (known as r) to remove it, unless it is
+// in use: by a call here (busy), or by its supervisor — a running job, or
+// a command of another server on the state dir. One in use counts as used
+// now, so its supervisor is asked again only after another IdleTimeout.
+func (p *Provider) takeIdle(ctx context.Context, name string, r *run) bool {
+	used := p.supervisorBusy(ctx, name) // not under p.mu: it dials
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.running[name] != r || r.busy > 0:
+		return false
+	case used:
+		r.lastUsed = time.Now()
+		return false
+	}
+	delete(p.running, name)
+	return true
+}
+
 // enforceReplicas removes the least recently used idle containers beyond
-// Replicas, never keep.
+// Replicas, never keep and never one in use (takeIdle).
 func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
 	if p.cfg.Replicas < 0 {
 		return
@@ -549,16 +571,17 @@ func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
 		}
 	}
 	sort.Slice(idle, func(i, j int) bool { return idle[i].r.lastUsed.Before(idle[j].r.lastUsed) })
-	var evict []string
-	for over := len(p.running) - p.cfg.Replicas; over > 0 && len(idle) > 0; over-- {
-		evict = append(evict, idle[0].r.id)
-		delete(p.running, idle[0].name)
-		idle = idle[1:]
-	}
+	over := len(p.running) - p.cfg.Replicas
 	p.mu.Unlock()
-	for _, id := range evict {
-		p.log.Info("docker provider: least recently used container removed (replicas)", "id", shortID(id))
-		p.remove(ctx, id)
+	for _, c := range idle {
+		if over <= 0 {
+			break
+		}
+		if p.takeIdle(ctx, c.name, c.r) {
+			p.log.Info("docker provider: least recently used container removed (replicas)", "id", shortID(c.r.id))
+			p.remove(ctx, c.r.id)
+			over--
+		}
 	}
 }
 

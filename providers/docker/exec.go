@@ -11,6 +11,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -30,21 +31,30 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, err
 	}
 	defer done()
-	c, err := s.link.Conn(ctx)
+	argv, err := s.argv(ctx, req.Command)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	shell := c.Hello().Shell
-	if shell == "" {
-		return sandbox.ExecResult{}, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
-	}
-	// $0 is "bash", as for bash -c, whatever the shell: it prefixes the
-	// shell's error messages.
-	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: []string{shell, "-c", req.Command, "bash"}, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output})
+	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output,
+		YieldAfter: req.YieldAfter, Job: jobs.Settings(req.Jobs, sandbox.JobLogDir)})
 	if errors.Is(err, supervisor.ErrUnresponsive) {
 		s.restart(id)
 	}
-	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, err
+	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Job: res.Job}, err
+}
+
+// argv is how the container's shell runs command. $0 is "bash", as for
+// bash -c, whatever the shell: it prefixes the shell's error messages.
+func (s *Sandbox) argv(ctx context.Context, command string) ([]string, error) {
+	c, err := s.link.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	shell := c.Hello().Shell
+	if shell == "" {
+		return nil, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
+	}
+	return []string{shell, "-c", command, "bash"}, nil
 }
 
 // restart restarts the container: the last resort for a command that does

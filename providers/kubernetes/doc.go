@@ -24,5 +24,9 @@
 // they hold across server replicas and go away with a replica that dies.
 //
 // Last use is kept in an annotation on the Pod, so any replica may reap an
-// idle Pod or, beyond Replicas running, the least recently used one.
+// idle Pod or, beyond Replicas running, the least recently used one. Jobs
+// (sandbox.Jobs) belong to the Pod's supervisor and outlive the call and
+// any replica; before deleting a Pod as unused, the reaper asks its
+// supervisor over a channel of its own, and a Pod running a job counts as
+// used now (its annotation is refreshed).
 package kubernetes

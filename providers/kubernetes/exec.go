@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -90,18 +91,28 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, err
 	}
 	defer done()
-	shell := c.Hello().Shell
-	if shell == "" {
-		return sandbox.ExecResult{}, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
+	argv, err := s.argv(c, req.Command)
+	if err != nil {
+		return sandbox.ExecResult{}, err
 	}
-	// $0 is "bash", as for bash -c, whatever the shell: it prefixes the
-	// shell's error messages.
-	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: []string{shell, "-c", req.Command, "bash"}, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output})
+	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output,
+		YieldAfter: req.YieldAfter, Job: jobs.Settings(req.Jobs, sandbox.JobLogDir)})
 	if errors.Is(err, supervisor.ErrUnresponsive) {
 		s.p.log.Warn("kubernetes provider: the supervisor did not end a command; deleting the Pod", "pod", s.name)
 		s.p.dropPod(s.name)
 	}
-	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, err
+	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Job: res.Job}, err
+}
+
+// argv is how the shell of the Pod (whose supervisor c reaches) runs
+// command. $0 is "bash", as for bash -c, whatever the shell: it prefixes
+// the shell's error messages.
+func (s *Sandbox) argv(c *supervisor.Conn, command string) ([]string, error) {
+	shell := c.Hello().Shell
+	if shell == "" {
+		return nil, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
+	}
+	return []string{shell, "-c", command, "bash"}, nil
 }
 
 // channel returns the channel to the supervisor of the thread's Pod, and
@@ -226,19 +237,25 @@ func (p *Provider) supervisorEnded(name string) string {
 // so a stream truncated or corrupted in transit fails the channel, never a
 // call's result). The stream lives as long as the channel, not ctx.
 func (s *Sandbox) connect(ctx context.Context) (*supervisor.Conn, error) {
+	return s.p.connect(ctx, s.name, s.p.wrapRelay)
+}
+
+// connect is Sandbox.connect to Pod name, the relay's stdout through wrap
+// (if not nil).
+func (p *Provider) connect(ctx context.Context, name string, wrap func(io.Reader) io.Reader) (*supervisor.Conn, error) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	sctx, cancel := context.WithCancel(context.Background())
 	var stderr bytes.Buffer
 	ended := make(chan error, 1)
 	go func() {
-		err := s.p.stream(sctx, s.name, []string{supervisorBin, "supervise", "--connect", supervisorSock}, inR, outW, &limitWriter{w: &stderr, n: 1 << 10})
+		err := p.stream(sctx, name, []string{supervisorBin, "supervise", "--connect", supervisorSock}, inR, outW, &limitWriter{w: &stderr, n: 1 << 10})
 		why := err // what the channel's calls are told
 		switch code, ok := exitCode(err); {
 		case err == nil:
 			why = io.EOF
 		case ok:
-			why = fmt.Errorf("the supervisor's relay in Pod %s ended (exit %d: %s)", s.name, code, oneLine(stderr.String()))
+			why = fmt.Errorf("the supervisor's relay in Pod %s ended (exit %d: %s)", name, code, oneLine(stderr.String()))
 		case !errors.Is(err, context.Canceled):
 			why = apiError(err)
 		}
@@ -247,8 +264,8 @@ func (s *Sandbox) connect(ctx context.Context) (*supervisor.Conn, error) {
 		ended <- err
 	}()
 	var r io.Reader = outR
-	if s.p.wrapRelay != nil {
-		r = s.p.wrapRelay(r)
+	if wrap != nil {
+		r = wrap(r)
 	}
 	c, err := supervisor.NewConn(ctx, r, inW, closerFunc(func() error {
 		cancel()

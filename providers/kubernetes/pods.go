@@ -122,18 +122,50 @@ func (p *Provider) touchLocked(name string, u *podUse) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annLastUsed, at.UTC().Format(time.RFC3339Nano))
-		_, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		err := p.patchLastUsed(ctx, name, at)
 		p.mu.Lock()
 		u.patching = false
 		if err == nil {
 			u.patched = time.Now()
 		}
 		p.mu.Unlock()
-		if err != nil && !apierrors.IsNotFound(err) {
-			p.log.Debug("kubernetes provider: last-used annotation", "pod", name, "err", err)
-		}
 	}()
+}
+
+// patchLastUsed writes Pod name's last-used annotation: at.
+func (p *Provider) patchLastUsed(ctx context.Context, name string, at time.Time) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annLastUsed, at.UTC().Format(time.RFC3339Nano))
+	_, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		p.log.Debug("kubernetes provider: last-used annotation", "pod", name, "err", err)
+	}
+	return err
+}
+
+// supervisorBusy asks the supervisor of Pod name, over a channel of its
+// own (closed at once), whether a command or a job runs there: a Pod with
+// a running job is in use, whoever called it last. A Pod that does not
+// answer is not.
+func (p *Provider) supervisorBusy(ctx context.Context, name string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := p.connect(ctx, name, nil)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	return c.Hello().Busy > 0
+}
+
+// inUse reports whether the supervisor of the idle Pod o runs something;
+// if so its last-used annotation says now, so that no replica asks again
+// (or deletes it) for another IdleTimeout.
+func (p *Provider) inUse(ctx context.Context, o ourPod) bool {
+	if !p.supervisorBusy(ctx, o.name) {
+		return false
+	}
+	p.patchLastUsed(ctx, o.name, time.Now())
+	return true
 }
 
 // forget drops a Pod that went away behind the server's back: the next
@@ -644,7 +676,7 @@ func (p *Provider) deleteIfUnchanged(ctx context.Context, o ourPod, why string) 
 }
 
 // reap deletes Pods unused for IdleTimeout — any replica's, by their
-// last-used annotation — and keeps the last-used annotation of Pods busy
+// last-used annotation, unless their supervisor runs a job (inUse) — and keeps the last-used annotation of Pods busy
 // here fresh, every few seconds.
 func (p *Provider) reap() {
 	defer close(p.done)
@@ -680,7 +712,7 @@ func (p *Provider) reap() {
 			p.log.Debug("kubernetes provider: list Pods", "err", err)
 		}
 		for _, o := range pods {
-			if !o.busy && time.Since(o.lastUsed) >= p.cfg.IdleTimeout {
+			if !o.busy && time.Since(o.lastUsed) >= p.cfg.IdleTimeout && !p.inUse(ctx, o) {
 				p.deleteIfUnchanged(ctx, o, "idle")
 			}
 		}
@@ -689,8 +721,8 @@ func (p *Provider) reap() {
 }
 
 // enforceReplicas deletes the least recently used Pods beyond Replicas,
-// never keep and never one in use: in use here, or used by any replica
-// within two heartbeats (a replica keeps the annotation of a Pod it uses
+// never keep and never one in use: in use here, running a job, or used by
+// any replica within two heartbeats (a replica keeps the annotation of a Pod it uses
 // that fresh).
 func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
 	if p.cfg.Replicas < 0 {
@@ -711,7 +743,7 @@ func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
 		if over <= 0 {
 			break
 		}
-		if o.name == keep || o.busy || time.Since(o.lastUsed) < fresh {
+		if o.name == keep || o.busy || time.Since(o.lastUsed) < fresh || p.inUse(ctx, o) {
 			continue
 		}
 		p.deleteIfUnchanged(ctx, o, "least recently used, beyond replicas")

@@ -42,3 +42,16 @@ func TestContractBwrap(t *testing.T) {
 		return contractSandbox(t, Config{Isolation: IsolationBwrap})
 	})
 }
+
+func TestJobsContractHostBash(t *testing.T) {
+	sandboxtest.Jobs(t, func(t *testing.T) sandbox.Sandbox {
+		return contractSandbox(t, Config{AllowHostBash: true})
+	})
+}
+
+func TestJobsContractBwrap(t *testing.T) {
+	requireBwrap(t)
+	sandboxtest.Jobs(t, func(t *testing.T) sandbox.Sandbox {
+		return contractSandbox(t, Config{Isolation: IsolationBwrap})
+	})
+}

@@ -3,4 +3,10 @@
 // runs on the host in its own process group — only when the operator allowed
 // it (--allow-host-bash), because on the host a command can reach whatever
 // the server's user can.
+//
+// Jobs (sandbox.Jobs: background commands, and foreground ones past
+// YieldAfter) run under the thread's supervisor, a child of the server
+// started on the thread's first command: they end with it, when the thread
+// is released by its last user or the server exits. Unlike docker and
+// kubernetes, a job here does not survive a restart of the server.
 package local

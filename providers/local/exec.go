@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -24,22 +25,39 @@ import (
 // its pipe open, and children that left the group (setsid) are killed too
 // once no command runs (the supervisor is their subreaper).
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	command, dir := req.Command, sandbox.WorkspaceDir
-	if s.p.cfg.Isolation != IsolationBwrap {
-		if err := s.p.BashDisabled(); err != nil {
-			return sandbox.ExecResult{}, err
-		}
-		for _, m := range s.mounts {
-			if !shellSafe(m.Host) {
-				return sandbox.ExecResult{}, fmt.Errorf("%w: the host directory of %s has characters that need shell quoting, so virtual paths cannot be rewritten into commands; use a plainer path or bubblewrap isolation", sandbox.ErrBashDisabled, m.Virtual)
-			}
-		}
-		command, dir = rewrite(req.Command, s.mounts), s.mounts[0].Host
+	argv, dir, logDir, err := s.command(req.Command)
+	if err != nil {
+		return sandbox.ExecResult{}, err
 	}
 	// On ErrUnresponsive the link drops the channel: the supervisor's
 	// process (and bwrap's namespace) ends, with every process in it.
-	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: []string{s.p.shell, "-c", command}, Dir: dir, Timeout: req.Timeout, Output: req.Output})
-	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, err
+	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: dir, Timeout: req.Timeout, Output: req.Output,
+		YieldAfter: req.YieldAfter, Job: jobs.Settings(req.Jobs, logDir)})
+	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Job: res.Job}, err
+}
+
+// command is how the thread's supervisor runs a shell command: its argv
+// and working directory, and the directory of job logs, as the
+// supervisor sees them (inside bubblewrap, the virtual paths; on the host,
+// the command's virtual paths rewritten and the host directories).
+func (s *Sandbox) command(command string) (argv []string, dir, logDir string, err error) {
+	if s.p.cfg.Isolation == IsolationBwrap {
+		return []string{s.p.shell, "-c", command}, sandbox.WorkspaceDir, sandbox.JobLogDir, nil
+	}
+	if err := s.p.BashDisabled(); err != nil {
+		return nil, "", "", err
+	}
+	for _, m := range s.mounts {
+		if !shellSafe(m.Host) {
+			return nil, "", "", fmt.Errorf("%w: the host directory of %s has characters that need shell quoting, so virtual paths cannot be rewritten into commands; use a plainer path or bubblewrap isolation", sandbox.ErrBashDisabled, m.Virtual)
+		}
+	}
+	for _, m := range s.mounts {
+		if m.Virtual == sandbox.OutputsDir {
+			logDir = m.Host + strings.TrimPrefix(sandbox.JobLogDir, sandbox.OutputsDir)
+		}
+	}
+	return []string{s.p.shell, "-c", rewrite(command, s.mounts)}, s.mounts[0].Host, logDir, nil
 }
 
 // dial starts the thread's supervisor: this binary, inside bubblewrap

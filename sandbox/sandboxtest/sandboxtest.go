@@ -154,12 +154,17 @@ func run(t *testing.T, sb sandbox.Sandbox, cmd string, timeout time.Duration) (s
 		t.Fatalf("%s: %v", cmd, err)
 	}
 	h, tl, _ := c.Result()
-	// What the agent would see: host paths masked (host bash prints them).
+	return mask(sb, string(h)+string(tl)), res
+}
+
+// mask is what the agent would see of s: host paths masked (host bash
+// prints them).
+func mask(sb sandbox.Sandbox, s string) string {
 	var pairs []masking.Pair
 	for _, m := range sb.Mounts() {
 		pairs = append(pairs, masking.Pair{Host: m.Host, Virtual: m.Virtual})
 	}
-	return masking.New(pairs...).Mask(string(h) + string(tl)), res
+	return masking.New(pairs...).Mask(s)
 }
 
 func write(t *testing.T, sb sandbox.Sandbox, name, content string) {

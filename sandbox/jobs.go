@@ -1,0 +1,82 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// Jobs is what a Sandbox whose processes may outlive the call that started
+// them implements (SPEC §15): bash run_in_background and yield_after, and
+// bash_output, bash_input, bash_kill. It is a separate, optional interface
+// so that a provider without a resident process (or a test double) is
+// still a Sandbox; tools ask for it with a type assertion. A job belongs
+// to the sandbox: any user of the thread may name it by its id, and it
+// ends when it exits, is killed, or the sandbox goes.
+type Jobs interface {
+	// StartJob starts the command as the thread's shell would run it (in
+	// the workspace) and returns at once; its output goes to memory (the
+	// last MiB) and to JobLogDir/<id>.log.
+	StartJob(ctx context.Context, req JobRequest) (JobInfo, error)
+	// JobOutput reads the job's output from offset (characters of its
+	// output so far; Unshown: what no caller was shown yet). With wait (at
+	// most a minute) it waits for output past offset or the job's end; a
+	// cancelled ctx ends the wait, never the job.
+	JobOutput(ctx context.Context, id string, offset int64, wait time.Duration) (JobOutput, error)
+	// JobInput writes data (at most 64 KiB) to the job's stdin, then closes
+	// it with close.
+	JobInput(ctx context.Context, id string, data []byte, close bool) (JobInfo, error)
+	// KillJob signals the job's whole process group: TERM, INT or KILL.
+	KillJob(ctx context.Context, id, signal string) (JobInfo, error)
+	// Jobs lists the sandbox's jobs, running and recently ended, oldest
+	// first.
+	Jobs(ctx context.Context) ([]JobInfo, error)
+}
+
+// JobLogDir is where a job's whole output is kept, as <id>.log (bounded
+// by JobLimits.LogMaxBytes): beside the tools' other spilled results, so
+// the agent can read it with the file tools.
+const JobLogDir = OutputsDir + "/.tool-results/jobs"
+
+// Unshown as JobOutput's offset reads what no caller was shown yet.
+const Unshown int64 = -1
+
+// JobLimits bound a job; the server's limits give them.
+type JobLimits struct {
+	MaxJobs     int   // the job is refused (ErrJobLimit) when this many run; 0: the provider's own cap
+	LogMaxBytes int64 // the log keeps the first this many bytes; 0: no limit
+}
+
+// JobRequest starts a job.
+type JobRequest struct {
+	Command string
+	Stdin   bool // a pipe for JobInput; else stdin is empty
+	JobLimits
+}
+
+// Job states.
+const (
+	JobRunning = "running"
+	JobExited  = "exited"
+	JobKilled  = "killed" // ended by a signal
+)
+
+// JobInfo is a job's state.
+type JobInfo struct {
+	ID        string // "j1", "j2", …
+	Command   string // its first 200 bytes
+	State     string // JobRunning, JobExited or JobKilled
+	PID       int    // inside the sandbox
+	StartedAt time.Time
+	EndedAt   time.Time // zero while it runs
+	Code      int       // exit code; 128+N when ended by signal N
+	Signal    string    // the signal that ended it: TERM, KILL, …
+}
+
+// JobOutput is output of a job.
+type JobOutput struct {
+	Data       []byte
+	Offset     int64 // characters of output before Data
+	NextOffset int64 // Offset + Data's characters
+	Dropped    int64 // characters asked for that are no longer kept
+	Job        JobInfo
+}

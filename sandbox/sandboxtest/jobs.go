@@ -1,0 +1,196 @@
+package sandboxtest
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// Jobs runs the contract of sandbox.Jobs against sandboxes from
+// newSandbox (each a fresh thread), which must implement it.
+func Jobs(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox) {
+	jobsOf := func(t *testing.T) (sandbox.Sandbox, sandbox.Jobs) {
+		sb := newSandbox(t)
+		js, ok := sb.(sandbox.Jobs)
+		if !ok {
+			t.Fatalf("%T does not implement sandbox.Jobs", sb)
+		}
+		return sb, js
+	}
+	t.Run("Background", func(t *testing.T) {
+		t.Parallel()
+		sb, js := jobsOf(t)
+		j, err := js.StartJob(t.Context(), sandbox.JobRequest{Command: "echo start; pwd; sleep 1; echo done; exit 3"})
+		if err != nil || j.ID == "" || j.State != sandbox.JobRunning || j.PID <= 0 {
+			t.Fatalf("%+v %v", j, err)
+		}
+		raw, info := WaitJob(t, js, j.ID, 0)
+		out := mask(sb, raw)
+		if out != "start\n"+sandbox.WorkspaceDir+"\ndone\n" || info.State != sandbox.JobExited || info.Code != 3 || info.EndedAt.IsZero() {
+			t.Fatalf("%q %+v", out, info)
+		}
+		if got := read(t, sb, sandbox.JobLogDir+"/"+j.ID+".log"); got != raw {
+			t.Fatalf("log %q", got)
+		}
+		list, err := js.Jobs(t.Context())
+		if err != nil || len(list) != 1 || list[0].ID != j.ID || list[0].State != sandbox.JobExited || !strings.Contains(list[0].Command, "echo start") {
+			t.Fatalf("%+v %v", list, err)
+		}
+		if _, err := js.JobOutput(t.Context(), "j999", 0, 0); !errors.Is(err, sandbox.ErrNoJob) {
+			t.Fatalf("unknown job: %v", err)
+		}
+		if _, err := js.JobInput(t.Context(), j.ID, []byte("x"), false); !errors.Is(err, sandbox.ErrJobEnded) {
+			t.Fatalf("input to an ended job: %v", err)
+		}
+	})
+	t.Run("KillTakesChildren", func(t *testing.T) {
+		t.Parallel()
+		sb, js := jobsOf(t)
+		j, err := js.StartJob(t.Context(), sandbox.JobRequest{Command: "sleep 300 & echo child $!; wait"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := waitOutput(t, js, j.ID, "child ")
+		pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(out, "child ")))
+		if err != nil {
+			t.Fatalf("%q", out)
+		}
+		if o, _ := run(t, sb, "kill -0 "+strconv.Itoa(pid)+" && echo alive", time.Minute); o != "alive\n" {
+			t.Fatalf("the child before the kill: %q", o)
+		}
+		if _, err := js.KillJob(t.Context(), j.ID, "TERM"); err != nil {
+			t.Fatal(err)
+		}
+		if _, info := WaitJob(t, js, j.ID, 0); info.State != sandbox.JobKilled || info.Signal != "TERM" || info.Code != 128+15 {
+			t.Fatalf("%+v", info)
+		}
+		// Gone, and reaped (the supervisor is the sandbox's subreaper).
+		script := "for i in $(seq 50); do kill -0 " + strconv.Itoa(pid) + " 2>/dev/null || { echo gone; exit; }; sleep 0.1; done; echo alive"
+		if o, _ := run(t, sb, script, time.Minute); o != "gone\n" {
+			t.Fatalf("the child after the kill: %q", o)
+		}
+	})
+	t.Run("Input", func(t *testing.T) {
+		t.Parallel()
+		_, js := jobsOf(t)
+		j, err := js.StartJob(t.Context(), sandbox.JobRequest{Command: `printf 'name? '; read n; echo "hi $n"`, Stdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitOutput(t, js, j.ID, "name? ")
+		if _, err := js.JobInput(t.Context(), j.ID, []byte("bob\n"), false); err != nil {
+			t.Fatal(err)
+		}
+		if out, info := WaitJob(t, js, j.ID, 0); out != "name? hi bob\n" || info.State != sandbox.JobExited || info.Code != 0 {
+			t.Fatalf("%q %+v", out, info)
+		}
+		k, err := js.StartJob(t.Context(), sandbox.JobRequest{Command: "sleep 300"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.JobInput(t.Context(), k.ID, []byte("x\n"), false); !errors.Is(err, sandbox.ErrJobNoInput) {
+			t.Fatalf("input to a job without stdin: %v", err)
+		}
+		js.KillJob(t.Context(), k.ID, "KILL")
+	})
+	t.Run("Limit", func(t *testing.T) {
+		t.Parallel()
+		_, js := jobsOf(t)
+		req := sandbox.JobRequest{Command: "sleep 300", JobLimits: sandbox.JobLimits{MaxJobs: 2}}
+		var ids []string
+		for range 2 {
+			j, err := js.StartJob(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, j.ID)
+		}
+		_, err := js.StartJob(t.Context(), req)
+		if !errors.Is(err, sandbox.ErrJobLimit) || !strings.Contains(err.Error(), "2 running, at most 2") {
+			t.Fatalf("third job: %v", err)
+		}
+		if _, err := js.KillJob(t.Context(), ids[0], "KILL"); err != nil {
+			t.Fatal(err)
+		}
+		WaitJob(t, js, ids[0], 0)
+		j, err := js.StartJob(t.Context(), req)
+		if err != nil {
+			t.Fatalf("after one ended: %v", err)
+		}
+		for _, id := range []string{ids[1], j.ID} {
+			js.KillJob(t.Context(), id, "KILL")
+		}
+	})
+	t.Run("YieldAfter", func(t *testing.T) {
+		t.Parallel()
+		sb, js := jobsOf(t)
+		c := sandbox.NewCapture(1<<20, 1<<20)
+		res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "echo start; sleep 2; echo done", Timeout: time.Minute, Output: c, YieldAfter: 500 * time.Millisecond})
+		h, tl, _ := c.Result()
+		if err != nil || res.Job == "" || string(h)+string(tl) != "start\n" {
+			t.Fatalf("%+v %q %v", res, string(h)+string(tl), err)
+		}
+		if out, info := WaitJob(t, js, res.Job, 0); out != "start\ndone\n" || info.State != sandbox.JobExited || info.Code != 0 {
+			t.Fatalf("%q %+v", out, info)
+		}
+		if got := read(t, sb, sandbox.JobLogDir+"/"+res.Job+".log"); got != "start\ndone\n" {
+			t.Fatalf("log %q", got)
+		}
+		// One that ends first is an ordinary command.
+		out, res := run(t, sb, "echo quick", time.Minute)
+		if out != "quick\n" || res.Job != "" {
+			t.Fatalf("%q %+v", out, res)
+		}
+	})
+}
+
+// WaitJob reads job id's output from offset until it ended (within a
+// minute), and returns the output and the job's last state.
+func WaitJob(t *testing.T, js sandbox.Jobs, id string, offset int64) (string, sandbox.JobInfo) {
+	t.Helper()
+	var b strings.Builder
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		o, err := js.JobOutput(t.Context(), id, offset, 5*time.Second)
+		if err != nil {
+			t.Fatalf("output of %s: %v", id, err)
+		}
+		b.Write(o.Data)
+		offset = o.NextOffset
+		if o.Job.State != sandbox.JobRunning && len(o.Data) == 0 {
+			return b.String(), o.Job
+		}
+	}
+	t.Fatalf("job %s still runs after a minute: %q", id, b.String())
+	return "", sandbox.JobInfo{}
+}
+
+// waitOutput reads job id's output from its start until it holds want
+// and a newline after it, or it is want (a prompt), and returns it.
+func waitOutput(t *testing.T, js sandbox.Jobs, id, want string) string {
+	t.Helper()
+	var b strings.Builder
+	var offset int64
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		o, err := js.JobOutput(t.Context(), id, offset, 5*time.Second)
+		if err != nil {
+			t.Fatalf("output of %s: %v", id, err)
+		}
+		b.Write(o.Data)
+		offset = o.NextOffset
+		s := b.String()
+		if s == want || strings.Contains(s, want) && strings.HasSuffix(s, "\n") {
+			return s
+		}
+		if o.Job.State != sandbox.JobRunning {
+			t.Fatalf("job %s ended (%+v) without %q: %q", id, o.Job, want, s)
+		}
+	}
+	t.Fatalf("job %s: no %q after a minute: %q", id, want, b.String())
+	return ""
+}
