@@ -31,6 +31,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cmdenv"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -611,6 +612,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts, host: hfs}
 		sb.link = supervisor.NewLink(sb.dial)
 		sb.cfs = supervisor.NewFS(sb.link, nil) // read-only mounts are the host's
+		sb.Runner = jobs.NewRunner(sb.link, sb.enterJobs)
 		return sb, func() {
 			sb.link.Close() // the channel; the supervisor and its container stay warm
 			hfs.Close()

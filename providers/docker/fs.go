@@ -6,6 +6,7 @@ import (
 	"io/fs"
 
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/search"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -13,13 +14,14 @@ import (
 
 // Sandbox is one thread's container-backed sandbox.
 type Sandbox struct {
-	p      *Provider
-	key    string // thread key
-	name   string // container name
-	mounts []sandbox.Mount
-	host   *hostfs.FS
-	link   *supervisor.Link // to the container's supervisor, which runs its commands
-	cfs    *supervisor.FS   // the container's own file system, served by the supervisor
+	p            *Provider
+	key          string // thread key
+	name         string // container name
+	mounts       []sandbox.Mount
+	host         *hostfs.FS
+	link         *supervisor.Link // to the container's supervisor, which runs its commands
+	cfs          *supervisor.FS   // the container's own file system, served by the supervisor
+	*jobs.Runner                  // its jobs (sandbox.Jobs), run by the supervisor
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

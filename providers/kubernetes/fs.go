@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/search"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -21,8 +22,9 @@ type Sandbox struct {
 	mounts []sandbox.Mount
 	// link is the channel to the Pod's supervisor, which runs bash and the
 	// file operations; cfs is the Pod's file system served by it.
-	link *supervisor.Link
-	cfs  *supervisor.FS
+	link         *supervisor.Link
+	cfs          *supervisor.FS
+	*jobs.Runner // its jobs (sandbox.Jobs), run by the supervisor
 
 	mu     sync.Mutex
 	dialed struct { // the link's last channel, and the Pod it reaches
@@ -38,6 +40,7 @@ func newSandbox(p *Provider, thread string, mounts []sandbox.Mount) *Sandbox {
 	sb := &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts}
 	sb.link = supervisor.NewLink(sb.dial)
 	sb.cfs = supervisor.NewFS(sb.link, sb.readOnly)
+	sb.Runner = jobs.NewRunner(sb.link, sb.enterJobs)
 	return sb
 }
 

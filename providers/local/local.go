@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -116,6 +117,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		}
 		sb := &Sandbox{p: p, thread: thread, mounts: mounts, fs: hfs}
 		sb.link = supervisor.NewLink(sb.dial)
+		sb.Runner = jobs.NewRunner(sb.link, sb.enterJobs)
 		return sb, sb.close, nil
 	})
 }
@@ -131,11 +133,12 @@ func (p *Provider) Close() error {
 
 // Sandbox is one thread's host-backed sandbox.
 type Sandbox struct {
-	p      *Provider
-	thread string
-	mounts []sandbox.Mount
-	fs     *hostfs.FS
-	link   *supervisor.Link // to the thread's supervisor, which runs its commands
+	p            *Provider
+	thread       string
+	mounts       []sandbox.Mount
+	fs           *hostfs.FS
+	link         *supervisor.Link // to the thread's supervisor, which runs its commands
+	*jobs.Runner                  // its jobs (sandbox.Jobs), run by the supervisor
 }
 
 // close ends the sandbox: its supervisor, with every process it runs, and

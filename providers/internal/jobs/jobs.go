@@ -22,10 +22,38 @@ func Settings(lim sandbox.JobLimits, logDir string) supervisor.JobSettings {
 	return supervisor.JobSettings{MaxJobs: lim.MaxJobs, LogMaxBytes: lim.LogMaxBytes, LogDir: logDir}
 }
 
-// Start starts argv in dir as a job.
-func Start(ctx context.Context, l *supervisor.Link, argv []string, dir, logDir string, req sandbox.JobRequest) (sandbox.JobInfo, error) {
+// Command is how a provider runs a command: the shell's argv, its
+// working directory and the jobs' log directory, as the supervisor sees
+// them.
+type Command struct {
+	Argv        []string
+	Dir, LogDir string
+}
+
+// Enter readies a provider's sandbox for one job call (makes it run, marks
+// it in use) until done is called; for a command (StartJob's, else "") it
+// also says how it runs.
+type Enter func(ctx context.Context, command string) (cmd Command, done func(), err error)
+
+// Runner is sandbox.Jobs over a sandbox's supervisor link: a provider
+// embeds one, giving only how a call enters its sandbox.
+type Runner struct {
+	link  *supervisor.Link
+	enter Enter
+}
+
+// NewRunner returns the jobs of the sandbox l reaches, entered with enter.
+func NewRunner(l *supervisor.Link, enter Enter) *Runner { return &Runner{link: l, enter: enter} }
+
+// StartJob starts the command as the provider's Exec runs it, as a job.
+func (r *Runner) StartJob(ctx context.Context, req sandbox.JobRequest) (sandbox.JobInfo, error) {
+	c, done, err := r.enter(ctx, req.Command)
+	if err != nil {
+		return sandbox.JobInfo{}, err
+	}
+	defer done()
 	started := time.Now()
-	j, err := l.StartJob(ctx, supervisor.JobSpec{Argv: argv, Dir: dir, Stdin: req.Stdin, JobSettings: Settings(req.JobLimits, logDir)})
+	j, err := r.link.StartJob(ctx, supervisor.JobSpec{Argv: c.Argv, Dir: c.Dir, Stdin: req.Stdin, JobSettings: Settings(req.JobLimits, c.LogDir)})
 	if err != nil {
 		return sandbox.JobInfo{}, Err(err)
 	}
@@ -36,33 +64,53 @@ func Start(ctx context.Context, l *supervisor.Link, argv []string, dir, logDir s
 	return sandbox.JobInfo{ID: j.ID, Command: cmd, State: sandbox.JobRunning, PID: j.PID, StartedAt: started}, nil
 }
 
-// Output is sandbox.Jobs.JobOutput over l.
-func Output(ctx context.Context, l *supervisor.Link, id string, offset int64, wait time.Duration) (sandbox.JobOutput, error) {
+// JobOutput reads a job's output (sandbox.Jobs).
+func (r *Runner) JobOutput(ctx context.Context, id string, offset int64, wait time.Duration) (sandbox.JobOutput, error) {
+	_, done, err := r.enter(ctx, "")
+	if err != nil {
+		return sandbox.JobOutput{}, err
+	}
+	defer done()
 	if offset < 0 {
 		offset = supervisor.Unshown
 	}
-	o, err := l.JobOutput(ctx, id, offset, wait)
+	o, err := r.link.JobOutput(ctx, id, offset, wait)
 	if err != nil {
 		return sandbox.JobOutput{}, Err(err)
 	}
 	return sandbox.JobOutput{Data: o.Data, Offset: o.Offset, NextOffset: o.NextOffset, Dropped: o.Dropped, Job: Info(o.Job)}, nil
 }
 
-// Input is sandbox.Jobs.JobInput over l.
-func Input(ctx context.Context, l *supervisor.Link, id string, data []byte, close bool) (sandbox.JobInfo, error) {
-	i, err := l.JobInput(ctx, id, data, close)
+// JobInput writes to a job's stdin (sandbox.Jobs).
+func (r *Runner) JobInput(ctx context.Context, id string, data []byte, close bool) (sandbox.JobInfo, error) {
+	_, done, err := r.enter(ctx, "")
+	if err != nil {
+		return sandbox.JobInfo{}, err
+	}
+	defer done()
+	i, err := r.link.JobInput(ctx, id, data, close)
 	return Info(i), Err(err)
 }
 
-// Kill is sandbox.Jobs.KillJob over l.
-func Kill(ctx context.Context, l *supervisor.Link, id, signal string) (sandbox.JobInfo, error) {
-	i, err := l.KillJob(ctx, id, signal)
+// KillJob signals a job's process group (sandbox.Jobs).
+func (r *Runner) KillJob(ctx context.Context, id, signal string) (sandbox.JobInfo, error) {
+	_, done, err := r.enter(ctx, "")
+	if err != nil {
+		return sandbox.JobInfo{}, err
+	}
+	defer done()
+	i, err := r.link.KillJob(ctx, id, signal)
 	return Info(i), Err(err)
 }
 
-// List is sandbox.Jobs.Jobs over l.
-func List(ctx context.Context, l *supervisor.Link) ([]sandbox.JobInfo, error) {
-	list, err := l.Jobs(ctx)
+// Jobs lists the sandbox's jobs (sandbox.Jobs).
+func (r *Runner) Jobs(ctx context.Context) ([]sandbox.JobInfo, error) {
+	_, done, err := r.enter(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	list, err := r.link.Jobs(ctx)
 	if err != nil {
 		return nil, Err(err)
 	}
@@ -72,6 +120,8 @@ func List(ctx context.Context, l *supervisor.Link) ([]sandbox.JobInfo, error) {
 	}
 	return out, nil
 }
+
+var _ sandbox.Jobs = (*Runner)(nil)
 
 // Info is the sandbox's view of a supervisor's job state.
 func Info(i supervisor.JobInfo) sandbox.JobInfo {
