@@ -526,7 +526,7 @@ func (p *Provider) reap() {
 		p.mu.Unlock()
 		for name, r := range idle {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if p.takeIdle(ctx, name, r) {
+			if p.takeIdle(ctx, name, r, true) {
 				p.log.Info("docker provider: idle container removed", "id", shortID(r.id))
 				p.remove(ctx, r.id)
 			}
@@ -535,12 +535,13 @@ func (p *Provider) reap() {
 	}
 }
 
-// takeIdle forgets container name (known as r) to remove it, unless it is
-// in use: by a call here (busy), or by its supervisor — a running job, or
-// a command of another server on the state dir. One in use counts as used
-// now, so its supervisor is asked again only after another IdleTimeout.
-func (p *Provider) takeIdle(ctx context.Context, name string, r *run) bool {
-	used := p.supervisorBusy(ctx, name) // not under p.mu: it dials
+// takeIdle forgets container name (known as r) to remove it, unless a
+// call here uses it (busy) or, when askSupervisor, its supervisor runs
+// something — a job, or a command of another server on the state dir. One
+// in use counts as used now, so its supervisor is asked again only after
+// another IdleTimeout.
+func (p *Provider) takeIdle(ctx context.Context, name string, r *run, askSupervisor bool) bool {
+	used := askSupervisor && p.supervisorBusy(ctx, name) // not under p.mu: it dials
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -555,7 +556,10 @@ func (p *Provider) takeIdle(ctx context.Context, name string, r *run) bool {
 }
 
 // enforceReplicas removes the least recently used idle containers beyond
-// Replicas, never keep and never one in use (takeIdle).
+// Replicas, never keep and never one a call uses. A running job does not
+// keep its container beyond the cap (SPEC §15: the cap releases it; its
+// use counts through lastUsed), and the supervisors are not asked: making
+// a sandbox waits for no other's answer.
 func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
 	if p.cfg.Replicas < 0 {
 		return
@@ -578,7 +582,7 @@ func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
 		if over <= 0 {
 			break
 		}
-		if p.takeIdle(ctx, c.name, c.r) {
+		if p.takeIdle(ctx, c.name, c.r, false) {
 			p.log.Info("docker provider: least recently used container removed (replicas)", "id", shortID(c.r.id))
 			p.remove(ctx, c.r.id)
 			over--

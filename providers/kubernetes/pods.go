@@ -721,7 +721,7 @@ func (p *Provider) reap() {
 }
 
 // enforceReplicas deletes the least recently used Pods beyond Replicas,
-// never keep and never one in use: in use here, running a job, or used by
+// never keep and never one in use: in use here, or used by
 // any replica within two heartbeats (a replica keeps the annotation of a Pod it uses
 // that fresh).
 func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
@@ -743,7 +743,10 @@ func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
 		if over <= 0 {
 			break
 		}
-		if o.name == keep || o.busy || time.Since(o.lastUsed) < fresh || p.inUse(ctx, o) {
+		// A running job does not keep its Pod beyond the cap (SPEC §15:
+		// the cap releases it), and no supervisor is asked: making a
+		// sandbox waits for no other's answer.
+		if o.name == keep || o.busy || time.Since(o.lastUsed) < fresh {
 			continue
 		}
 		p.deleteIfUnchanged(ctx, o, "least recently used, beyond replicas")
