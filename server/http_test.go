@@ -198,6 +198,9 @@ func TestHTTPRefusals(t *testing.T) {
 		{"rebinding origin", "/sse", "GET", "", map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://localhost.evil.example:8080"}, 403},
 		{"bad thread", "/mcp", "POST", init, map[string]string{"Authorization": "Bearer s3cret", "X-Thread-ID": "../etc"}, 400},
 		{"too large", "/mcp", "POST", `{"x":"` + strings.Repeat("a", 1<<17) + `"}`, map[string]string{"Authorization": "Bearer s3cret"}, 413},
+		// Well past what socket buffers hold: the client is still sending
+		// when the answer comes, and must get the answer, not a reset.
+		{"far too large", "/mcp", "POST", `{"x":"` + strings.Repeat("a", 3<<20) + `"}`, map[string]string{"Authorization": "Bearer s3cret"}, 413},
 		{"allowed origin", "/mcp", "POST", init, map[string]string{"Authorization": "Bearer s3cret", "Origin": "https://app.example"}, 200},
 		{"localhost origin", "/mcp", "POST", init, map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://localhost:3000"}, 200},
 		{"no origin", "/mcp", "POST", init, map[string]string{"Authorization": "bearer s3cret"}, 200},

@@ -96,19 +96,37 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// refuse answers an error without reading the request's body: the
-// connection closes after the answer (net/http would otherwise drain the
-// body first), and what is left of the body is not waited for.
+// refuse answers an error without waiting for the request's body: the
+// answer goes out first and the connection closes after it (net/http
+// would otherwise read the body before answering). What the client is
+// still sending is then read and dropped for a short, bounded while: a
+// connection closed on unread bytes is reset, and a reset that reaches
+// the client before it has read the answer destroys the answer, so the
+// client would see "connection reset" instead of the status.
 func refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
-	if r.ContentLength != 0 {
+	body := r.Body != nil && r.ContentLength != 0
+	rc := http.NewResponseController(w)
+	if body {
 		w.Header().Set("Connection", "close")
-		http.NewResponseController(w).SetReadDeadline(time.Now())
+		_ = rc.EnableFullDuplex() // read the body after answering
 	}
 	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	http.Error(w, msg, code)
+	if !body {
+		return
+	}
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(refuseDrainTime))
+	_, _ = io.CopyN(io.Discard, r.Body, refuseDrainBytes)
 }
+
+// What refuse reads of a refused body at most, and for how long.
+const (
+	refuseDrainBytes = 4 << 20
+	refuseDrainTime  = 500 * time.Millisecond
+)
 
 // sessionCount counts the sessions open, in all and per credential, with
 // the ones being made: a request that may make a session reserves its
