@@ -50,6 +50,9 @@ type JobLimits struct {
 type JobRequest struct {
 	Command string
 	Stdin   bool // a pipe for JobInput; else stdin is empty
+	// Shell: the job starts in the sandbox's shell state (ExecRequest.Shell)
+	// and changes none.
+	Shell bool
 	JobLimits
 }
 

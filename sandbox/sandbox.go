@@ -72,6 +72,15 @@ type ExecRequest struct {
 	// honours it.
 	YieldAfter time.Duration
 	Jobs       JobLimits
+	// Shell: the command runs as the next command of the sandbox's one
+	// shell (SPEC §15): in the working directory, with the exported
+	// variables, that the last Shell command left, and — if it ends in the
+	// foreground, not as a job — what it leaves becomes the state for the
+	// next. Without Shell a command starts afresh and changes no state.
+	Shell bool
+	// ResetState: forget the kept shell state before the command (it then
+	// starts afresh, as the sandbox's first command would).
+	ResetState bool
 }
 
 // ExecResult is how a command ended.
