@@ -264,8 +264,9 @@ func outcome(r *tools.Result) string {
 	return audit.OK
 }
 
-// contentArgs hold file content: the audit log keeps their size and hash only.
-var contentArgs = map[string]bool{"content": true, "old_str": true, "new_str": true}
+// contentArgs hold file content, or what is typed into a job (a password
+// at a prompt): the audit log keeps their size and hash only.
+var contentArgs = map[string]bool{"content": true, "old_str": true, "new_str": true, "input": true}
 
 func auditArgs(args map[string]any, mask func(string) string) map[string]any {
 	out := make(map[string]any, len(args))

@@ -28,12 +28,19 @@ const (
 func bashTool() Tool {
 	return Tool{
 		Def: mcp.NewTool("bash",
-			mcp.WithDescription("Run a bash command in the sandbox. The working directory is /mnt/user-data/workspace; "+
-				"files are under /mnt/user-data/{workspace,uploads,outputs}. stdout and stderr come back interleaved, "+
-				"followed by [exit code N] or [timed out after Ns]. Long output keeps its head and tail."),
+			mcp.WithDescription("Run a bash command in the sandbox. Calls share one shell: a command starts in the working directory "+
+				"and with the exported variables the last one left (first: /mnt/user-data/workspace; reset: true starts afresh). "+
+				"Files are under /mnt/user-data/{workspace,uploads,outputs}. stdout and stderr come back interleaved, "+
+				"followed by [exit code N] or [timed out after Ns]. Long output keeps its head and tail. "+
+				"A dev server, watcher or anything meant to keep running: run_in_background: true, then bash_output to read it, "+
+				"bash_input to answer a prompt, bash_kill to stop it. A long build or test run: let it go; "+
+				"past yield_after seconds it continues as a job ([still running as job J]) — poll it with bash_output and wait: 60."),
 			mcp.WithString("command", mcp.Required(), mcp.Description("The command, run with bash -c.")),
-			mcp.WithNumber("timeout", exclusiveMinimum(0), mcp.Description("Seconds before the command and every process it started are killed (default 120, max 600).")),
+			mcp.WithNumber("timeout", exclusiveMinimum(0), mcp.Description("Seconds before the command and every process it started are killed (default 120, max 600). A command that became a job has no timeout.")),
 			mcp.WithString("description", mcp.Description("What the command does, in a few words (for logs).")),
+			mcp.WithBoolean("run_in_background", mcp.Description("Start the command as a job and answer at once ([job J started], with its first 0.2 s of output); it keeps running after the call. Its stdin is open for bash_input.")),
+			mcp.WithNumber("yield_after", mcp.Min(0), mcp.Description("Seconds after which a command still running is not killed but goes on as a job, and the call answers what it printed so far (default 50, 0 = never: timeout alone bounds it).")),
+			mcp.WithBoolean("reset", mcp.Description("Start from a fresh shell: the workspace and the sandbox's own environment, forgetting the directory and exported variables of earlier calls.")),
 			destructive("Run command", true),
 		),
 		Args:         bashArgs{},
@@ -43,19 +50,28 @@ func bashTool() Tool {
 }
 
 type bashArgs struct {
-	Command     string  `json:"command" arg:"required"`
-	Timeout     float64 `json:"timeout" arg:"above=0"`
-	Description string  `json:"description"`
+	Command         string  `json:"command" arg:"required"`
+	Timeout         float64 `json:"timeout" arg:"above=0"`
+	Description     string  `json:"description"`
+	RunInBackground bool    `json:"run_in_background"`
+	YieldAfter      float64 `json:"yield_after" arg:"min=0"`
+	Reset           bool    `json:"reset"`
 }
 
 func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	a := bashArgs{Timeout: bashDefaultTimeout.Seconds()}
+	a := bashArgs{Timeout: bashDefaultTimeout.Seconds(), YieldAfter: bashDefaultYield}
 	if err := bindArgs("bash", req, &a); err != nil {
 		return fail(err)
 	}
 	command := a.Command
 	if strings.TrimSpace(command) == "" {
 		return failf("command is empty")
+	}
+	if a.RunInBackground {
+		if a.Reset {
+			return failf("reset applies to a foreground command: run it alone first (bash with reset: true), then start the job")
+		}
+		return startJob(ctx, env, command)
 	}
 	// Clamp in seconds before converting: a huge value would overflow.
 	timeout := time.Duration(min(a.Timeout, bashTimeoutCeiling.Seconds()) * float64(time.Second))
@@ -80,7 +96,13 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		go reportProgress(env, out, done)
 	}
 	before := outputsStamp(ctx, env.Sandbox.FS())
-	res, err := env.Sandbox.Exec(ctx, sandbox.ExecRequest{Command: command, Timeout: timeout, Output: io.MultiWriter(out, saved)})
+	xreq := sandbox.ExecRequest{Command: command, Timeout: timeout, Output: io.MultiWriter(out, saved), Shell: true, ResetState: a.Reset}
+	if _, ok := env.Sandbox.(sandbox.Jobs); ok && a.YieldAfter > 0 {
+		xreq.YieldAfter = time.Duration(min(a.YieldAfter, bashTimeoutCeiling.Seconds()) * float64(time.Second))
+		xreq.YieldAfter = max(xreq.YieldAfter, time.Millisecond)
+		xreq.Jobs = env.jobLimits()
+	}
+	res, err := env.Sandbox.Exec(ctx, xreq)
 	if err != nil {
 		if ctx.Err() != nil {
 			return failf("cancelled: the command and its processes were killed")
@@ -101,9 +123,12 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if outputsStamp(ctx, env.Sandbox.FS()) != before {
 		r.Changed = []string{sandbox.OutputsDir}
 	}
-	if res.TimedOut {
+	switch {
+	case res.Job != "":
+		fmt.Fprintf(&b, "[still running as job %s]", res.Job)
+	case res.TimedOut:
 		fmt.Fprintf(&b, "[timed out after %ds]", int((timeout+time.Second-1)/time.Second))
-	} else {
+	default:
 		code := res.ExitCode
 		r.ExitCode = &code
 		fmt.Fprintf(&b, "[exit code %d]", code)

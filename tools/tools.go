@@ -24,6 +24,9 @@ type Limits struct {
 	// its lines: a line range far into a huge (or sparse) file is not
 	// worth gigabytes of reading.
 	ReadFileMaxScanBytes int64
+	// JobsMax bounds the jobs running per thread (SPEC §15); 0: the
+	// sandbox's own cap.
+	JobsMax int
 }
 
 // DefaultLimits are the limits of SPEC §6.
@@ -35,6 +38,7 @@ func DefaultLimits() Limits {
 		BashTimeoutMax:         600 * time.Second,
 		GrepMaxFileBytes:       10 << 20,
 		ReadFileMaxScanBytes:   sandbox.EditMaxBytes,
+		JobsMax:                16,
 	}
 }
 
@@ -77,7 +81,8 @@ type Tool struct {
 
 // All lists the tools in the order they are offered.
 func All() []Tool {
-	return []Tool{bashTool(), lsTool(), globTool(), grepTool(), readFileTool(), writeFileTool(), strReplaceTool()}
+	return []Tool{bashTool(), lsTool(), globTool(), grepTool(), readFileTool(), writeFileTool(), strReplaceTool(),
+		bashOutputTool(), bashInputTool(), bashKillTool()}
 }
 
 func text(s string) *Result {

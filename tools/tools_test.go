@@ -217,7 +217,10 @@ func (f *fixture) noTempFiles() {
 // specArgs is SPEC §6's table: every argument of each tool, required ones
 // marked with *.
 var specArgs = map[string][]string{
-	"bash":        {"command*", "timeout", "description"},
+	"bash":        {"command*", "timeout", "description", "run_in_background", "yield_after", "reset"},
+	"bash_output": {"job", "offset", "wait"},
+	"bash_input":  {"job*", "input", "close"},
+	"bash_kill":   {"job*", "signal"},
 	"ls":          {"path", "depth"},
 	"glob":        {"pattern*", "path", "include_dirs", "max_results"},
 	"grep":        {"pattern*", "path", "glob", "literal", "case_sensitive", "max_results"},
@@ -235,13 +238,13 @@ func TestAllStatic(t *testing.T) {
 	for _, tl := range all {
 		names = append(names, tl.Def.Name)
 	}
-	want := []string{"bash", "glob", "grep", "ls", "read_file", "str_replace", "write_file"}
+	want := []string{"bash", "bash_input", "bash_kill", "bash_output", "glob", "grep", "ls", "read_file", "str_replace", "write_file"}
 	got := slices.Sorted(slices.Values(names))
 	if !slices.Equal(got, want) {
 		t.Fatalf("tools.All() names = %v, want exactly %v", names, want)
 	}
 
-	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true}
+	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true, "bash_output": true}
 	for _, tl := range all {
 		t.Run(tl.Def.Name, func(t *testing.T) {
 			t.Parallel()

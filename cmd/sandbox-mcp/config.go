@@ -58,6 +58,9 @@ type LimitsConfig struct {
 	BashTimeoutMax         *int   `yaml:"bash_timeout_max"`
 	GrepMaxFileBytes       *int64 `yaml:"grep_max_file_bytes"`
 	ReadFileMaxScanBytes   *int64 `yaml:"read_file_max_scan_bytes"`
+	// JobsMax: jobs running per thread (SPEC §15); 0: the supervisor's
+	// own cap (256).
+	JobsMax *int `yaml:"jobs_max"`
 }
 
 // HTTPConfig configures the HTTP transports.
@@ -298,10 +301,14 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		{"read_file_output_max_chars", c.Limits.ReadFileOutputMaxChars},
 		{"ls_output_max_chars", c.Limits.LsOutputMaxChars},
 		{"bash_timeout_max", c.Limits.BashTimeoutMax},
+		{"jobs_max", c.Limits.JobsMax},
 	} {
 		if l.v != nil && *l.v < 0 {
 			return fmt.Errorf("limits.%s %d: want 0 (no limit) or more", l.name, *l.v)
 		}
+	}
+	if c.Limits.JobsMax != nil && *c.Limits.JobsMax > 256 {
+		return fmt.Errorf("limits.jobs_max %d: at most 256 (0: 256)", *c.Limits.JobsMax)
 	}
 	if c.Limits.GrepMaxFileBytes != nil && *c.Limits.GrepMaxFileBytes < 0 {
 		return fmt.Errorf("limits.grep_max_file_bytes %d: want 0 (no limit) or more", *c.Limits.GrepMaxFileBytes)
@@ -436,6 +443,9 @@ func (c *Config) toolLimits() tools.Limits {
 	}
 	if v := c.Limits.GrepMaxFileBytes; v != nil {
 		l.GrepMaxFileBytes = *v
+	}
+	if v := c.Limits.JobsMax; v != nil {
+		l.JobsMax = *v
 	}
 	return l
 }

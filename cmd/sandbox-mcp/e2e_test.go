@@ -298,8 +298,8 @@ func TestE2EToolsList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true}
-	destructive := map[string]bool{"bash": true, "write_file": true, "str_replace": true}
+	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true, "bash_output": true}
+	destructive := map[string]bool{"bash": true, "write_file": true, "str_replace": true, "bash_input": true, "bash_kill": true}
 	var names []string
 	for _, tool := range res.Tools {
 		names = append(names, tool.Name)
@@ -329,7 +329,7 @@ func TestE2EToolsList(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"bash", "glob", "grep", "ls", "read_file", "str_replace", "write_file"}
+	want := []string{"bash", "bash_input", "bash_kill", "bash_output", "glob", "grep", "ls", "read_file", "str_replace", "write_file"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools = %v, want exactly %v", names, want)
 	}

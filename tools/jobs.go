@@ -1,0 +1,388 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// The job tools (SPEC §15): a job is a command of the thread that outlives
+// the call that started it — bash run_in_background, or a foreground
+// command past yield_after. The sandbox (its supervisor) owns the jobs;
+// these tools read, feed and signal them by id. Every answer that shows
+// output ends with the job's state line:
+//
+//	[job J running; next offset N]
+//	[job J exited with code C; next offset N]
+const (
+	// jobStartGlimpse: run_in_background shows the output of the job's
+	// first moments (a dev server's banner, an immediate error).
+	jobStartGlimpse = 200 * time.Millisecond
+	// jobInputGlimpse: bash_input shows the output of the moments after
+	// the input (the next prompt, a REPL's answer).
+	jobInputGlimpse = 300 * time.Millisecond
+	// jobWaitMax bounds bash_output's wait.
+	jobWaitMax = 60
+	// jobKillWait: bash_kill waits this long for the job to end.
+	jobKillWait = 5 * time.Second
+	// bashDefaultYield: a foreground command still running then goes on as
+	// a job, within the 60 s request timeout of most clients.
+	bashDefaultYield = 50
+)
+
+// jobID is the form of a job's id; anything else is refused before it
+// reaches the sandbox.
+var jobID = regexp.MustCompile(`^j[1-9][0-9]{0,9}$`)
+
+func jobsOf(env *Env) (sandbox.Jobs, error) {
+	j, ok := env.Sandbox.(sandbox.Jobs)
+	if !ok {
+		return nil, errors.New("this sandbox keeps no jobs: commands run in the foreground only")
+	}
+	return j, nil
+}
+
+func checkJobID(id string) error {
+	if !jobID.MatchString(id) {
+		return fmt.Errorf("job %q: not a job id (j1, j2, …; bash_output without job lists the thread's jobs)", cutHeadOnly(id, 40))
+	}
+	return nil
+}
+
+func cutHeadOnly(s string, n int) string { h, _ := cutHead(s, n); return h }
+
+// jobError words a sandbox's job error for the agent.
+func jobError(id string, err error) *Result {
+	switch {
+	case errors.Is(err, sandbox.ErrNoJob):
+		return failf("no job %s in this thread (bash_output without job lists them; ended jobs are forgotten after a while, and all of them when the sandbox is released)", id)
+	case errors.Is(err, sandbox.ErrJobNoInput):
+		return failf("job %s takes no input: only a job started with run_in_background has a stdin", id)
+	case errors.Is(err, sandbox.ErrJobEnded):
+		return failf("job %s has ended: it takes no input and no signal", id)
+	}
+	return fail(err)
+}
+
+// logPath is where a job's whole output is kept.
+func logPath(id string) string { return sandbox.JobLogDir + "/" + id + ".log" }
+
+// stateLine is a job's state line.
+func stateLine(j sandbox.JobInfo, next int64) string {
+	if j.State == sandbox.JobRunning {
+		return fmt.Sprintf("[job %s running; next offset %d]", j.ID, next)
+	}
+	return fmt.Sprintf("[job %s exited with code %d; next offset %d]", j.ID, j.Code, next)
+}
+
+// endNote says how an ended job ended, when a signal ended it.
+func endNote(j sandbox.JobInfo) string {
+	if j.State == sandbox.JobKilled && j.Signal != "" {
+		return fmt.Sprintf("[job %s was killed by SIG%s]\n", j.ID, j.Signal)
+	}
+	return ""
+}
+
+// jobText renders output read from a job: masked, its middle cut past the
+// bash output limit (the notice names the job's log, which keeps it
+// whole), what is no longer in memory said first, then the state line.
+func jobText(env *Env, outs ...sandbox.JobOutput) (string, *Result) {
+	if len(outs) == 0 {
+		return "", &Result{}
+	}
+	last := outs[len(outs)-1]
+	limit := env.Limits.BashOutputMaxChars
+	half := limit/2*utf8.UTFMax + maskMargin
+	if limit <= 0 {
+		half = unlimitedCapture / 2
+	}
+	c := sandbox.NewCapture(half, half)
+	var dropped int64
+	for _, o := range outs {
+		dropped += o.Dropped
+		c.Write(o.Data)
+	}
+	var b strings.Builder
+	if dropped > 0 {
+		fmt.Fprintf(&b, "[... %d characters of output before offset %d are no longer kept in memory; the whole output is in %s ...]\n",
+			dropped, outs[0].Offset, logPath(last.Job.ID))
+	}
+	body, truncated := bashOutput(c, limit, env.Mask, "")
+	if truncated {
+		body, _ = bashOutput(c, limit, env.Mask, logPath(last.Job.ID))
+	}
+	b.WriteString(body)
+	if body != "" && !strings.HasSuffix(body, "\n") {
+		b.WriteByte('\n')
+	}
+	b.WriteString(endNote(last.Job))
+	b.WriteString(stateLine(last.Job, last.NextOffset))
+	return b.String(), &Result{Truncated: truncated || dropped > 0}
+}
+
+// glimpse reads what the job prints in its next d (or until it ends).
+func glimpse(ctx context.Context, jobs sandbox.Jobs, id string, d time.Duration) ([]sandbox.JobOutput, error) {
+	deadline := time.Now().Add(d)
+	var outs []sandbox.JobOutput
+	for {
+		wait := time.Until(deadline)
+		if wait < 0 {
+			wait = 0
+		}
+		o, err := jobs.JobOutput(ctx, id, sandbox.Unshown, wait)
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, o)
+		if wait == 0 || o.Job.State != sandbox.JobRunning || ctx.Err() != nil || len(outs) >= 64 {
+			return outs, nil
+		}
+	}
+}
+
+// startJob is bash with run_in_background.
+func startJob(ctx context.Context, env *Env, command string) *Result {
+	jobs, err := jobsOf(env)
+	if err != nil {
+		return fail(err)
+	}
+	info, err := jobs.StartJob(ctx, sandbox.JobRequest{Command: command, Stdin: true, Shell: true, JobLimits: env.jobLimits()})
+	if err != nil {
+		if errors.Is(err, sandbox.ErrJobLimit) {
+			return failf("%v: wait for one to end, or stop one with bash_kill (bash_output without job lists them)", err)
+		}
+		return fail(err)
+	}
+	outs, err := glimpse(ctx, jobs, info.ID, jobStartGlimpse)
+	if err != nil {
+		// It started: say so, whatever reading its first output did.
+		return text(fmt.Sprintf("[job %s started]", info.ID))
+	}
+	body, r := jobText(env, outs...)
+	// The state line of a job that still runs says only that it started.
+	last := outs[len(outs)-1]
+	if last.Job.State == sandbox.JobRunning {
+		body = strings.TrimSuffix(body, stateLine(last.Job, last.NextOffset)) + fmt.Sprintf("[job %s started]", info.ID)
+	} else {
+		body = fmt.Sprintf("%s\n[job %s started]", body, info.ID)
+	}
+	r.CallToolResult = mcp.NewToolResultText(body)
+	return r
+}
+
+func (env *Env) jobLimits() sandbox.JobLimits {
+	return sandbox.JobLimits{MaxJobs: env.Limits.JobsMax, LogMaxBytes: spillFileMax}
+}
+
+func bashOutputTool() Tool {
+	return Tool{
+		Def: mcp.NewTool("bash_output",
+			mcp.WithDescription("Read a job's output: a command started with bash run_in_background, or one that outran yield_after. "+
+				"Answers the output not shown yet (or from offset), then [job J running; next offset N] or [job J exited with code C; next offset N]. "+
+				"Use wait to block until there is new output or the job ends (e.g. poll a long build with wait 60). "+
+				"Without job: lists the thread's jobs, one per line."),
+			mcp.WithString("job", mcp.Description("The job's id (j1, j2, …); omit to list the jobs.")),
+			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Characters of the job's output to skip (default: what was not shown yet; 0 reads from the start).")),
+			mcp.WithNumber("wait", mcp.Min(0), mcp.Description("Seconds to wait for new output or the job's end (default 0, max 60).")),
+			// Read-only, not idempotent: it moves the job's "not shown yet" mark.
+			mcp.WithToolAnnotation(mcp.ToolAnnotation{Title: "Read job output", ReadOnlyHint: mcp.ToBoolPtr(true),
+				DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(false)}),
+		),
+		Args:         bashOutputArgs{},
+		RunsCommands: true,
+		Handle:       readJob,
+	}
+}
+
+type bashOutputArgs struct {
+	Job    string  `json:"job"`
+	Offset int     `json:"offset" arg:"min=0"`
+	Wait   float64 `json:"wait" arg:"min=0"`
+}
+
+func readJob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
+	a := bashOutputArgs{Offset: -1}
+	if err := bindArgs("bash_output", req, &a); err != nil {
+		return fail(err)
+	}
+	jobs, err := jobsOf(env)
+	if err != nil {
+		return fail(err)
+	}
+	if a.Job == "" {
+		if a.Offset >= 0 || a.Wait > 0 {
+			return failf("offset and wait read one job's output: name the job")
+		}
+		return listJobs(ctx, jobs)
+	}
+	if err := checkJobID(a.Job); err != nil {
+		return fail(err)
+	}
+	wait := time.Duration(min(a.Wait, jobWaitMax) * float64(time.Second))
+	offset := sandbox.Unshown
+	if a.Offset >= 0 {
+		offset = int64(a.Offset)
+	}
+	o, err := jobs.JobOutput(ctx, a.Job, offset, wait)
+	if err != nil {
+		if ctx.Err() != nil {
+			return failf("cancelled: the wait ended; job %s goes on", a.Job)
+		}
+		return jobError(a.Job, err)
+	}
+	body, r := jobText(env, o)
+	r.CallToolResult = mcp.NewToolResultText(body)
+	return r
+}
+
+// listJobs is one line per job of the thread: id, state, command.
+func listJobs(ctx context.Context, jobs sandbox.Jobs) *Result {
+	list, err := jobs.Jobs(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if len(list) == 0 {
+		return text("no jobs")
+	}
+	var b strings.Builder
+	for _, j := range list {
+		state := "running"
+		switch {
+		case j.State == sandbox.JobKilled && j.Signal != "":
+			state = fmt.Sprintf("killed by SIG%s (code %d)", j.Signal, j.Code)
+		case j.State != sandbox.JobRunning:
+			state = fmt.Sprintf("exited with code %d", j.Code)
+		}
+		cmd := strings.Join(strings.Fields(validText([]byte(j.Command))), " ")
+		fmt.Fprintf(&b, "%s %s: %s\n", j.ID, state, cmd)
+	}
+	return text(strings.TrimSuffix(b.String(), "\n"))
+}
+
+func bashInputTool() Tool {
+	return Tool{
+		Def: mcp.NewTool("bash_input",
+			mcp.WithDescription("Type into a job's stdin (a job started with bash run_in_background): answer a prompt, drive a REPL. "+
+				"Nothing is added: end the input with \\n to press Enter. Answers the job's output of the next 0.3 s, then its state line."),
+			mcp.WithString("job", mcp.Required(), mcp.Description("The job's id (j1, j2, …).")),
+			mcp.WithString("input", mcp.Description("What to write (at most 64 KiB).")),
+			mcp.WithBoolean("close", mcp.Description("Close the job's stdin after the input (end of file, like Ctrl-D).")),
+			destructive("Write to a job", true),
+		),
+		Args:         bashInputArgs{},
+		RunsCommands: true,
+		Handle:       bashInput,
+	}
+}
+
+type bashInputArgs struct {
+	Job   string `json:"job" arg:"required"`
+	Input string `json:"input"`
+	Close bool   `json:"close"`
+}
+
+// maxJobInput is the most bytes one bash_input writes.
+const maxJobInput = 64 << 10
+
+func bashInput(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
+	var a bashInputArgs
+	if err := bindArgs("bash_input", req, &a); err != nil {
+		return fail(err)
+	}
+	if err := checkJobID(a.Job); err != nil {
+		return fail(err)
+	}
+	if a.Input == "" && !a.Close {
+		return failf("nothing to do: give input, close, or both")
+	}
+	if len(a.Input) > maxJobInput {
+		return failf("input is %d bytes: at most %d in one call", len(a.Input), maxJobInput)
+	}
+	jobs, err := jobsOf(env)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := jobs.JobInput(ctx, a.Job, []byte(a.Input), a.Close); err != nil {
+		if errors.Is(err, sandbox.ErrJobBlocked) {
+			return failf("job %s is not reading its input: nothing was written (it may be busy; try again, or bash_output to see what it waits for)", a.Job)
+		}
+		return jobError(a.Job, err)
+	}
+	outs, err := glimpse(ctx, jobs, a.Job, jobInputGlimpse)
+	if err != nil {
+		return jobError(a.Job, err)
+	}
+	body, r := jobText(env, outs...)
+	r.CallToolResult = mcp.NewToolResultText(body)
+	return r
+}
+
+func bashKillTool() Tool {
+	return Tool{
+		Def: mcp.NewTool("bash_kill",
+			mcp.WithDescription("Stop a job: send a signal to its whole process group (the command and every process it started). "+
+				"Answers the job's last output and how it ended."),
+			mcp.WithString("job", mcp.Required(), mcp.Description("The job's id (j1, j2, …).")),
+			mcp.WithString("signal", mcp.Enum("TERM", "INT", "KILL"), mcp.Description("TERM (default), INT (like Ctrl-C) or KILL.")),
+			destructive("Kill a job", false),
+		),
+		Args:         bashKillArgs{},
+		RunsCommands: true,
+		Handle:       bashKill,
+	}
+}
+
+type bashKillArgs struct {
+	Job    string `json:"job" arg:"required"`
+	Signal string `json:"signal"`
+}
+
+func bashKill(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
+	a := bashKillArgs{Signal: "TERM"}
+	if err := bindArgs("bash_kill", req, &a); err != nil {
+		return fail(err)
+	}
+	if err := checkJobID(a.Job); err != nil {
+		return fail(err)
+	}
+	sig := strings.TrimPrefix(strings.ToUpper(a.Signal), "SIG")
+	switch sig {
+	case "TERM", "INT", "KILL":
+	default:
+		return failf("signal %q: want TERM, INT or KILL", cutHeadOnly(a.Signal, 40))
+	}
+	jobs, err := jobsOf(env)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := jobs.KillJob(ctx, a.Job, sig); err != nil && !errors.Is(err, sandbox.ErrJobEnded) {
+		return jobError(a.Job, err)
+	}
+	// Its last output, until it ends (or jobKillWait).
+	deadline := time.Now().Add(jobKillWait)
+	var outs []sandbox.JobOutput
+	for {
+		o, err := jobs.JobOutput(ctx, a.Job, sandbox.Unshown, max(time.Until(deadline), 0))
+		if err != nil {
+			return jobError(a.Job, err)
+		}
+		outs = append(outs, o)
+		if o.Job.State != sandbox.JobRunning || time.Now().After(deadline) || ctx.Err() != nil || len(outs) >= 64 {
+			break
+		}
+	}
+	body, r := jobText(env, outs...)
+	if last := outs[len(outs)-1]; last.Job.State == sandbox.JobRunning {
+		body += fmt.Sprintf("\n[job %s did not end within %ds of SIG%s; bash_kill with signal KILL ends it]", a.Job, int(jobKillWait/time.Second), sig)
+	}
+	r.CallToolResult = mcp.NewToolResultText(body)
+	return r
+}

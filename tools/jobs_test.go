@@ -1,0 +1,145 @@
+package tools_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The job tools (SPEC §15) on the local provider's host bash, through the
+// thread's real supervisor.
+
+// jobEnd matches a job's state line, with the job id and next offset.
+var jobEnd = regexp.MustCompile(`\[job (j\d+) (running|exited with code (\d+)); next offset (\d+)\]$`)
+
+func (f *fixture) fails(name string, args map[string]any, want string) {
+	f.t.Helper()
+	res := f.call(name, args)
+	got := resultText(f.t, res)
+	if !res.IsError || !strings.Contains(got, want) {
+		f.t.Errorf("%s(%v) = %q (isError %v), want an error containing %q", name, args, got, res.IsError, want)
+	}
+}
+
+func TestJobBackground(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	got := f.ok("bash", map[string]any{"command": "echo ready; pwd; sleep 30", "run_in_background": true})
+	if want := "ready\n" + ws + "\n[job j1 started]"; got != want {
+		t.Fatalf("run_in_background = %q, want %q", got, want)
+	}
+	if got := f.ok("bash_output", map[string]any{}); got != "j1 running: echo ready; pwd; sleep 30" {
+		t.Errorf("list = %q", got)
+	}
+	// What was shown is not shown again; from offset 0 it is.
+	if got, want := f.ok("bash_output", map[string]any{"job": "j1"}), "[job j1 running; next offset "; !strings.HasPrefix(got, want) {
+		t.Errorf("bash_output = %q, want nothing new then %q", got, want)
+	}
+	got = f.ok("bash_output", map[string]any{"job": "j1", "offset": 0})
+	if !strings.HasPrefix(got, "ready\n"+ws+"\n[job j1 running; next offset ") {
+		t.Errorf("bash_output offset 0 = %q", got)
+	}
+	got = f.ok("bash_kill", map[string]any{"job": "j1"})
+	if !strings.Contains(got, "[job j1 was killed by SIGTERM]") || !jobEnd.MatchString(got) || !strings.Contains(got, "exited with code 143") {
+		t.Errorf("bash_kill = %q, want killed by SIGTERM and exited with code 143", got)
+	}
+	if got := f.ok("bash_output", map[string]any{}); !strings.HasPrefix(got, "j1 killed by SIGTERM (code 143): ") {
+		t.Errorf("list after kill = %q", got)
+	}
+	f.fails("bash_kill", map[string]any{"job": "j9"}, "no job j9 in this thread")
+}
+
+func TestJobYield(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	got := f.ok("bash", map[string]any{"command": "echo a; sleep 1; echo b", "yield_after": 0.3})
+	if got != "a\n[still running as job j1]" {
+		t.Fatalf("yield = %q", got)
+	}
+	// wait answers once there is new output, or at the end.
+	got = f.ok("bash_output", map[string]any{"job": "j1", "wait": 10})
+	if !strings.HasPrefix(got, "b\n[job j1 ") || !strings.HasSuffix(got, "; next offset 4]") {
+		t.Errorf("bash_output wait = %q", got)
+	}
+	if !strings.Contains(got, "exited") {
+		got = f.ok("bash_output", map[string]any{"job": "j1", "wait": 10})
+	}
+	if got != "[job j1 exited with code 0; next offset 4]" && got != "b\n[job j1 exited with code 0; next offset 4]" {
+		t.Errorf("bash_output at the end = %q", got)
+	}
+	got = f.ok("bash_output", map[string]any{"job": "j1", "offset": 0})
+	if got != "a\nb\n[job j1 exited with code 0; next offset 4]" {
+		t.Errorf("bash_output offset 0 = %q", got)
+	}
+	// A command that became a job in the foreground has no stdin.
+	f.ok("bash", map[string]any{"command": "sleep 5", "yield_after": 0.1})
+	f.fails("bash_input", map[string]any{"job": "j2", "input": "x\n"}, "job j2 takes no input")
+	f.ok("bash_kill", map[string]any{"job": "j2", "signal": "KILL"})
+	// yield_after 0: the timeout alone bounds it.
+	got = f.ok("bash", map[string]any{"command": "sleep 5", "yield_after": 0, "timeout": 0.3})
+	if got != "[timed out after 1s]" {
+		t.Errorf("yield_after 0 = %q", got)
+	}
+}
+
+func TestJobInput(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	got := f.ok("bash", map[string]any{"command": `printf 'name? '; read n; echo "hi $n"; read m; echo "bye $m"`, "run_in_background": true})
+	if got != "name? \n[job j1 started]" {
+		t.Fatalf("start = %q", got)
+	}
+	got = f.ok("bash_input", map[string]any{"job": "j1", "input": "bob\n"})
+	if !strings.HasPrefix(got, "hi bob\n[job j1 running; next offset") {
+		t.Errorf("bash_input = %q", got)
+	}
+	got = f.ok("bash_input", map[string]any{"job": "j1", "close": true})
+	if got != "bye \n[job j1 exited with code 0; next offset 18]" {
+		t.Errorf("bash_input close = %q", got)
+	}
+	f.fails("bash_input", map[string]any{"job": "j1", "input": "late\n"}, "job j1 has ended")
+}
+
+func TestJobBadArguments(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.fails("bash_output", map[string]any{"job": "../j1"}, `job "../j1": not a job id`)
+	f.fails("bash_output", map[string]any{"job": "j0"}, "not a job id")
+	f.fails("bash_output", map[string]any{"wait": 5}, "name the job")
+	f.fails("bash_output", map[string]any{"job": "j1", "offset": -1}, "offset")
+	f.fails("bash_output", map[string]any{"job": "j1", "wait": "5"}, "wait")
+	f.fails("bash_kill", map[string]any{"job": "j1", "signal": "HUP"}, "signal")
+	f.fails("bash_input", map[string]any{"job": "j1"}, "nothing to do")
+	f.fails("bash_input", map[string]any{"job": "j1", "input": strings.Repeat("x", 64<<10+1)}, "at most 65536")
+	f.fails("bash_input", map[string]any{"input": "x"}, "job")
+	f.fails("bash", map[string]any{"command": "true", "run_in_background": true, "reset": true}, "reset applies to a foreground command")
+	f.fails("bash", map[string]any{"command": "true", "yield_after": -1}, "yield_after")
+	if got := f.ok("bash_output", map[string]any{}); got != "no jobs" {
+		t.Errorf("list = %q", got)
+	}
+}
+
+func TestJobCap(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	env := *f.env
+	env.Limits.JobsMax = 2
+	for range 2 {
+		if res := f.callEnv(&env, "bash", map[string]any{"command": "sleep 30", "run_in_background": true}); res.IsError {
+			t.Fatalf("start: %s", resultText(t, res))
+		}
+	}
+	res := f.callEnv(&env, "bash", map[string]any{"command": "sleep 30", "run_in_background": true})
+	if got := resultText(t, res); !res.IsError || !strings.Contains(got, "2") || !strings.Contains(got, "bash_kill") {
+		t.Errorf("third job = %q, want refused naming the cap and bash_kill", got)
+	}
+	// A foreground command past yield_after at the cap stays in the
+	// foreground: its timeout ends it.
+	if got := resultText(t, f.callEnv(&env, "bash", map[string]any{"command": "sleep 3; echo done", "yield_after": 0.2, "timeout": 10})); got != "done\n[exit code 0]" {
+		t.Errorf("yield at the cap = %q", got)
+	}
+	f.ok("bash_kill", map[string]any{"job": "j1", "signal": "KILL"})
+	if res := f.callEnv(&env, "bash", map[string]any{"command": "sleep 30", "run_in_background": true}); res.IsError {
+		t.Errorf("a job after one ended: %s", resultText(t, res))
+	}
+}
