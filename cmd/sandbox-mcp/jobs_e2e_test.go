@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// An agent's session with living processes (SPEC §15), over HTTP with
+// go-sdk clients, on the default local sandbox (bubblewrap where it
+// runs): a dev server started in the background and reached from another
+// session of the thread, a long test run that outlives yield_after and is
+// polled to its end, a prompt answered, the cap of 16 jobs, and a thread
+// that cannot name another thread's job.
+func TestE2EJobs(t *testing.T) {
+	t.Parallel()
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("SKIPPED: no busybox for the dev server (apt-get install busybox)")
+	}
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	jobsScenario(t, startHTTPBinary(t, "--audit-log", audit), audit, busybox)
+}
+
+// The same on the docker provider, in a stock busybox image (sh, no bash).
+func TestE2EDockerJobs(t *testing.T) {
+	t.Parallel()
+	dir, cfgFile, _ := dockerE2EConfig(t)
+	cfg, err := os.ReadFile(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(cfgFile, append(cfg, "  image: sandbox-mcp-test:busybox-sh\n"...), 0o644)
+	audit := filepath.Join(dir, "audit.jsonl")
+	jobsScenario(t, startHTTPBinary(t, "--config", cfgFile, "--audit-log", audit), audit, "busybox")
+}
+
+// jobsScenario is an agent's session with jobs on server p; bb runs
+// busybox in its sandboxes.
+func jobsScenario(t *testing.T, p *httpProc, audit, busybox string) {
+	session := func(thread string) *mcp.ClientSession {
+		hc := &http.Client{Transport: bearerRT{thread: thread}}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(),
+			&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, p.stderr)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	call := func(cs *mcp.ClientSession, name string, args map[string]any) (string, bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s(%v): %v\n%s", name, args, err, p.stderr)
+		}
+		return res.Content[0].(*mcp.TextContent).Text, res.IsError
+	}
+	ok := func(cs *mcp.ClientSession, name string, args map[string]any) string {
+		t.Helper()
+		got, isErr := call(cs, name, args)
+		if isErr {
+			t.Fatalf("%s(%v): %s", name, args, got)
+		}
+		return got
+	}
+	a, b, other := session("dev"), session("dev"), session("other")
+
+	// A dev server, started by one session, reached by another.
+	ok(a, "bash", map[string]any{"command": "mkdir -p site && echo hello-from-dev > site/index.html"})
+	got := ok(a, "bash", map[string]any{"command": busybox + " httpd -f -vv -p 127.0.0.1:18765 -h site", "run_in_background": true})
+	if !strings.HasSuffix(got, "[job j1 started]") {
+		t.Fatalf("start the dev server: %q", got)
+	}
+	got = ok(b, "bash", map[string]any{"command": "for i in $(seq 50); do " + busybox + " wget -qO- http://127.0.0.1:18765/ && exit; sleep 0.1; done; exit 1"})
+	if got != "hello-from-dev\n[exit code 0]" {
+		t.Fatalf("reach the dev server: %q", got)
+	}
+	if got := ok(b, "bash_output", map[string]any{}); !strings.HasPrefix(got, "j1 running: "+busybox+" httpd") {
+		t.Errorf("list: %q", got)
+	}
+	// The server's log says it served the request.
+	if got := ok(b, "bash_output", map[string]any{"job": "j1", "offset": 0}); !strings.Contains(got, "response:200") {
+		t.Errorf("dev server log: %q", got)
+	}
+
+	// Another thread cannot name it.
+	if got, isErr := call(other, "bash_output", map[string]any{"job": "j1"}); !isErr || !strings.Contains(got, "no job j1") {
+		t.Errorf("another thread's bash_output j1: %q", got)
+	}
+	if got, isErr := call(other, "bash_kill", map[string]any{"job": "j1"}); !isErr || !strings.Contains(got, "no job j1") {
+		t.Errorf("another thread's bash_kill j1: %q", got)
+	}
+	if got := ok(other, "bash_output", map[string]any{}); got != "no jobs" {
+		t.Errorf("another thread's list: %q", got)
+	}
+
+	// A long test run outlives yield_after and is polled to its end.
+	got = ok(a, "bash", map[string]any{"command": "for i in 1 2 3; do echo step$i; sleep 1; done; echo all passed", "yield_after": 1.5})
+	if !regexp.MustCompile(`^step1\n(step2\n)?\[still running as job j2\]$`).MatchString(got) {
+		t.Fatalf("yield: %q", got)
+	}
+	var polled strings.Builder
+	for range 20 {
+		got = ok(b, "bash_output", map[string]any{"job": "j2", "wait": 60})
+		polled.WriteString(got)
+		if strings.Contains(got, "exited with code") {
+			break
+		}
+	}
+	if s := polled.String(); !strings.HasPrefix(s, "step3\n") || !strings.Contains(s, "all passed\n[job j2 ") || !strings.HasSuffix(s, "[job j2 exited with code 0; next offset 29]") {
+		t.Errorf("polled: %q", polled.String())
+	}
+
+	// The dev server stopped, with its group.
+	if got := ok(a, "bash_kill", map[string]any{"job": "j1"}); !strings.Contains(got, "[job j1 exited with code 143; next offset") {
+		t.Errorf("bash_kill: %q", got)
+	}
+	if got := ok(b, "bash", map[string]any{"command": busybox + " wget -qO- -T 2 http://127.0.0.1:18765/"}); strings.Contains(got, "hello-from-dev") {
+		t.Errorf("the dev server still answers after bash_kill: %q", got)
+	}
+
+	// A prompt, answered from the other session.
+	got = ok(a, "bash", map[string]any{"command": `printf 'continue? '; read answer; echo "got $answer"`, "run_in_background": true})
+	if got != "continue? \n[job j3 started]" {
+		t.Errorf("prompt: %q", got)
+	}
+	if got := ok(b, "bash_input", map[string]any{"job": "j3", "input": "yes\n"}); !strings.HasPrefix(got, "got yes\n[job j3 exited with code 0") {
+		t.Errorf("answer: %q", got)
+	}
+
+	// 16 jobs at the cap, the 17th refused.
+	for i := range 16 {
+		if got := ok(a, "bash", map[string]any{"command": "sleep 120", "run_in_background": true}); !strings.HasSuffix(got, fmt.Sprintf("[job j%d started]", i+4)) {
+			t.Fatalf("job %d: %q", i+1, got)
+		}
+	}
+	if got, isErr := call(b, "bash", map[string]any{"command": "sleep 1", "run_in_background": true}); !isErr || !strings.Contains(got, "16") || !strings.Contains(got, "bash_kill") {
+		t.Errorf("17th job: %q (isError %v), want refused naming the cap of 16", got, isErr)
+	}
+	for i := range 16 {
+		ok(b, "bash_kill", map[string]any{"job": fmt.Sprintf("j%d", i+4), "signal": "KILL"})
+	}
+
+	// The audit log has every job call; what was typed only by size and hash.
+	data, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]int{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		var ev struct {
+			Tool string         `json:"tool"`
+			Args map[string]any `json:"args"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		tools[ev.Tool]++
+		if ev.Tool == "bash_input" {
+			if s, _ := ev.Args["input"].(string); s == "yes\n" || strings.Contains(fmt.Sprint(ev.Args["input"]), "yes") {
+				t.Errorf("audit keeps the typed input: %v", ev.Args)
+			}
+		}
+	}
+	for _, name := range []string{"bash", "bash_output", "bash_input", "bash_kill"} {
+		if tools[name] == 0 {
+			t.Errorf("no audit line for %s: %v", name, tools)
+		}
+	}
+}
