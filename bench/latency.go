@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -129,4 +130,40 @@ func measurePair(ctx context.Context, a, b *mcp.ClientSession, tool string, args
 		}
 	}
 	return ta, tb, nil
+}
+
+// measureJobOutput starts a job that prints a line every 5 ms, then times
+// bash_output of it and bash `true` alternately, n times each; the job is
+// killed at the end.
+func measureJobOutput(ctx context.Context, cs *mcp.ClientSession, n int) (out, bash []time.Duration, err error) {
+	started, err := call(ctx, cs, "bash", map[string]any{"command": "while :; do echo tick; sleep 0.005; done", "run_in_background": true})
+	if err != nil {
+		return nil, nil, err
+	}
+	m := regexp.MustCompile(`\[job (j\d+) started\]`).FindStringSubmatch(started)
+	if m == nil {
+		return nil, nil, fmt.Errorf("bash run_in_background answered %q", started)
+	}
+	defer call(context.WithoutCancel(ctx), cs, "bash_kill", map[string]any{"job": m[1], "signal": "KILL"})
+	timed := func(tool string, args map[string]any) (time.Duration, error) {
+		start := time.Now()
+		_, err := call(ctx, cs, tool, args)
+		return time.Since(start), err
+	}
+	for i := range n + 20 {
+		// Let the job print between two reads, as an agent's polls would.
+		time.Sleep(10 * time.Millisecond)
+		o, err := timed("bash_output", map[string]any{"job": m[1]})
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := timed("bash", map[string]any{"command": "true"})
+		if err != nil {
+			return nil, nil, err
+		}
+		if i >= 20 { // warm-up
+			out, bash = append(out, o), append(bash, b)
+		}
+	}
+	return out, bash, nil
 }
