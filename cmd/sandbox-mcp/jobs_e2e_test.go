@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +30,8 @@ func TestE2EJobs(t *testing.T) {
 		t.Skip("SKIPPED: no busybox for the dev server (apt-get install busybox)")
 	}
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
-	jobsScenario(t, startHTTPBinary(t, "--audit-log", audit), audit, busybox)
+	p := startHTTPBinary(t, "--audit-log", audit)
+	jobsScenario(t, p, p, busybox, audit)
 }
 
 // The same on the docker provider, in a stock busybox image (sh, no bash).
@@ -42,31 +44,68 @@ func TestE2EDockerJobs(t *testing.T) {
 	}
 	os.WriteFile(cfgFile, append(cfg, "  image: sandbox-mcp-test:busybox-sh\n"...), 0o644)
 	audit := filepath.Join(dir, "audit.jsonl")
-	jobsScenario(t, startHTTPBinary(t, "--config", cfgFile, "--audit-log", audit), audit, "busybox")
+	p := startHTTPBinary(t, "--config", cfgFile, "--audit-log", audit)
+	jobsScenario(t, p, p, "busybox", audit)
 }
 
-// jobsScenario is an agent's session with jobs on server p; bb runs
-// busybox in its sandboxes.
-func jobsScenario(t *testing.T, p *httpProc, audit, busybox string) {
-	session := func(thread string) *mcp.ClientSession {
-		hc := &http.Client{Transport: bearerRT{thread: thread}}
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(),
-			&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
-		if err != nil {
-			t.Fatalf("connect: %v\n%s", err, p.stderr)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
+// The same on the kubernetes provider, its sessions split over two server
+// replicas (the jobs live in the Pod's supervisor); then a job outlives the
+// replica that started it, killed, and a new replica reads it.
+func TestE2EKubernetesJobs(t *testing.T) {
+	t.Parallel()
+	cfgFile, dir := k8sE2EConfig(t, os.Getenv("SANDBOX_MCP_K8S_BUSYBOX_IMAGE"))
+	audit1, audit2 := filepath.Join(dir, "audit1.jsonl"), filepath.Join(dir, "audit2.jsonl")
+	r1 := startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s1"), "--audit-log", audit1)
+	r2 := startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s2"), "--audit-log", audit2)
+	jobsScenario(t, r1, r2, "busybox", audit1, audit2)
+
+	a := jobsSession(t, r1, "dev")
+	got, isErr := jobsCall(t, r1, a, "bash", map[string]any{"command": "i=0; while :; do i=$((i+1)); echo n$i; sleep 0.5; done", "run_in_background": true})
+	m := regexp.MustCompile(`\[job (j\d+) started\]$`).FindStringSubmatch(got)
+	if isErr || m == nil {
+		t.Fatalf("start: %q", got)
 	}
+	r1.cmd.Process.Signal(syscall.SIGKILL)
+	<-r1.exited
+	r3 := startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s3"))
+	c := jobsSession(t, r3, "dev")
+	got, isErr = jobsCall(t, r3, c, "bash_output", map[string]any{"job": m[1], "wait": 10})
+	if isErr || !regexp.MustCompile(`n\d+\n\[job `+m[1]+` running; next offset \d+\]$`).MatchString(got) {
+		t.Errorf("the job after its replica died, through a new one: %q", got)
+	}
+	jobsCall(t, r3, c, "bash_kill", map[string]any{"job": m[1], "signal": "KILL"})
+}
+
+func jobsSession(t *testing.T, p *httpProc, thread string) *mcp.ClientSession {
+	t.Helper()
+	hc := &http.Client{Transport: bearerRT{thread: thread}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, p.stderr)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func jobsCall(t *testing.T, p *httpProc, cs *mcp.ClientSession, name string, args map[string]any) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s(%v): %v\n%s", name, args, err, p.stderr)
+	}
+	return res.Content[0].(*mcp.TextContent).Text, res.IsError
+}
+
+// jobsScenario is an agent's session with jobs: one session of thread
+// "dev" on server pa, another of "dev" and one of thread "other" on pb;
+// busybox runs busybox in the sandboxes; audits are the servers' logs.
+func jobsScenario(t *testing.T, pa, pb *httpProc, busybox string, audits ...string) {
 	call := func(cs *mcp.ClientSession, name string, args map[string]any) (string, bool) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-		defer cancel()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatalf("%s(%v): %v\n%s", name, args, err, p.stderr)
-		}
-		return res.Content[0].(*mcp.TextContent).Text, res.IsError
+		return jobsCall(t, pb, cs, name, args)
 	}
 	ok := func(cs *mcp.ClientSession, name string, args map[string]any) string {
 		t.Helper()
@@ -76,7 +115,7 @@ func jobsScenario(t *testing.T, p *httpProc, audit, busybox string) {
 		}
 		return got
 	}
-	a, b, other := session("dev"), session("dev"), session("other")
+	a, b, other := jobsSession(t, pa, "dev"), jobsSession(t, pb, "dev"), jobsSession(t, pb, "other")
 
 	// A dev server, started by one session, reached by another.
 	ok(a, "bash", map[string]any{"command": "mkdir -p site && echo hello-from-dev > site/index.html"})
@@ -155,9 +194,13 @@ func jobsScenario(t *testing.T, p *httpProc, audit, busybox string) {
 	}
 
 	// The audit log has every job call; what was typed only by size and hash.
-	data, err := os.ReadFile(audit)
-	if err != nil {
-		t.Fatal(err)
+	var data []byte
+	for _, f := range audits {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(data, b...)
 	}
 	tools := map[string]int{}
 	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {

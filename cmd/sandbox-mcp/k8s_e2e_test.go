@@ -28,67 +28,9 @@ import (
 // the other serving the thread.
 func TestE2EKubernetesReplicasShareThreads(t *testing.T) {
 	t.Parallel()
-	kubeconfig := os.Getenv("KUBECONFIG")
-	skip := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("SANDBOX_MCP_REQUIRE_K8S") == "1" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf("SKIPPED: "+format, args...)
-	}
-	if kubeconfig == "" {
-		skip("no cluster: set KUBECONFIG")
-	}
-	supervisorImage := os.Getenv("SANDBOX_MCP_K8S_SUPERVISOR_IMAGE")
-	if supervisorImage == "" {
-		skip("no supervisor image: set SANDBOX_MCP_K8S_SUPERVISOR_IMAGE (deploy/kubernetes/build-image.sh, loaded into the cluster)")
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		skip("no cluster at KUBECONFIG: %v", err)
-	}
-	cs, err := k8s.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [4]byte
-	rand.Read(b[:])
-	ns := "smcp-e2e-" + hex.EncodeToString(b[:])
+	cfgFile, dir := k8sE2EConfig(t, os.Getenv("SANDBOX_MCP_K8S_IMAGE"))
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		skip("no cluster at KUBECONFIG: %v", err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		zero := int64(0)
-		cs.CoreV1().Pods(ns).DeleteCollection(c, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
-		cs.CoreV1().Namespaces().Delete(c, ns, metav1.DeleteOptions{})
-	})
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	img, pull := os.Getenv("SANDBOX_MCP_K8S_IMAGE"), os.Getenv("SANDBOX_MCP_K8S_PULL")
-	if img == "" {
-		img, pull = "local.test/busybox:1.35", "IfNotPresent"
-	}
-	dir := t.TempDir()
-	storage := filepath.Join(dir, "storage")
-	os.MkdirAll(storage, 0o755)
-	cfgFile := filepath.Join(dir, "config.yaml")
-	os.WriteFile(cfgFile, []byte(fmt.Sprintf(`provider: kubernetes
-kubernetes:
-  kubeconfig: %s
-  namespace: %s
-  image: %s
-  supervisor_image: %s
-  image_pull_policy: %s
-  pod_prefix: e2e-%s
-  storage: {mode: host_path, host_path: %s}
-  resources: {cpu: 500m, memory: 256Mi, ephemeral_storage: 256Mi}
-`, kubeconfig, ns, img, supervisorImage, pull, hex.EncodeToString(b[:2]), storage)), 0o644)
-
 	replicas := []*httpProc{
 		startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s1")),
 		startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s2")),
@@ -141,4 +83,73 @@ kubernetes:
 	if out, _ := callText(sessions[1], "read_file", map[string]any{"path": "shared.txt", "start_line": 20}); out != "done-19\n" {
 		t.Fatalf("after replica 1 died: %q", out)
 	}
+}
+
+// k8sE2EConfig skips (or fails, with SANDBOX_MCP_REQUIRE_K8S=1) without a
+// cluster, makes a namespace of its own (deleted at the end) and writes a
+// kubernetes config whose sandboxes run img ("": a busybox image); it
+// returns the config file and a temp dir.
+func k8sE2EConfig(t *testing.T, img string) (cfgFile, dir string) {
+	t.Helper()
+	kubeconfig := os.Getenv("KUBECONFIG")
+	skip := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("SANDBOX_MCP_REQUIRE_K8S") == "1" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf("SKIPPED: "+format, args...)
+	}
+	if kubeconfig == "" {
+		skip("no cluster: set KUBECONFIG")
+	}
+	supervisorImage := os.Getenv("SANDBOX_MCP_K8S_SUPERVISOR_IMAGE")
+	if supervisorImage == "" {
+		skip("no supervisor image: set SANDBOX_MCP_K8S_SUPERVISOR_IMAGE (deploy/kubernetes/build-image.sh, loaded into the cluster)")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		skip("no cluster at KUBECONFIG: %v", err)
+	}
+	cs, err := k8s.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	ns := "smcp-e2e-" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		skip("no cluster at KUBECONFIG: %v", err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		zero := int64(0)
+		cs.CoreV1().Pods(ns).DeleteCollection(c, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		cs.CoreV1().Namespaces().Delete(c, ns, metav1.DeleteOptions{})
+	})
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pull := os.Getenv("SANDBOX_MCP_K8S_PULL")
+	if img == "" {
+		img, pull = "local.test/busybox:1.35", "IfNotPresent"
+	}
+	dir = t.TempDir()
+	storage := filepath.Join(dir, "storage")
+	os.MkdirAll(storage, 0o755)
+	cfgFile = filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfgFile, []byte(fmt.Sprintf(`provider: kubernetes
+kubernetes:
+  kubeconfig: %s
+  namespace: %s
+  image: %s
+  supervisor_image: %s
+  image_pull_policy: %s
+  pod_prefix: e2e-%s
+  storage: {mode: host_path, host_path: %s}
+  resources: {cpu: 500m, memory: 256Mi, ephemeral_storage: 256Mi}
+`, kubeconfig, ns, img, supervisorImage, pull, hex.EncodeToString(b[:2]), storage)), 0o644)
+	return cfgFile, dir
 }

@@ -29,7 +29,7 @@ sock=$run/containerd/containerd.sock
 bridge=smk8s0 cidr=10.245.0.0/24 node_ip=10.245.0.1 svc_cidr=10.97.0.0/24
 etcd_port=22379 api_port=26443 kubelet_port=20250
 pause=local.test/pause:3.10
-images=(sandbox-mcp-base:latest sandbox-mcp:ci)
+images=(sandbox-mcp-base:latest sandbox-mcp:ci sandbox-mcp-test:busybox-sh)
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet)
 sysctls="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
 export KUBECONFIG=$run/admin.kubeconfig
@@ -277,7 +277,7 @@ load_image() {
 cmd_env() {
 	echo "export KUBECONFIG=$run/admin.kubeconfig"
 	echo "export SANDBOX_MCP_REQUIRE_K8S=1 SANDBOX_MCP_K8S_PULL=Never"
-	echo "export SANDBOX_MCP_K8S_IMAGE=docker.io/library/sandbox-mcp-base:latest"
+	echo "export SANDBOX_MCP_K8S_IMAGE=docker.io/library/sandbox-mcp-base:latest SANDBOX_MCP_K8S_BUSYBOX_IMAGE=docker.io/library/sandbox-mcp-test:busybox-sh"
 	echo "export SANDBOX_MCP_K8S_SUPERVISOR_IMAGE=docker.io/library/sandbox-mcp:ci SANDBOX_MCP_K8S_SERVER_IMAGE=docker.io/library/sandbox-mcp:ci"
 }
 
