@@ -61,6 +61,9 @@ func (l *Link) Conn(ctx context.Context) (*Conn, error) {
 	return c, nil
 }
 
+// Connected reports whether a working channel is up (no dial is made).
+func (l *Link) Connected() bool { return l.current() != nil }
+
 // current is the channel while it works.
 func (l *Link) current() *Conn {
 	l.mu.Lock()

@@ -6,7 +6,9 @@
 //
 // Jobs (sandbox.Jobs: background commands, and foreground ones past
 // YieldAfter) run under the thread's supervisor, a child of the server
-// started on the thread's first command: they end with it, when the thread
-// is released by its last user or the server exits. Unlike docker and
-// kubernetes, a job here does not survive a restart of the server.
+// started on the thread's first command. A running job keeps the thread's
+// sandbox after its last user released it (a client that reconnects finds
+// its dev server), until no job runs (linger.go); the jobs end with the
+// server. Unlike docker and kubernetes, a job here does not survive a
+// restart of the server.
 package local

@@ -33,6 +33,9 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	// process (and bwrap's namespace) ends, with every process in it.
 	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: dir, Timeout: req.Timeout, Output: req.Output,
 		YieldAfter: req.YieldAfter, Job: jobs.Settings(req.Jobs, logDir)})
+	if res.Job != "" {
+		s.holdForJobs()
+	}
 	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Job: res.Job}, err
 }
 

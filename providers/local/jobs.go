@@ -16,7 +16,7 @@ func (s *Sandbox) enterJobs(_ context.Context, command string) (jobs.Command, fu
 		return jobs.Command{}, func() {}, s.bashOff()
 	}
 	argv, dir, logDir, err := s.command(command)
-	return jobs.Command{Argv: argv, Dir: dir, LogDir: logDir}, func() {}, err
+	return jobs.Command{Argv: argv, Dir: dir, LogDir: logDir}, s.holdForJobs, err
 }
 
 // bashOff is why commands do not run here, if they do not: the job calls

@@ -139,6 +139,7 @@ type Sandbox struct {
 	fs           *hostfs.FS
 	link         *supervisor.Link // to the thread's supervisor, which runs its commands
 	*jobs.Runner                  // its jobs (sandbox.Jobs), run by the supervisor
+	linger       linger           // a running job keeps the sandbox (linger.go)
 }
 
 // close ends the sandbox: its supervisor, with every process it runs, and
