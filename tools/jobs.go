@@ -60,10 +60,16 @@ func checkJobID(id string) error {
 func cutHeadOnly(s string, n int) string { h, _ := cutHead(s, n); return h }
 
 // jobError words a sandbox's job error for the agent.
-func jobError(id string, err error) *Result {
+func jobError(ctx context.Context, env *Env, id string, err error) *Result {
 	switch {
 	case errors.Is(err, sandbox.ErrNoJob):
-		return failf("no job %s in this thread (bash_output without job lists them; ended jobs are forgotten after a while, and all of them when the sandbox is released)", id)
+		// Its log outlives it, in the thread's files: a job the sandbox
+		// does not know but whose log is there ran in an earlier life of
+		// the sandbox (job ids are not reused), or ended long ago.
+		if _, serr := env.Sandbox.FS().Stat(ctx, logPath(id)); serr == nil {
+			return failf("job %s no longer runs here: its sandbox was ended since it started (released, removed or restarted), which killed it, or it ended long ago and was forgotten; its output is in %s", id, logPath(id))
+		}
+		return failf("no job %s in this thread (bash_output without job lists them)", id)
 	case errors.Is(err, sandbox.ErrJobNoInput):
 		return failf("job %s takes no input: only a job started with run_in_background has a stdin", id)
 	case errors.Is(err, sandbox.ErrJobEnded):
@@ -236,7 +242,7 @@ func readJob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		if ctx.Err() != nil {
 			return failf("cancelled: the wait ended; job %s goes on", a.Job)
 		}
-		return jobError(a.Job, err)
+		return jobError(ctx, env, a.Job, err)
 	}
 	body, r := jobText(env, o)
 	r.CallToolResult = mcp.NewToolResultText(body)
@@ -314,11 +320,11 @@ func bashInput(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		if errors.Is(err, sandbox.ErrJobBlocked) {
 			return failf("job %s is not reading its input: nothing was written (it may be busy; try again, or bash_output to see what it waits for)", a.Job)
 		}
-		return jobError(a.Job, err)
+		return jobError(ctx, env, a.Job, err)
 	}
 	outs, err := glimpse(ctx, jobs, a.Job, jobInputGlimpse)
 	if err != nil {
-		return jobError(a.Job, err)
+		return jobError(ctx, env, a.Job, err)
 	}
 	body, r := jobText(env, outs...)
 	r.CallToolResult = mcp.NewToolResultText(body)
@@ -364,7 +370,7 @@ func bashKill(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return fail(err)
 	}
 	if _, err := jobs.KillJob(ctx, a.Job, sig); err != nil && !errors.Is(err, sandbox.ErrJobEnded) {
-		return jobError(a.Job, err)
+		return jobError(ctx, env, a.Job, err)
 	}
 	// Its last output, until it ends (or jobKillWait).
 	deadline := time.Now().Add(jobKillWait)
@@ -372,7 +378,7 @@ func bashKill(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	for {
 		o, err := jobs.JobOutput(ctx, a.Job, sandbox.Unshown, max(time.Until(deadline), 0))
 		if err != nil {
-			return jobError(a.Job, err)
+			return jobError(ctx, env, a.Job, err)
 		}
 		outs = append(outs, o)
 		if o.Job.State != sandbox.JobRunning || time.Now().After(deadline) || ctx.Err() != nil || len(outs) >= 64 {

@@ -143,3 +143,18 @@ func TestJobCap(t *testing.T) {
 		t.Errorf("a job after one ended: %s", resultText(t, res))
 	}
 }
+
+// A job whose sandbox ended (its supervisor killed here, as a release or a
+// restart would) is not "no such job": its log says it ran, and the error
+// says what became of it and where its output is.
+func TestJobOfAnEndedSandbox(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if got := f.ok("bash", map[string]any{"command": "echo started; sleep 30", "run_in_background": true}); got != "started\n[job j1 started]" {
+		t.Fatalf("start: %q", got)
+	}
+	f.call("bash", map[string]any{"command": "kill -9 $PPID"}) // the supervisor
+	f.fails("bash_output", map[string]any{"job": "j1"}, "job j1 no longer runs here: its sandbox was ended since it started")
+	f.fails("bash_kill", map[string]any{"job": "j1"}, "its output is in /mnt/user-data/outputs/.tool-results/jobs/j1.log")
+	f.fails("bash_output", map[string]any{"job": "j7"}, "no job j7 in this thread")
+}
