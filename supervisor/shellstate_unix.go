@@ -1,0 +1,293 @@
+//go:build unix
+
+package supervisor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// The shell state (SPEC §15): the working directory and the exported
+// variables that the last Shell command (ExecMsg.Shell) left, which the
+// next Shell command and every Shell job start from, as the commands of
+// one terminal do. It lives in the supervisor's memory — one per sandbox,
+// so every server replica of a thread shares it — and is lost when the
+// supervisor ends: commands then start afresh.
+//
+// How a command's state is taken: its script is prefixed, on its own first
+// line (so that the shell's "line N" of an error stays the user's N), with
+// an EXIT trap that writes "$PWD" NUL, then the shell's exported
+// environment as cat inherits it (/proc/self/environ: NUL-terminated
+// entries), then one more NUL once cat succeeded, to a file of its own in
+// the supervisor's private directory (0700). When the command ended in the
+// foreground — it exited; it did not become a job, time out or get killed —
+// the supervisor reads that file (hostile: never through a symlink, a
+// regular file, bounded, parsed strictly) and makes it the state; the
+// file is removed in every case. A trap that wrote only the directory
+// (no cat in the sandbox) changes only the directory. A command that sets
+// an EXIT trap of its own, execs, or dies by a signal leaves the state as
+// it was; one whose state is over the bounds (maxStateBytes, maxStateVars)
+// too. A job starts from the state and never changes it.
+//
+// No inherited file descriptor carries the state: a script's own
+// descriptors (flock 9>...) are never written to.
+
+// Bounds of a kept state: the file's size (the directory and every
+// variable) and the number of variables.
+const (
+	maxStateBytes = 1 << 20
+	maxStateVars  = 4096
+)
+
+// shellState is a supervisor's kept state.
+type shellState struct {
+	dir  string        // the private directory; "": none could be made, Shell commands run fresh
+	next atomic.Uint64 // state file names
+
+	mu   sync.Mutex
+	have bool     // a state is kept
+	cwd  string   // absolute, as the shell's $PWD
+	env  []string // "K=V", without PWD, OLDPWD, SHLVL, _
+	dirs bool     // cwd only: env is the supervisor's own (a trap without cat)
+}
+
+// newShellState makes the private directory: beside the socket when the
+// supervisor listens (a fixed name, emptied: a restarted container's
+// supervisor finds its predecessor's), else a new one in the temporary
+// directory. Without one (logged), Shell commands run fresh.
+func newShellState(listen string) *shellState {
+	st := &shellState{}
+	var dir string
+	var err error
+	if listen != "" {
+		if dir, err = filepath.Abs(filepath.Join(filepath.Dir(listen), "shell")); err != nil {
+			fmt.Fprintf(os.Stderr, "sandbox-mcp supervise: no private directory for the shell state (%v): bash commands start afresh each time\n", err)
+			return st
+		}
+		os.RemoveAll(dir)
+		err = os.Mkdir(dir, 0o700)
+	} else {
+		dir, err = os.MkdirTemp("", "sandbox-mcp-shell-")
+	}
+	if err == nil && !stateSafe(dir) {
+		os.Remove(dir)
+		err = fmt.Errorf("%q needs shell quoting", dir)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox-mcp supervise: no private directory for the shell state (%v): bash commands start afresh each time\n", err)
+		return st
+	}
+	st.dir = dir
+	return st
+}
+
+// remove removes the private directory (the supervisor ends).
+func (st *shellState) remove() {
+	if st.dir != "" {
+		os.RemoveAll(st.dir)
+	}
+}
+
+// stateSafe: p may stand inside double quotes inside single quotes.
+func stateSafe(p string) bool {
+	if !filepath.IsAbs(p) {
+		return false
+	}
+	for _, c := range []byte(p) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("/._-+,=:@%", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// launch is how a command starts: argv, directory, environment (nil: the
+// supervisor's own), and the file its state goes to ("": none).
+type launch struct {
+	argv []string
+	dir  string
+	env  []string
+	file string
+}
+
+// errShellArgv: a Shell command must be a shell's -c.
+var errShellArgv = errors.New("a shell-state command must be [shell, -c, command] or [shell, -c, command, $0]")
+
+// prepare is how command m starts (ExecMsg.Shell, .Reset): from the kept
+// state; with save, its script also writes its state (an exec, not a job).
+func (st *shellState) prepare(argv []string, dir string, shell, reset, save bool) (launch, error) {
+	l := launch{argv: argv, dir: dir}
+	if reset {
+		st.mu.Lock()
+		st.have, st.cwd, st.env, st.dirs = false, "", nil, false
+		st.mu.Unlock()
+	}
+	if !shell {
+		return l, nil
+	}
+	if (len(argv) != 3 && len(argv) != 4) || argv[1] != "-c" {
+		return l, errShellArgv
+	}
+	st.mu.Lock()
+	have, cwd, env, dirs := st.have, st.cwd, st.env, st.dirs
+	st.mu.Unlock()
+	if have {
+		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() {
+			l.dir = cwd
+		}
+		if !dirs {
+			l.env = env
+		} else {
+			l.env = os.Environ()
+		}
+		// The shell keeps $PWD (the path as cd'ed, through symlinks)
+		// when it names the directory it starts in.
+		l.env = append(withoutVar(l.env, "PWD"), "PWD="+l.dir)
+	}
+	if save && st.dir != "" {
+		if err := st.ensureDir(); err != nil {
+			return l, nil // fresh state kept; the command runs
+		}
+		l.file = filepath.Join(st.dir, "s"+strconv.FormatUint(st.next.Add(1), 10))
+		os.Remove(l.file)
+		l.argv = append([]string(nil), argv...)
+		l.argv[2] = trapPrefix(l.file) + argv[2]
+	}
+	return l, nil
+}
+
+// ensureDir remakes the private directory if a command removed it; a
+// directory replaced by something else (a symlink) is not used.
+func (st *shellState) ensureDir() error {
+	fi, err := os.Lstat(st.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.Mkdir(st.dir, 0o700); err == nil {
+			fi, err = os.Lstat(st.dir)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return errors.New("not a directory")
+	}
+	return nil
+}
+
+// trapPrefix is the script's prefix that writes its state to file on exit
+// (bash, dash and busybox sh alike), keeping the script's exit code; set -e
+// or a failed write changes nothing of it.
+func trapPrefix(file string) string {
+	return `trap '__smcp_rc=$?; { command printf "%s\0" "${PWD-}"; command cat /proc/self/environ && command printf "\0"; } 2>/dev/null >|"` + file + `" || :; exit $__smcp_rc' EXIT; `
+}
+
+// withoutVar is env without name's entries (a copy).
+func withoutVar(env []string, name string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// load makes the state a command's trap wrote to file the kept state (it
+// ended in the foreground); a missing, planted or malformed file changes
+// nothing.
+func (st *shellState) load(file string) {
+	b, err := readState(file)
+	if err != nil {
+		return
+	}
+	cwd, env, full, err := parseState(b)
+	if err != nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !full {
+		if !st.have {
+			st.dirs = true
+		}
+		st.have, st.cwd = true, cwd
+		return
+	}
+	st.have, st.cwd, st.env, st.dirs = true, cwd, env, false
+}
+
+// readState reads a state file: never through a symlink, never a FIFO or
+// device, at most maxStateBytes.
+func readState(file string) ([]byte, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if fi.Size() > maxStateBytes {
+		return nil, errors.New("state too large")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxStateBytes {
+		return nil, errors.New("state too large")
+	}
+	return b, nil
+}
+
+// parseState parses a state file: "$PWD" NUL, then (full) the exported
+// variables, each NUL-terminated, then one more NUL.
+func parseState(b []byte) (cwd string, env []string, full bool, err error) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return "", nil, false, errors.New("no directory")
+	}
+	cwd, b = string(b[:i]), b[i+1:]
+	if !strings.HasPrefix(cwd, "/") || len(cwd) > 4096 {
+		return "", nil, false, errors.New("not an absolute directory")
+	}
+	if len(b) == 0 || b[len(b)-1] != 0 {
+		return cwd, nil, false, nil // cat did not run (or was cut off): the directory only
+	}
+	b = b[:len(b)-1]
+	if len(b) > 0 && b[len(b)-1] != 0 {
+		return cwd, nil, false, nil
+	}
+	env = []string{}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, 0)
+		kv := string(b[:i])
+		b = b[i+1:]
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return "", nil, false, errors.New("malformed variable")
+		}
+		switch k {
+		case "PWD", "OLDPWD", "SHLVL", "_", "__smcp_rc":
+			continue
+		}
+		if len(env) == maxStateVars {
+			return "", nil, false, errors.New("too many variables")
+		}
+		env = append(env, kv)
+	}
+	return cwd, env, true, nil
+}
