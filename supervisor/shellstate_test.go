@@ -4,6 +4,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +27,7 @@ func shellRun(t *testing.T, l *Link, sh, script string, req ExecRequest) (string
 	defer cancel()
 	res, err := l.Exec(ctx, req)
 	if err != nil {
-		t.Fatalf("%q: %v", script, err)
+		t.Fatalf("%.200q: %v", script, err)
 	}
 	return out.String(), res
 }
@@ -274,16 +275,132 @@ func TestParseState(t *testing.T) {
 		"/a\x00=1\x00\x00":          "error",
 		"/a\x00B=1\x00\x00\x00\x00": "error",
 	} {
-		cwd, env, full, err := parseState([]byte(in))
+		cwd, vars, full, err := parseState([]byte(in))
 		got := "error"
 		if err == nil {
 			got = cwd + " dir"
 			if full {
-				got = cwd + " [" + strings.Join(env, " ") + "]"
+				got = cwd + " [" + strings.Join(vars.env, " ") + "]"
 			}
 		}
 		if got != want {
 			t.Errorf("%q: %s, want %s", in, got, want)
+		}
+	}
+}
+
+// The trap writes bash's exports with export -p when it has no function,
+// else (and in any other shell) its environment with cat.
+func TestShellStateTrapFormats(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "st")
+	for _, c := range []struct{ sh, script, want string }{
+		{"bash", "cd /tmp; export A=1", "/tmp\x00" + exportMarker + "\x00"},
+		{"bash", "cd /tmp; f() { :; }", "/tmp\x00"},
+		{"bash", "cd /tmp; exit 4", "/tmp\x00" + exportMarker + "\x00"},
+		{"dash", "cd /tmp; export A=1", "/tmp\x00"},
+	} {
+		p, err := exec.LookPath(c.sh)
+		if err != nil {
+			continue
+		}
+		os.Remove(file)
+		exec.Command(p, "-c", trapPrefix(file)+c.script).Run()
+		b, err := os.ReadFile(file)
+		if err != nil || !strings.HasPrefix(string(b), c.want) || !strings.HasSuffix(string(b), "\x00") {
+			t.Fatalf("%s -c %q: %q %v", c.sh, c.script, b, err)
+		}
+		if strings.HasSuffix(c.want, exportMarker+"\x00") != strings.Contains(string(b), exportMarker) {
+			t.Fatalf("%s -c %q: %q", c.sh, c.script, b)
+		}
+	}
+}
+
+// Whatever bytes a value holds, it comes back as it was, through export -p
+// and through cat; an exported array (never in the environment) and POSIX
+// mode break nothing; entries of the environment that name no variable
+// pass through.
+func TestShellStateValues(t *testing.T) {
+	exe, err := Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "supervise")
+	cmd.Env = append(os.Environ(), "not-a-name=kept")
+	c, err := StartProcess(t.Context(), cmd, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	l := NewLink(func(context.Context) (*Conn, error) { return c, nil })
+	var all []byte
+	for b := 1; b < 256; b++ {
+		all = append(all, byte(b))
+	}
+	values := []string{"", "plain", "a b", "it's", `q"\$` + "`\\z", "two\nlines\n", "\x1b[31mred\x7f", "é€", string(all), "=x=", strings.Repeat("long ", 2000)}
+	for _, withFunc := range []string{"", "f() { :; }; "} {
+		var set, probe strings.Builder
+		set.WriteString(withFunc)
+		for i, v := range values {
+			fmt.Fprintf(&set, "export V%d=$'%s'; ", i, ansiQuote(v))
+			fmt.Fprintf(&probe, `printf '%%s\0' "$V%d"; `, i)
+		}
+		set.WriteString("a=(1 'x y' $'\\n'); export a; declare -A m=([k]=v [\"a b\"]=$'\\t'); export m; set -o posix")
+		probe.WriteString(`printf '%s\0' "${a-unset}" "${m-unset}" "$(cat /proc/self/environ | tr '\0' '\n' | grep -c '^not-a-name=kept$')"`)
+		shellRun(t, l, "/bin/bash", set.String(), ExecRequest{Shell: true, ResetState: true})
+		out, _ := shellRun(t, l, "/bin/bash", probe.String(), ExecRequest{Shell: true})
+		got := strings.Split(out, "\x00")
+		want := append(append([]string(nil), values...), "unset", "unset", "1", "")
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d values, want %d: %.500q", withFunc, len(got), len(want), out)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%q: value %d: %.300q, want %.300q", withFunc, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// ansiQuote quotes v for $'...'.
+func ansiQuote(v string) string {
+	var b strings.Builder
+	for _, c := range []byte(v) {
+		if c >= 'a' && c <= 'z' || c == ' ' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "\\%03o", c)
+		}
+	}
+	return b.String()
+}
+
+func TestParseExportP(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                        "[]",
+		"declare -x A=\"1\"\n":                    "[A=1]",
+		"declare -x A\ndeclare -rx B=\"2\"\n":     "[B=2]",
+		"export A=\"x\\\"\\\\\\$\\`y\"\n":         "[A=x\"\\$`y]",
+		"declare -x A=$'\\n\\E\\001\\377\\''\n":   "[A=\n\x1b\x01\xff']",
+		"declare -ax a=([0]=\"1)\" [1]=$'\\n')\n": "[]",
+		"declare -Ax m=([\"a b\"]=\"v\" )\ndeclare -x B=\"2\"\n": "[B=2]",
+		"declare -x PWD=\"/\"\ndeclare -x __smcp_rc=\"0\"\n":     "[]",
+		"declare -x A=\"1\"":         "error", // no newline
+		"declare -x A=1\n":           "error", // unquoted
+		"declare -r A=\"1\"\n":       "error", // not exported
+		"declare -x 1A=\"1\"\n":      "error",
+		"declare -x A=$'\\000'\n":    "error",
+		"declare -x A=$'\\q'\n":      "error",
+		"declare -x A=\"1\n":         "error",
+		"declare -ax a=([0]=\"1\"\n": "error",
+		"typeset -x A=\"1\"\n":       "error",
+	} {
+		env, err := parseExportP(in)
+		got := "error"
+		if err == nil {
+			got = "[" + strings.Join(env, " ") + "]"
+		}
+		if got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
 		}
 	}
 }

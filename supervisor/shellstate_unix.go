@@ -184,11 +184,22 @@ func (st *shellState) ensureDir() error {
 }
 
 // trapPrefix is the script's prefix that writes its state to file on exit
-// (bash, dash and busybox sh alike), keeping the script's exit code; set -e
-// or a failed write changes nothing of it.
+// (bash, dash and busybox sh alike), keeping the script's exit code; set -e,
+// set -u, functions named as the commands it runs, or a failed write
+// change nothing of it. bash with no functions writes its exports with
+// `export -p` (a builtin: no fork) after a marker field; any other shell,
+// or a bash with functions (an exported one is only in its environment),
+// runs cat.
 func trapPrefix(file string) string {
-	return `trap '__smcp_rc=$?; { command printf "%s\0" "${PWD-}"; command cat /proc/self/environ && command printf "\0"; } 2>/dev/null >|"` + file + `" || :; exit $__smcp_rc' EXIT; `
+	return `trap '__smcp_rc=$?; { command printf "%s\0" "${PWD-}"; __smcp_f=0; ` +
+		`case ${BASH_VERSION-} in ?*) command compgen -A function >/dev/null 2>&1 || __smcp_f=$?;; esac; ` +
+		`case $__smcp_f in 1) command printf "` + exportMarker + `\0"; command export -p && command printf "\0";; ` +
+		`*) command cat /proc/self/environ && command printf "\0";; esac; } 2>/dev/null >|"` + file + `" || :; exit $__smcp_rc' EXIT; `
 }
+
+// exportMarker: the state file's exports are bash's `export -p` (no
+// environment entry is without a '=').
+const exportMarker = "export -p"
 
 // withoutVar is env without name's entries (a copy).
 func withoutVar(env []string, name string) []string {
@@ -203,15 +214,28 @@ func withoutVar(env []string, name string) []string {
 
 // load makes the state a command's trap wrote to file the kept state (it
 // ended in the foreground); a missing, planted or malformed file changes
-// nothing.
-func (st *shellState) load(file string) {
+// nothing. env is the environment the command started with: bash passes
+// its entries that name no variable through, and `export -p` does not
+// show them.
+func (st *shellState) load(file string, env []string) {
 	b, err := readState(file)
 	if err != nil {
 		return
 	}
-	cwd, env, full, err := parseState(b)
+	cwd, vars, full, err := parseState(b)
 	if err != nil {
 		return
+	}
+	if full && vars.exportP {
+		if env == nil {
+			env = os.Environ()
+		}
+		for _, kv := range env {
+			k, _, _ := strings.Cut(kv, "=")
+			if !varName(k) && !strings.HasPrefix(k, "BASH_FUNC_") && len(vars.env) < maxStateVars {
+				vars.env = append(vars.env, kv)
+			}
+		}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -222,7 +246,7 @@ func (st *shellState) load(file string) {
 		st.have, st.cwd = true, cwd
 		return
 	}
-	st.have, st.cwd, st.env, st.dirs = true, cwd, env, false
+	st.have, st.cwd, st.env, st.dirs = true, cwd, vars.env, false
 }
 
 // readState reads a state file: never through a symlink, never a FIFO or
@@ -253,41 +277,245 @@ func readState(file string) ([]byte, error) {
 	return b, nil
 }
 
-// parseState parses a state file: "$PWD" NUL, then (full) the exported
-// variables, each NUL-terminated, then one more NUL.
-func parseState(b []byte) (cwd string, env []string, full bool, err error) {
+// exports are a state's variables ("K=V"), and whether they came from
+// `export -p` (else from an environment).
+type exports struct {
+	env     []string
+	exportP bool
+}
+
+// parseState parses a state file: "$PWD" NUL, then (full) either the
+// environment's entries, each NUL-terminated, then one more NUL; or
+// exportMarker NUL, bash's `export -p`, NUL.
+func parseState(b []byte) (cwd string, vars exports, full bool, err error) {
 	i := bytes.IndexByte(b, 0)
 	if i < 0 {
-		return "", nil, false, errors.New("no directory")
+		return "", vars, false, errors.New("no directory")
 	}
 	cwd, b = string(b[:i]), b[i+1:]
 	if !strings.HasPrefix(cwd, "/") || len(cwd) > 4096 {
-		return "", nil, false, errors.New("not an absolute directory")
+		return "", vars, false, errors.New("not an absolute directory")
+	}
+	if m := exportMarker + "\x00"; bytes.HasPrefix(b, []byte(m)) {
+		b = b[len(m):]
+		if len(b) == 0 || b[len(b)-1] != 0 {
+			return cwd, vars, false, nil // cut off: the directory only
+		}
+		env, err := parseExportP(string(b[:len(b)-1]))
+		if err != nil {
+			return "", vars, false, err
+		}
+		return cwd, exports{env: env, exportP: true}, true, nil
 	}
 	if len(b) == 0 || b[len(b)-1] != 0 {
-		return cwd, nil, false, nil // cat did not run (or was cut off): the directory only
+		return cwd, vars, false, nil // cat did not run (or was cut off): the directory only
 	}
 	b = b[:len(b)-1]
 	if len(b) > 0 && b[len(b)-1] != 0 {
-		return cwd, nil, false, nil
+		return cwd, vars, false, nil
 	}
-	env = []string{}
+	vars.env = []string{}
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, 0)
 		kv := string(b[:i])
 		b = b[i+1:]
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return "", nil, false, errors.New("malformed variable")
+			return "", vars, false, errors.New("malformed variable")
 		}
-		switch k {
-		case "PWD", "OLDPWD", "SHLVL", "_", "__smcp_rc":
+		if dropVar(k) {
+			continue
+		}
+		if len(vars.env) == maxStateVars {
+			return "", vars, false, errors.New("too many variables")
+		}
+		vars.env = append(vars.env, kv)
+	}
+	return cwd, vars, true, nil
+}
+
+// dropVar: a variable that is not kept (the shell's own, or the trap's).
+func dropVar(k string) bool {
+	switch k {
+	case "PWD", "OLDPWD", "SHLVL", "_":
+		return true
+	}
+	return strings.HasPrefix(k, "__smcp_")
+}
+
+// varName: a shell variable's name.
+func varName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for _, c := range []byte(k) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseExportP parses bash's `export -p`: lines `declare -FLAGS NAME` or
+// (in POSIX mode) `export [-FLAGS] NAME`, each with `="value"` (double-quoted) or
+// `=$'value'` (ANSI-C quoted) when it has a value; strictly.
+func parseExportP(s string) ([]string, error) {
+	bad := errors.New("malformed export -p")
+	env := []string{}
+	for s != "" {
+		array := false // exported, but never in the environment: skipped
+		switch {
+		case strings.HasPrefix(s, "declare -"):
+			i := strings.IndexByte(s, ' ')
+			j := strings.IndexByte(s[i+1:], ' ')
+			if j < 0 || !strings.Contains(s[i+1:i+1+j], "x") {
+				return nil, bad
+			}
+			array = strings.ContainsAny(s[i+1:i+1+j], "aA")
+			s = s[i+1+j+1:]
+		case strings.HasPrefix(s, "export -"): // POSIX mode's arrays
+			i := strings.IndexByte(s[len("export "):], ' ')
+			if i < 0 {
+				return nil, bad
+			}
+			array = strings.ContainsAny(s[len("export "):len("export ")+i], "aA")
+			s = s[len("export ")+i+1:]
+		case strings.HasPrefix(s, "export "):
+			s = s[len("export "):]
+		default:
+			return nil, bad
+		}
+		n := 0
+		for n < len(s) && s[n] != '=' && s[n] != '\n' {
+			n++
+		}
+		name := s[:n]
+		if !varName(name) || n == len(s) {
+			return nil, bad
+		}
+		s = s[n:]
+		if s[0] == '\n' { // exported, no value: not in the environment
+			s = s[1:]
+			continue
+		}
+		var v string
+		var err error
+		switch {
+		case array && strings.HasPrefix(s, "=("):
+			s, err = skipArray(s[2:])
+		case array:
+			err = bad
+		case strings.HasPrefix(s, `="`):
+			v, s, err = unquoteDouble(s[2:])
+		case strings.HasPrefix(s, `=$'`):
+			v, s, err = unquoteANSI(s[3:])
+		default:
+			err = bad
+		}
+		if err != nil || !strings.HasPrefix(s, "\n") {
+			return nil, bad
+		}
+		s = s[1:]
+		if array || dropVar(name) {
 			continue
 		}
 		if len(env) == maxStateVars {
-			return "", nil, false, errors.New("too many variables")
+			return nil, errors.New("too many variables")
 		}
-		env = append(env, kv)
+		env = append(env, name+"="+v)
 	}
-	return cwd, env, true, nil
+	return env, nil
+}
+
+// skipArray reads an array's elements' rest (after its `=(`), up to the
+// `)` that ends its line, and returns what follows that `)`.
+func skipArray(s string) (string, error) {
+	for i := 0; i < len(s); {
+		var err error
+		switch {
+		case s[i] == ')' && strings.HasPrefix(s[i+1:], "\n"):
+			return s[i+1:], nil
+		case s[i] == '"':
+			_, s, err = unquoteDouble(s[i+1:])
+			i = 0
+		case strings.HasPrefix(s[i:], "$'"):
+			_, s, err = unquoteANSI(s[i+2:])
+			i = 0
+		case s[i] == '\n':
+			err = errors.New("unterminated")
+		default:
+			i++
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return "", errors.New("unterminated")
+}
+
+// unquoteDouble reads a double-quoted word's rest (after its `"`): the
+// value and what follows its closing quote.
+func unquoteDouble(s string) (string, string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"':
+			return b.String(), s[i+1:], nil
+		case '\\':
+			if i+1 == len(s) {
+				return "", "", errors.New("unterminated")
+			}
+			switch d := s[i+1]; d {
+			case '$', '`', '"', '\\':
+				b.WriteByte(d)
+				i++
+			case '\n':
+				i++
+			default:
+				b.WriteByte(c)
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", "", errors.New("unterminated")
+}
+
+// unquoteANSI reads a $'...' word's rest (after its `$'`), with the
+// escapes bash's quoting writes.
+func unquoteANSI(s string) (string, string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\'' {
+			return b.String(), s[i+1:], nil
+		}
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		if i == len(s) {
+			break
+		}
+		if d := s[i]; d >= '0' && d <= '7' {
+			v := 0
+			for k := 0; k < 3 && i < len(s) && s[i] >= '0' && s[i] <= '7'; k++ {
+				v = v*8 + int(s[i]-'0')
+				i++
+			}
+			i--
+			if v == 0 || v > 0xff {
+				return "", "", errors.New("bad octal escape")
+			}
+			b.WriteByte(byte(v))
+			continue
+		}
+		e, ok := map[byte]byte{'a': 7, 'b': 8, 'e': 27, 'E': 27, 'f': 12, 'n': 10, 'r': 13, 't': 9, 'v': 11, '\\': '\\', '\'': '\'', '"': '"', '?': '?'}[s[i]]
+		if !ok {
+			return "", "", errors.New("unknown escape")
+		}
+		b.WriteByte(e)
+	}
+	return "", "", errors.New("unterminated")
 }

@@ -439,7 +439,7 @@ wait:
 	}
 	pr.Close()
 	if exited && l.file != "" {
-		s.state.load(l.file)
+		s.state.load(l.file, l.env)
 	}
 	s.idle() // before the exit frame: what the command left is gone when the call ends
 	if p.ws.Signaled() {
