@@ -25,10 +25,12 @@ import (
 //
 // How a command's state is taken: its script is prefixed, on its own first
 // line (so that the shell's "line N" of an error stays the user's N), with
-// an EXIT trap that writes "$PWD" NUL, then the shell's exported
-// environment as cat inherits it (/proc/self/environ: NUL-terminated
-// entries), then one more NUL once cat succeeded, to a file of its own in
-// the supervisor's private directory (0700). When the command ended in the
+// an EXIT trap that writes "$PWD" NUL, then the shell's exports, to a file
+// of its own in the supervisor's private directory (0700): bash without
+// functions writes them with its `export -p` (a builtin: no fork) after a
+// marker; any other shell writes its environment as cat inherits it
+// (/proc/self/environ: NUL-terminated entries), then one more NUL once cat
+// succeeded. When the command ended in the
 // foreground — it exited; it did not become a job, time out or get killed —
 // the supervisor reads that file (hostile: never through a symlink, a
 // regular file, bounded, parsed strictly) and makes it the state; the
