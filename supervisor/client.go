@@ -260,6 +260,14 @@ type ExecRequest struct {
 	// as shown.
 	YieldAfter time.Duration
 	Job        JobSettings
+	// Shell: the command runs as the next of the sandbox's one shell: from
+	// the working directory and exported variables the last Shell command
+	// that ended in the foreground left, and what it leaves is kept for
+	// the next (ExecMsg.Shell). Argv must be [shell, "-c", script] or
+	// [shell, "-c", script, $0].
+	Shell bool
+	// ResetState: the kept shell state is forgotten first.
+	ResetState bool
 }
 
 // ExecResult is how a command ended.
@@ -290,7 +298,7 @@ const drainGraceMax = 2 * time.Second
 // known: the channel failed (the call gets a clear error, never a hang), or
 // ErrUnresponsive.
 func (c *Conn) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
-	body, err := json.Marshal(ExecMsg{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds(), YieldAfterMS: req.YieldAfter.Milliseconds(), JobSettings: req.Job})
+	body, err := json.Marshal(ExecMsg{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds(), YieldAfterMS: req.YieldAfter.Milliseconds(), Shell: req.Shell, Reset: req.ResetState, JobSettings: req.Job})
 	if err != nil {
 		return ExecResult{}, err
 	}

@@ -83,7 +83,7 @@ func TestFSContract(t *testing.T) {
 		os.WriteFile(filepath.Join(skills, "skill.md"), []byte("skill\n"), 0o644)
 		l := NewLink(func(ctx context.Context) (*Conn, error) {
 			cmd := exec.Command("bwrap", "--die-with-parent", "--unshare-pid",
-				"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/mnt",
+				"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/mnt", "--dir", "/mnt/tmp", "--setenv", "TMPDIR", "/mnt/tmp",
 				"--bind", ud, sandbox.UserDataDir, "--ro-bind", skills, sandbox.SkillsDir,
 				"--chdir", sandbox.WorkspaceDir, exe, "supervise")
 			return StartProcess(ctx, cmd, false)
@@ -113,7 +113,7 @@ func (s *fsSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	res, err := s.link.Exec(ctx, ExecRequest{Argv: []string{c.Hello().Shell, "-c", req.Command}, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output})
+	res, err := s.link.Exec(ctx, ExecRequest{Argv: []string{c.Hello().Shell, "-c", req.Command}, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output, Shell: req.Shell, ResetState: req.ResetState})
 	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, err
 }
 

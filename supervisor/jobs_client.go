@@ -39,6 +39,9 @@ type JobSpec struct {
 	Argv  []string
 	Dir   string
 	Stdin bool // give it a pipe for JobInput
+	// Shell: it starts in the kept shell state (ExecRequest.Shell) and
+	// changes none.
+	Shell bool
 	JobSettings
 }
 
@@ -263,7 +266,7 @@ func (c *Conn) StartJob(ctx context.Context, spec JobSpec) (Job, error) {
 	if len(spec.Argv) == 0 {
 		return Job{}, errors.New("start job: no command")
 	}
-	m, _, err := c.job(ctx, JobRequest{Op: jobStart, Argv: spec.Argv, Dir: spec.Dir, Stdin: spec.Stdin, JobSettings: spec.JobSettings})
+	m, _, err := c.job(ctx, JobRequest{Op: jobStart, Argv: spec.Argv, Dir: spec.Dir, Stdin: spec.Stdin, Shell: spec.Shell, JobSettings: spec.JobSettings})
 	if err != nil {
 		return Job{}, err
 	}

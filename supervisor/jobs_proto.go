@@ -74,6 +74,7 @@ type JobRequest struct {
 	Argv  []string `json:"argv,omitempty"`
 	Dir   string   `json:"dir,omitempty"`
 	Stdin bool     `json:"stdin,omitempty"` // a pipe for input; else /dev/null
+	Shell bool     `json:"shell,omitempty"` // it starts in the kept shell state (ExecMsg.Shell) and changes none
 	JobSettings
 	// output: Offset nil is the job's shown cursor (what no reader was
 	// shown yet; the read advances it).

@@ -34,7 +34,10 @@ type job struct {
 	pid     int
 	started time.Time
 	stdin   *os.File // nil: none, or closed
-	inMu    sync.Mutex
+	// stateFile: the shell state file of the command it was (removed
+	// unread when it ends: a job changes no state).
+	stateFile string
+	inMu      sync.Mutex
 
 	mu      sync.Mutex
 	out     ring
@@ -232,6 +235,9 @@ func (j *job) info() JobInfo {
 func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{}) {
 	<-p.done
 	syscall.Kill(-p.pid, syscall.SIGKILL)
+	if j.stateFile != "" {
+		os.Remove(j.stateFile)
+	}
 	select {
 	case <-copied:
 	case <-time.After(drainGrace):
@@ -401,7 +407,11 @@ func (s *supervisor) startJob(req JobRequest) JobReply {
 			return fail(codeStart, err)
 		}
 	}
-	p, err := s.start(ExecMsg{Argv: req.Argv, Dir: req.Dir}, in, pw)
+	var p *proc
+	l, err := s.state.prepare(req.Argv, req.Dir, req.Shell, false, false)
+	if err == nil {
+		p, err = s.startFrom(l, ExecMsg{Argv: req.Argv, Dir: req.Dir}, in, pw)
+	}
 	pw.Close()
 	if in != nil {
 		in.Close()
@@ -563,7 +573,7 @@ func (c *channel) sendOut(id uint32, st *stream, p []byte) bool {
 // output from here goes to the job, and what the stream sent counts as
 // shown (the job's ring and log start with it). It returns the job's id,
 // or "" when the command stays in the foreground.
-func (c *channel) yieldJob(st *stream, m ExecMsg, p *proc, pr *os.File, copied <-chan struct{}) string {
+func (c *channel) yieldJob(st *stream, m ExecMsg, p *proc, pr *os.File, copied <-chan struct{}, stateFile string) string {
 	s := c.s
 	select {
 	case <-st.kill: // the server ended it: it ends
@@ -580,6 +590,7 @@ func (c *channel) yieldJob(st *stream, m ExecMsg, p *proc, pr *os.File, copied <
 		return ""
 	}
 	j := newJob(id, m.Argv, p.pid, m.JobSettings, log)
+	j.stateFile = stateFile
 	st.sendMu.Lock()
 	j.mu.Lock()
 	j.out = *st.pre

@@ -15,7 +15,7 @@ const (
 // Protocol is the version of this protocol; a supervisor of another
 // version is refused (the server and the supervisor are one binary, so
 // they differ only when a server was replaced under a running sandbox).
-const Protocol = 4
+const Protocol = 5
 
 // window is how many output bytes of one stream may be in flight,
 // unacknowledged by credit: the memory a stream can hold in the server.
@@ -38,6 +38,13 @@ type ExecMsg struct {
 	// YieldAfterMS: a command still running then becomes a job (with
 	// these settings) instead of going on in the foreground; 0: never.
 	YieldAfterMS int64 `json:"yield_after_ms,omitempty"`
+	// Shell: the command is the next of the sandbox's one shell: it
+	// starts in the kept shell state, and what it leaves when it exits in
+	// the foreground is the state for the next (shellstate_unix.go). Argv
+	// must then be [shell, "-c", script] or [shell, "-c", script, $0].
+	Shell bool `json:"shell,omitempty"`
+	// Reset: the kept shell state is forgotten first.
+	Reset bool `json:"reset,omitempty"`
 	JobSettings
 }
 

@@ -72,7 +72,7 @@ func Run(args []string, stdin io.Reader, stdout io.Writer) int {
 	if o.keepSet {
 		keepOnly(o.keepEnv)
 	}
-	s := newSupervisor()
+	s := newSupervisor(listen)
 	if listen == "" {
 		err := s.serve(stdin, stdout)
 		s.shutdown()
@@ -119,6 +119,7 @@ type supervisor struct {
 
 	paths *filelock.Locks // a mutex per file that writes with a precondition replace
 	jobs  *jobTable       // jobs_serve_unix.go
+	state *shellState     // shellstate_unix.go
 }
 
 // proc is one started command, by its pid (its process group).
@@ -128,8 +129,10 @@ type proc struct {
 	ws   syscall.WaitStatus
 }
 
-func newSupervisor() *supervisor {
-	s := &supervisor{procs: map[int]*proc{}, paths: filelock.NewLocks(), jobs: newJobTable()}
+// newSupervisor makes a supervisor; listen is its socket ("": none), beside
+// which it keeps its private directory.
+func newSupervisor(listen string) *supervisor {
+	s := &supervisor{procs: map[int]*proc{}, paths: filelock.NewLocks(), jobs: newJobTable(), state: newShellState(listen)}
 	for _, sh := range []string{"bash", "sh"} {
 		if p, err := exec.LookPath(sh); err == nil {
 			s.shell = p
@@ -170,14 +173,14 @@ func (s *supervisor) reap() {
 	}
 }
 
-// start forks argv in its own process group, with stdout and stderr the
-// write end of one pipe.
+// start forks l.argv in its own process group, in l.dir, with l.env (nil:
+// the supervisor's own), and stdout and stderr the write end of one pipe.
 // stdin is in, or /dev/null when in is nil.
-func (s *supervisor) start(m ExecMsg, in, out *os.File) (*proc, error) {
-	if len(m.Argv) == 0 {
+func (s *supervisor) start(l launch, in, out *os.File) (*proc, error) {
+	if len(l.argv) == 0 {
 		return nil, errors.New("no command")
 	}
-	path := m.Argv[0]
+	path := l.argv[0]
 	if !strings.Contains(path, "/") {
 		p, err := exec.LookPath(path)
 		if err != nil {
@@ -190,9 +193,13 @@ func (s *supervisor) start(m ExecMsg, in, out *os.File) (*proc, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pid, err := syscall.ForkExec(path, m.Argv, &syscall.ProcAttr{
-		Dir:   m.Dir,
-		Env:   os.Environ(),
+	env := l.env
+	if env == nil {
+		env = os.Environ()
+	}
+	pid, err := syscall.ForkExec(path, l.argv, &syscall.ProcAttr{
+		Dir:   l.dir,
+		Env:   env,
 		Files: []uintptr{in.Fd(), out.Fd(), out.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
@@ -202,6 +209,18 @@ func (s *supervisor) start(m ExecMsg, in, out *os.File) (*proc, error) {
 	p := &proc{pid: pid, done: make(chan struct{})}
 	s.procs[pid] = p
 	return p, nil
+}
+
+// startFrom starts l, and when l starts from a kept shell state that cannot
+// start (its environment over the kernel's limits, its directory not
+// enterable), m afresh: the state never fails a command.
+func (s *supervisor) startFrom(l launch, m ExecMsg, in, out *os.File) (*proc, error) {
+	p, err := s.start(l, in, out)
+	if err != nil && (l.env != nil || l.dir != m.Dir) {
+		l.env, l.dir = nil, m.Dir
+		p, err = s.start(l, in, out)
+	}
+	return p, err
 }
 
 // channel is one connection's state in the supervisor.
@@ -342,10 +361,22 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 		exit(ExitMsg{Code: -1, Error: err.Error()})
 		return
 	}
+	l, err := s.state.prepare(m.Argv, m.Dir, m.Shell, m.Reset, true)
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		exit(ExitMsg{Code: -1, Error: err.Error()})
+		return
+	}
+	defer func() {
+		if l.file != "" {
+			os.Remove(l.file) // whatever came of the command
+		}
+	}()
 	s.mu.Lock()
 	s.busy++
 	s.mu.Unlock()
-	p, err := s.start(m, nil, pw)
+	p, err := s.startFrom(l, m, nil, pw)
 	pw.Close()
 	if err != nil {
 		pr.Close()
@@ -373,16 +404,19 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 		timeout = t.C
 	}
 	var res ExitMsg
+	exited := false // it ended by itself, in the foreground
 wait:
 	for {
 		select {
 		case <-p.done:
+			exited = true
 		case <-timeout:
 			res.TimedOut = true
 		case <-st.kill:
 		case <-yield:
 			yield = nil
-			if job := c.yieldJob(st, m, p, pr, copied); job != "" {
+			if job := c.yieldJob(st, m, p, pr, copied, l.file); job != "" {
+				l.file = "" // the job removes it when it ends
 				s.idle()
 				exit(ExitMsg{Job: job, Running: true})
 				return
@@ -404,6 +438,9 @@ wait:
 		<-copied
 	}
 	pr.Close()
+	if exited && l.file != "" {
+		s.state.load(l.file, l.env)
+	}
 	s.idle() // before the exit frame: what the command left is gone when the call ends
 	if p.ws.Signaled() {
 		res.Code = 128 + int(p.ws.Signal())
@@ -479,8 +516,10 @@ func (s *supervisor) killOrphans() {
 }
 
 // shutdown kills every command and every orphan, a few rounds (a killed
-// process's children are re-parented here and go in the next).
+// process's children are re-parented here and go in the next), and
+// removes the shell state's private directory.
 func (s *supervisor) shutdown() {
+	defer s.state.remove()
 	s.mu.Lock()
 	for pid := range s.procs {
 		syscall.Kill(-pid, syscall.SIGKILL)

@@ -485,6 +485,30 @@ func TestEngineGoneMidRun(t *testing.T) {
 	}
 }
 
+// The shell state with busybox's sh (no bash, no export -p path): cd and
+// export persist, ResetState forgets.
+func TestShOnlyImageShellState(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Image = busyboxImage })
+	sb := f.acquire(t, "sh-only-state")
+	shell := func(cmd string, reset bool) string {
+		t.Helper()
+		c := sandbox.NewCapture(1<<20, 1<<20)
+		res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: cmd, Timeout: time.Minute, Output: c, Shell: true, ResetState: reset})
+		h, tl, _ := c.Result()
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %+v %v %q", cmd, res, err, h)
+		}
+		return string(h) + string(tl)
+	}
+	shell("cd /mnt/user-data/outputs && export FOO='a b' && nosuch 2>/dev/null; true", false)
+	if out := shell(`pwd; echo "$FOO"`, false); out != sandbox.OutputsDir+"\na b\n" {
+		t.Fatalf("the next command: %q", out)
+	}
+	if out := shell(`pwd; echo "${FOO-unset}"`, true); out != sandbox.WorkspaceDir+"\nunset\n" {
+		t.Fatalf("ResetState: %q", out)
+	}
+}
+
 // An image with sh but no bash (busybox): the wrapper runs with sh, and
 // exit codes, background children and timeouts behave as with bash.
 func TestShOnlyImage(t *testing.T) {

@@ -21,7 +21,8 @@ import (
 // container's run directory, bound from the host, so that a warm call is
 // one round trip on a socket, not an exec through the engine. The
 // supervisor runs the command in its own process group with cwd the
-// workspace and enforces the timeout; a cancelled ctx kills the group. If
+// workspace (with req.Shell, in the shell state it keeps: package
+// supervisor) and enforces the timeout; a cancelled ctx kills the group. If
 // the supervisor does not end a command it was told to (stopped, hung),
 // the container is restarted: every process in it goes, the thread's files
 // stay.
@@ -36,7 +37,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, err
 	}
 	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Job: jobs.Settings(req.Jobs, sandbox.JobLogDir)})
+		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Job: jobs.Settings(req.Jobs, sandbox.JobLogDir)})
 	if errors.Is(err, supervisor.ErrUnresponsive) {
 		s.restart(id)
 	}

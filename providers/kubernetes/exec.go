@@ -81,7 +81,8 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin io.Reader) (stdo
 // relay (supervise --connect) per Pod, shared by every call, so that a warm
 // call is one round trip on that stream, not an exec of its own. The
 // supervisor runs the command in its own process group with cwd the
-// workspace and enforces the timeout; a cancelled ctx kills the group. If
+// workspace (with req.Shell, in the shell state it keeps: package
+// supervisor) and enforces the timeout; a cancelled ctx kills the group. If
 // the supervisor does not end a command it was told to (stopped, hung),
 // the Pod is deleted: every process in it goes, the thread's files stay,
 // and the next call makes it again.
@@ -96,7 +97,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, err
 	}
 	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Job: jobs.Settings(req.Jobs, sandbox.JobLogDir)})
+		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Job: jobs.Settings(req.Jobs, sandbox.JobLogDir)})
 	if errors.Is(err, supervisor.ErrUnresponsive) {
 		s.p.log.Warn("kubernetes provider: the supervisor did not end a command; deleting the Pod", "pod", s.name)
 		s.p.dropPod(s.name)

@@ -19,7 +19,9 @@ import (
 // virtual paths are real mount points; else on the host — only when
 // AllowHostBash — with the virtual paths of the command rewritten to host
 // paths. Each command runs in its own process group, with cwd the
-// workspace and a scrubbed environment (the supervisor's own); when the
+// workspace and a scrubbed environment (the supervisor's own) — with
+// req.Shell, the directory and exported variables the thread's last Shell
+// command left (kept by the supervisor; on the host, a host path); when the
 // shell exits, when the timeout fires or when ctx is cancelled, the whole
 // group is killed, so background children cannot outlive the call or hold
 // its pipe open, and children that left the group (setsid) are killed too
@@ -32,7 +34,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	// On ErrUnresponsive the link drops the channel: the supervisor's
 	// process (and bwrap's namespace) ends, with every process in it.
 	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: dir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Job: jobs.Settings(req.Jobs, logDir)})
+		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Job: jobs.Settings(req.Jobs, logDir)})
 	if res.Job != "" {
 		s.holdForJobs()
 	}

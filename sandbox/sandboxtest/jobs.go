@@ -47,6 +47,31 @@ func Jobs(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox) {
 			t.Fatalf("input to an ended job: %v", err)
 		}
 	})
+	t.Run("ShellState", func(t *testing.T) {
+		t.Parallel()
+		sb, js := jobsOf(t)
+		const probe = `pwd; echo "$FOO"`
+		kept := sandbox.OutputsDir + "\nbar\n"
+		runReq(t, sb, sandbox.ExecRequest{Command: "cd /mnt/user-data/outputs && export FOO=bar", Timeout: time.Minute, Shell: true})
+		// A Shell job starts from the state and changes none of it.
+		j, err := js.StartJob(t.Context(), sandbox.JobRequest{Command: probe + "; cd /; export FOO=job", Shell: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw, _ := WaitJob(t, js, j.ID, 0); mask(sb, raw) != kept {
+			t.Fatalf("a Shell job: %q, want %q", mask(sb, raw), kept)
+		}
+		if out, _ := runReq(t, sb, sandbox.ExecRequest{Command: probe, Timeout: time.Minute, Shell: true}); out != kept {
+			t.Fatalf("after a Shell job: %q, want %q", out, kept)
+		}
+		j, err = js.StartJob(t.Context(), sandbox.JobRequest{Command: probe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw, _ := WaitJob(t, js, j.ID, 0); mask(sb, raw) != sandbox.WorkspaceDir+"\n\n" {
+			t.Fatalf("a job without Shell: %q", mask(sb, raw))
+		}
+	})
 	t.Run("KillTakesChildren", func(t *testing.T) {
 		t.Parallel()
 		sb, js := jobsOf(t)

@@ -135,6 +135,40 @@ func Run(t *testing.T, opts Options, newSandbox func(t *testing.T) sandbox.Sandb
 			t.Fatalf("count has %q bytes, want %d", out, n)
 		}
 	})
+	t.Run("ShellState", func(t *testing.T) {
+		t.Parallel()
+		sb := newSandbox(t)
+		shell := func(cmd string, reset bool) string {
+			t.Helper()
+			out, res := runReq(t, sb, sandbox.ExecRequest{Command: cmd, Timeout: time.Minute, Shell: true, ResetState: reset})
+			if res.ExitCode != 0 {
+				t.Fatalf("%s: exit %d %q", cmd, res.ExitCode, out)
+			}
+			return out
+		}
+		const probe = `pwd; echo "$FOO"`
+		if out := shell("cd /mnt/user-data/outputs && export FOO=bar", false); out != "" {
+			t.Fatalf("%q", out)
+		}
+		kept := sandbox.OutputsDir + "\nbar\n"
+		if out := shell(probe, false); out != kept {
+			t.Fatalf("the next command: %q, want %q", out, kept)
+		}
+		// A command without Shell starts afresh and changes nothing.
+		if out, _ := run(t, sb, probe+"; cd /; export FOO=other", time.Minute); out != sandbox.WorkspaceDir+"\n\n" {
+			t.Fatalf("without Shell: %q", out)
+		}
+		if out := shell(probe, false); out != kept {
+			t.Fatalf("after a command without Shell: %q, want %q", out, kept)
+		}
+		fresh := sandbox.WorkspaceDir + "\n\n"
+		if out := shell(probe, true); out != fresh {
+			t.Fatalf("ResetState: %q, want %q", out, fresh)
+		}
+		if out := shell(probe, false); out != fresh {
+			t.Fatalf("after ResetState: %q, want %q", out, fresh)
+		}
+	})
 	t.Run("PathsOutsideRefusedForMounts", func(t *testing.T) {
 		t.Parallel()
 		sb := newSandbox(t)
@@ -148,10 +182,17 @@ func Run(t *testing.T, opts Options, newSandbox func(t *testing.T) sandbox.Sandb
 
 func run(t *testing.T, sb sandbox.Sandbox, cmd string, timeout time.Duration) (string, sandbox.ExecResult) {
 	t.Helper()
+	return runReq(t, sb, sandbox.ExecRequest{Command: cmd, Timeout: timeout})
+}
+
+// runReq runs req, with its output captured and masked.
+func runReq(t *testing.T, sb sandbox.Sandbox, req sandbox.ExecRequest) (string, sandbox.ExecResult) {
+	t.Helper()
 	c := sandbox.NewCapture(1<<20, 1<<20)
-	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: cmd, Timeout: timeout, Output: c})
+	req.Output = c
+	res, err := sb.Exec(t.Context(), req)
 	if err != nil {
-		t.Fatalf("%s: %v", cmd, err)
+		t.Fatalf("%s: %v", req.Command, err)
 	}
 	h, tl, _ := c.Result()
 	return mask(sb, string(h)+string(tl)), res

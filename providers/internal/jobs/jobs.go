@@ -53,7 +53,7 @@ func (r *Runner) StartJob(ctx context.Context, req sandbox.JobRequest) (sandbox.
 	}
 	defer done()
 	started := time.Now()
-	j, err := r.link.StartJob(ctx, supervisor.JobSpec{Argv: c.Argv, Dir: c.Dir, Stdin: req.Stdin, JobSettings: Settings(req.JobLimits, c.LogDir)})
+	j, err := r.link.StartJob(ctx, supervisor.JobSpec{Argv: c.Argv, Dir: c.Dir, Stdin: req.Stdin, Shell: req.Shell, JobSettings: Settings(req.JobLimits, c.LogDir)})
 	if err != nil {
 		return sandbox.JobInfo{}, Err(err)
 	}

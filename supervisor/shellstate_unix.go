@@ -1,0 +1,523 @@
+//go:build unix
+
+package supervisor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// The shell state (SPEC §15): the working directory and the exported
+// variables that the last Shell command (ExecMsg.Shell) left, which the
+// next Shell command and every Shell job start from, as the commands of
+// one terminal do. It lives in the supervisor's memory — one per sandbox,
+// so every server replica of a thread shares it — and is lost when the
+// supervisor ends: commands then start afresh.
+//
+// How a command's state is taken: its script is prefixed, on its own first
+// line (so that the shell's "line N" of an error stays the user's N), with
+// an EXIT trap that writes "$PWD" NUL, then the shell's exports, to a file
+// of its own in the supervisor's private directory (0700): bash without
+// functions writes them with its `export -p` (a builtin: no fork) after a
+// marker; any other shell writes its environment as cat inherits it
+// (/proc/self/environ: NUL-terminated entries), then one more NUL once cat
+// succeeded. When the command ended in the
+// foreground — it exited; it did not become a job, time out or get killed —
+// the supervisor reads that file (hostile: never through a symlink, a
+// regular file, bounded, parsed strictly) and makes it the state; the
+// file is removed in every case. A trap that wrote only the directory
+// (no cat in the sandbox) changes only the directory. A command that sets
+// an EXIT trap of its own, execs, or dies by a signal leaves the state as
+// it was; one whose state is over the bounds (maxStateBytes, maxStateVars)
+// too. A job starts from the state and never changes it.
+//
+// No inherited file descriptor carries the state: a script's own
+// descriptors (flock 9>...) are never written to.
+
+// Bounds of a kept state: the file's size (the directory and every
+// variable) and the number of variables.
+const (
+	maxStateBytes = 1 << 20
+	maxStateVars  = 4096
+)
+
+// shellState is a supervisor's kept state.
+type shellState struct {
+	dir  string        // the private directory; "": none could be made, Shell commands run fresh
+	next atomic.Uint64 // state file names
+
+	mu   sync.Mutex
+	have bool     // a state is kept
+	cwd  string   // absolute, as the shell's $PWD
+	env  []string // "K=V", without PWD, OLDPWD, SHLVL, _
+	dirs bool     // cwd only: env is the supervisor's own (a trap without cat)
+}
+
+// newShellState makes the private directory: beside the socket when the
+// supervisor listens (a fixed name, emptied: a restarted container's
+// supervisor finds its predecessor's), else a new one in the temporary
+// directory. Without one (logged), Shell commands run fresh.
+func newShellState(listen string) *shellState {
+	st := &shellState{}
+	var dir string
+	var err error
+	if listen != "" {
+		if dir, err = filepath.Abs(filepath.Join(filepath.Dir(listen), "shell")); err != nil {
+			fmt.Fprintf(os.Stderr, "sandbox-mcp supervise: no private directory for the shell state (%v): bash commands start afresh each time\n", err)
+			return st
+		}
+		os.RemoveAll(dir)
+		err = os.Mkdir(dir, 0o700)
+	} else {
+		dir, err = os.MkdirTemp("", "sandbox-mcp-shell-")
+	}
+	if err == nil && !stateSafe(dir) {
+		os.Remove(dir)
+		err = fmt.Errorf("%q needs shell quoting", dir)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox-mcp supervise: no private directory for the shell state (%v): bash commands start afresh each time\n", err)
+		return st
+	}
+	st.dir = dir
+	return st
+}
+
+// remove removes the private directory (the supervisor ends).
+func (st *shellState) remove() {
+	if st.dir != "" {
+		os.RemoveAll(st.dir)
+	}
+}
+
+// stateSafe: p may stand inside double quotes inside single quotes.
+func stateSafe(p string) bool {
+	if !filepath.IsAbs(p) {
+		return false
+	}
+	for _, c := range []byte(p) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("/._-+,=:@%", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// launch is how a command starts: argv, directory, environment (nil: the
+// supervisor's own), and the file its state goes to ("": none).
+type launch struct {
+	argv []string
+	dir  string
+	env  []string
+	file string
+}
+
+// errShellArgv: a Shell command must be a shell's -c.
+var errShellArgv = errors.New("a shell-state command must be [shell, -c, command] or [shell, -c, command, $0]")
+
+// prepare is how command m starts (ExecMsg.Shell, .Reset): from the kept
+// state; with save, its script also writes its state (an exec, not a job).
+func (st *shellState) prepare(argv []string, dir string, shell, reset, save bool) (launch, error) {
+	l := launch{argv: argv, dir: dir}
+	if reset {
+		st.mu.Lock()
+		st.have, st.cwd, st.env, st.dirs = false, "", nil, false
+		st.mu.Unlock()
+	}
+	if !shell {
+		return l, nil
+	}
+	if (len(argv) != 3 && len(argv) != 4) || argv[1] != "-c" {
+		return l, errShellArgv
+	}
+	st.mu.Lock()
+	have, cwd, env, dirs := st.have, st.cwd, st.env, st.dirs
+	st.mu.Unlock()
+	if have {
+		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() {
+			l.dir = cwd
+		}
+		if !dirs {
+			l.env = env
+		} else {
+			l.env = os.Environ()
+		}
+		// The shell keeps $PWD (the path as cd'ed, through symlinks)
+		// when it names the directory it starts in.
+		l.env = append(withoutVar(l.env, "PWD"), "PWD="+l.dir)
+	}
+	if save && st.dir != "" {
+		if err := st.ensureDir(); err != nil {
+			return l, nil // fresh state kept; the command runs
+		}
+		l.file = filepath.Join(st.dir, "s"+strconv.FormatUint(st.next.Add(1), 10))
+		os.Remove(l.file)
+		l.argv = append([]string(nil), argv...)
+		l.argv[2] = trapPrefix(l.file) + argv[2]
+	}
+	return l, nil
+}
+
+// ensureDir remakes the private directory if a command removed it; a
+// directory replaced by something else (a symlink) is not used.
+func (st *shellState) ensureDir() error {
+	fi, err := os.Lstat(st.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.Mkdir(st.dir, 0o700); err == nil {
+			fi, err = os.Lstat(st.dir)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return errors.New("not a directory")
+	}
+	return nil
+}
+
+// trapPrefix is the script's prefix that writes its state to file on exit
+// (bash, dash and busybox sh alike), keeping the script's exit code; set -e,
+// set -u, functions named as the commands it runs, or a failed write
+// change nothing of it. bash with no functions writes its exports with
+// `export -p` (a builtin: no fork) after a marker field; any other shell,
+// or a bash with functions (an exported one is only in its environment),
+// runs cat.
+func trapPrefix(file string) string {
+	return `trap '__smcp_rc=$?; { command printf "%s\0" "${PWD-}"; __smcp_f=0; ` +
+		`case ${BASH_VERSION-} in ?*) command compgen -A function >/dev/null 2>&1 || __smcp_f=$?;; esac; ` +
+		`case $__smcp_f in 1) command printf "` + exportMarker + `\0"; command export -p && command printf "\0";; ` +
+		`*) command cat /proc/self/environ && command printf "\0";; esac; } 2>/dev/null >|"` + file + `" || :; exit $__smcp_rc' EXIT; `
+}
+
+// exportMarker: the state file's exports are bash's `export -p` (no
+// environment entry is without a '=').
+const exportMarker = "export -p"
+
+// withoutVar is env without name's entries (a copy).
+func withoutVar(env []string, name string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// load makes the state a command's trap wrote to file the kept state (it
+// ended in the foreground); a missing, planted or malformed file changes
+// nothing. env is the environment the command started with: bash passes
+// its entries that name no variable through, and `export -p` does not
+// show them.
+func (st *shellState) load(file string, env []string) {
+	b, err := readState(file)
+	if err != nil {
+		return
+	}
+	cwd, vars, full, err := parseState(b)
+	if err != nil {
+		return
+	}
+	if full && vars.exportP {
+		if env == nil {
+			env = os.Environ()
+		}
+		for _, kv := range env {
+			k, _, _ := strings.Cut(kv, "=")
+			if !varName(k) && !strings.HasPrefix(k, "BASH_FUNC_") && len(vars.env) < maxStateVars {
+				vars.env = append(vars.env, kv)
+			}
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !full {
+		if !st.have {
+			st.dirs = true
+		}
+		st.have, st.cwd = true, cwd
+		return
+	}
+	st.have, st.cwd, st.env, st.dirs = true, cwd, vars.env, false
+}
+
+// readState reads a state file: never through a symlink, never a FIFO or
+// device, at most maxStateBytes.
+func readState(file string) ([]byte, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if fi.Size() > maxStateBytes {
+		return nil, errors.New("state too large")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxStateBytes {
+		return nil, errors.New("state too large")
+	}
+	return b, nil
+}
+
+// exports are a state's variables ("K=V"), and whether they came from
+// `export -p` (else from an environment).
+type exports struct {
+	env     []string
+	exportP bool
+}
+
+// parseState parses a state file: "$PWD" NUL, then (full) either the
+// environment's entries, each NUL-terminated, then one more NUL; or
+// exportMarker NUL, bash's `export -p`, NUL.
+func parseState(b []byte) (cwd string, vars exports, full bool, err error) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return "", vars, false, errors.New("no directory")
+	}
+	cwd, b = string(b[:i]), b[i+1:]
+	if !strings.HasPrefix(cwd, "/") || len(cwd) > 4096 {
+		return "", vars, false, errors.New("not an absolute directory")
+	}
+	if m := exportMarker + "\x00"; bytes.HasPrefix(b, []byte(m)) {
+		b = b[len(m):]
+		if len(b) == 0 || b[len(b)-1] != 0 {
+			return cwd, vars, false, nil // cut off: the directory only
+		}
+		env, err := parseExportP(string(b[:len(b)-1]))
+		if err != nil {
+			return "", vars, false, err
+		}
+		return cwd, exports{env: env, exportP: true}, true, nil
+	}
+	if len(b) == 0 || b[len(b)-1] != 0 {
+		return cwd, vars, false, nil // cat did not run (or was cut off): the directory only
+	}
+	b = b[:len(b)-1]
+	if len(b) > 0 && b[len(b)-1] != 0 {
+		return cwd, vars, false, nil
+	}
+	vars.env = []string{}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, 0)
+		kv := string(b[:i])
+		b = b[i+1:]
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return "", vars, false, errors.New("malformed variable")
+		}
+		if dropVar(k) {
+			continue
+		}
+		if len(vars.env) == maxStateVars {
+			return "", vars, false, errors.New("too many variables")
+		}
+		vars.env = append(vars.env, kv)
+	}
+	return cwd, vars, true, nil
+}
+
+// dropVar: a variable that is not kept (the shell's own, or the trap's).
+func dropVar(k string) bool {
+	switch k {
+	case "PWD", "OLDPWD", "SHLVL", "_":
+		return true
+	}
+	return strings.HasPrefix(k, "__smcp_")
+}
+
+// varName: a shell variable's name.
+func varName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for _, c := range []byte(k) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseExportP parses bash's `export -p`: lines `declare -FLAGS NAME` or
+// (in POSIX mode) `export [-FLAGS] NAME`, each with `="value"` (double-quoted) or
+// `=$'value'` (ANSI-C quoted) when it has a value; strictly.
+func parseExportP(s string) ([]string, error) {
+	bad := errors.New("malformed export -p")
+	env := []string{}
+	for s != "" {
+		array := false // exported, but never in the environment: skipped
+		switch {
+		case strings.HasPrefix(s, "declare -"):
+			i := strings.IndexByte(s, ' ')
+			j := strings.IndexByte(s[i+1:], ' ')
+			if j < 0 || !strings.Contains(s[i+1:i+1+j], "x") {
+				return nil, bad
+			}
+			array = strings.ContainsAny(s[i+1:i+1+j], "aA")
+			s = s[i+1+j+1:]
+		case strings.HasPrefix(s, "export -"): // POSIX mode's arrays
+			i := strings.IndexByte(s[len("export "):], ' ')
+			if i < 0 {
+				return nil, bad
+			}
+			array = strings.ContainsAny(s[len("export "):len("export ")+i], "aA")
+			s = s[len("export ")+i+1:]
+		case strings.HasPrefix(s, "export "):
+			s = s[len("export "):]
+		default:
+			return nil, bad
+		}
+		n := 0
+		for n < len(s) && s[n] != '=' && s[n] != '\n' {
+			n++
+		}
+		name := s[:n]
+		if !varName(name) || n == len(s) {
+			return nil, bad
+		}
+		s = s[n:]
+		if s[0] == '\n' { // exported, no value: not in the environment
+			s = s[1:]
+			continue
+		}
+		var v string
+		var err error
+		switch {
+		case array && strings.HasPrefix(s, "=("):
+			s, err = skipArray(s[2:])
+		case array:
+			err = bad
+		case strings.HasPrefix(s, `="`):
+			v, s, err = unquoteDouble(s[2:])
+		case strings.HasPrefix(s, `=$'`):
+			v, s, err = unquoteANSI(s[3:])
+		default:
+			err = bad
+		}
+		if err != nil || !strings.HasPrefix(s, "\n") {
+			return nil, bad
+		}
+		s = s[1:]
+		if array || dropVar(name) {
+			continue
+		}
+		if len(env) == maxStateVars {
+			return nil, errors.New("too many variables")
+		}
+		env = append(env, name+"="+v)
+	}
+	return env, nil
+}
+
+// skipArray reads an array's elements' rest (after its `=(`), up to the
+// `)` that ends its line, and returns what follows that `)`.
+func skipArray(s string) (string, error) {
+	for i := 0; i < len(s); {
+		var err error
+		switch {
+		case s[i] == ')' && strings.HasPrefix(s[i+1:], "\n"):
+			return s[i+1:], nil
+		case s[i] == '"':
+			_, s, err = unquoteDouble(s[i+1:])
+			i = 0
+		case strings.HasPrefix(s[i:], "$'"):
+			_, s, err = unquoteANSI(s[i+2:])
+			i = 0
+		case s[i] == '\n':
+			err = errors.New("unterminated")
+		default:
+			i++
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return "", errors.New("unterminated")
+}
+
+// unquoteDouble reads a double-quoted word's rest (after its `"`): the
+// value and what follows its closing quote.
+func unquoteDouble(s string) (string, string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"':
+			return b.String(), s[i+1:], nil
+		case '\\':
+			if i+1 == len(s) {
+				return "", "", errors.New("unterminated")
+			}
+			switch d := s[i+1]; d {
+			case '$', '`', '"', '\\':
+				b.WriteByte(d)
+				i++
+			case '\n':
+				i++
+			default:
+				b.WriteByte(c)
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", "", errors.New("unterminated")
+}
+
+// unquoteANSI reads a $'...' word's rest (after its `$'`), with the
+// escapes bash's quoting writes.
+func unquoteANSI(s string) (string, string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\'' {
+			return b.String(), s[i+1:], nil
+		}
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		if i == len(s) {
+			break
+		}
+		if d := s[i]; d >= '0' && d <= '7' {
+			v := 0
+			for k := 0; k < 3 && i < len(s) && s[i] >= '0' && s[i] <= '7'; k++ {
+				v = v*8 + int(s[i]-'0')
+				i++
+			}
+			i--
+			if v == 0 || v > 0xff {
+				return "", "", errors.New("bad octal escape")
+			}
+			b.WriteByte(byte(v))
+			continue
+		}
+		e, ok := map[byte]byte{'a': 7, 'b': 8, 'e': 27, 'E': 27, 'f': 12, 'n': 10, 'r': 13, 't': 9, 'v': 11, '\\': '\\', '\'': '\'', '"': '"', '?': '?'}[s[i]]
+		if !ok {
+			return "", "", errors.New("unknown escape")
+		}
+		b.WriteByte(e)
+	}
+	return "", "", errors.New("unterminated")
+}
