@@ -25,6 +25,7 @@ type jobTable struct {
 	order   []*job // by start, for List and for dropping the oldest ended
 	running int    // jobs running, and starts under way
 	groups  map[int]bool
+	scanned bool // next counts the logs an earlier supervisor left (idsAfterLogs)
 }
 
 // job is one job.
@@ -85,9 +86,47 @@ func (t *jobTable) reserve(set JobSettings) (string, *JobReply) {
 	if t.running >= limit {
 		return "", &JobReply{Err: codeLimit, Msg: fmt.Sprintf("%d jobs are running; at most %d", t.running, limit), Running: t.running, Max: limit}
 	}
+	if !t.scanned && set.LogDir != "" {
+		t.scanned = true
+		t.next = max(t.next, lastLoggedJob(set.LogDir))
+	}
 	t.running++
 	t.next++
 	return jobID(t.next), nil
+}
+
+// lastLoggedJob is the highest N of the j<N>.log files in dir: the jobs of
+// an earlier supervisor of this sandbox (a restarted container, a Pod made
+// again), whose logs stay in the thread's files. Ids go on after them, so
+// an id names one job for the sandbox's whole life and no job's log is
+// overwritten by a later one. Numbers from 10^9 on are not taken (a
+// planted name cannot push ids past ten digits), nor more than 100000
+// entries read.
+func lastLoggedJob(dir string) uint64 {
+	f, err := os.Open(dir)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var last uint64
+	for read := 0; read < 100000; {
+		names, err := f.Readdirnames(1024)
+		for _, n := range names {
+			num, okj := strings.CutPrefix(n, "j")
+			num, oklog := strings.CutSuffix(num, ".log")
+			if !okj || !oklog || num == "" || num[0] == '0' {
+				continue
+			}
+			if v, err := strconv.ParseUint(num, 10, 64); err == nil && v < 1e9 {
+				last = max(last, v)
+			}
+		}
+		read += len(names)
+		if err != nil {
+			break
+		}
+	}
+	return last
 }
 
 func (t *jobTable) release() {
@@ -236,7 +275,7 @@ func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{})
 	<-p.done
 	syscall.Kill(-p.pid, syscall.SIGKILL)
 	if j.stateFile != "" {
-		os.Remove(j.stateFile)
+		removeState(j.stateFile)
 	}
 	select {
 	case <-copied:

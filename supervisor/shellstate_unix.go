@@ -160,11 +160,59 @@ func (st *shellState) prepare(argv []string, dir string, shell, reset, save bool
 			return l, nil // fresh state kept; the command runs
 		}
 		l.file = filepath.Join(st.dir, "s"+strconv.FormatUint(st.next.Add(1), 10))
-		os.Remove(l.file)
+		removeState(l.file)
+		if rc, ok := st.bashEnv(argv[0], l.file, l.env); ok {
+			// bash reads the trap from $BASH_ENV before the command: the
+			// command's text is bash's own, so an error that quotes its
+			// line (a syntax error) quotes the user's line, not ours.
+			if l.env == nil {
+				l.env = os.Environ()
+			}
+			l.env = append(withoutVar(l.env, "BASH_ENV"), "BASH_ENV="+rc)
+			return l, nil
+		}
 		l.argv = append([]string(nil), argv...)
 		l.argv[2] = trapPrefix(l.file) + argv[2]
 	}
 	return l, nil
+}
+
+// bashEnv writes, for a bash command (argv0 is bash) whose environment
+// sets no BASH_ENV of its own, the file bash sources first: it unsets
+// BASH_ENV (the command's children do not read it) and sets the trap.
+// The file is file+".rc", removed with the state file (removeState).
+func (st *shellState) bashEnv(argv0, file string, env []string) (string, bool) {
+	if filepath.Base(argv0) != "bash" {
+		return "", false
+	}
+	if env == nil {
+		env = os.Environ()
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "BASH_ENV=") {
+			return "", false
+		}
+	}
+	rc := file + ".rc"
+	f, err := os.OpenFile(rc, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return "", false
+	}
+	_, err = f.WriteString("unset BASH_ENV; " + trapPrefix(file) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(rc)
+		return "", false
+	}
+	return rc, true
+}
+
+// removeState removes a command's state file and its BASH_ENV file.
+func removeState(file string) {
+	os.Remove(file)
+	os.Remove(file + ".rc")
 }
 
 // ensureDir remakes the private directory if a command removed it; a

@@ -370,7 +370,7 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 	}
 	defer func() {
 		if l.file != "" {
-			os.Remove(l.file) // whatever came of the command
+			removeState(l.file) // whatever came of the command
 		}
 	}()
 	s.mu.Lock()

@@ -173,12 +173,16 @@ func startJob(ctx context.Context, env *Env, command string) *Result {
 		return text(fmt.Sprintf("[job %s started]", info.ID))
 	}
 	body, r := jobText(env, outs...)
-	// The state line of a job that still runs says only that it started.
+	// "started" replaces the state line of a job that still runs, and
+	// comes before that of one that ended already.
 	last := outs[len(outs)-1]
-	if last.Job.State == sandbox.JobRunning {
-		body = strings.TrimSuffix(body, stateLine(last.Job, last.NextOffset)) + fmt.Sprintf("[job %s started]", info.ID)
-	} else {
-		body = fmt.Sprintf("%s\n[job %s started]", body, info.ID)
+	end := stateLine(last.Job, last.NextOffset)
+	if last.Job.State != sandbox.JobRunning {
+		end = endNote(last.Job) + end
+	}
+	body = strings.TrimSuffix(body, end) + fmt.Sprintf("[job %s started]", info.ID)
+	if last.Job.State != sandbox.JobRunning {
+		body += "\n" + strings.TrimSuffix(end, "\n")
 	}
 	r.CallToolResult = mcp.NewToolResultText(body)
 	return r

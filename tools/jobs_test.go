@@ -158,3 +158,45 @@ func TestJobOfAnEndedSandbox(t *testing.T) {
 	f.fails("bash_kill", map[string]any{"job": "j1"}, "its output is in /mnt/user-data/outputs/.tool-results/jobs/j1.log")
 	f.fails("bash_output", map[string]any{"job": "j7"}, "no job j7 in this thread")
 }
+
+// The shell state through the bash tool: cd and export carry over, reset
+// starts afresh, a job starts from the state.
+func TestBashShellState(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.ok("bash", map[string]any{"command": "mkdir -p sub && cd sub && export GREETING=hello"})
+	if got := f.ok("bash", map[string]any{"command": `pwd; echo "$GREETING"`}); got != ws+"/sub\nhello\n[exit code 0]" {
+		t.Errorf("state: %q", got)
+	}
+	if got := f.ok("bash", map[string]any{"command": `pwd; echo "$GREETING"`, "run_in_background": true}); !strings.HasPrefix(got, ws+"/sub\nhello\n[job j1 started]\n[job j1 exited with code 0; next offset ") {
+		t.Errorf("job from the state: %q", got)
+	}
+	if got := f.ok("bash", map[string]any{"command": `pwd; echo "[$GREETING]"`, "reset": true}); got != ws+"\n[]\n[exit code 0]" {
+		t.Errorf("reset: %q", got)
+	}
+	// bash's errors quote the agent's line, not the state's machinery.
+	got := f.ok("bash", map[string]any{"command": "if then fi"})
+	if !strings.HasSuffix(got, ": -c: line 1: `if then fi'\n[exit code 2]") || strings.Contains(got, "trap") {
+		t.Errorf("syntax error: %q", got)
+	}
+}
+
+// Job ids go on after the logs of an earlier life of the sandbox: a new
+// job never takes an old one's id (nor overwrites its log), and a planted
+// log name cannot push ids past what the tools take.
+func TestJobIDsOutliveTheSandbox(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.ok("bash", map[string]any{"command": "echo first; sleep 30", "run_in_background": true})
+	f.call("bash", map[string]any{"command": "kill -9 $PPID"}) // the supervisor
+	if got := f.ok("bash", map[string]any{"command": "echo second", "run_in_background": true}); got != "second\n[job j2 started]\n[job j2 exited with code 0; next offset 7]" {
+		t.Errorf("after a new supervisor: %q", got)
+	}
+	if got := f.ok("read_file", map[string]any{"path": "/mnt/user-data/outputs/.tool-results/jobs/j1.log"}); got != "first\n" {
+		t.Errorf("j1's log: %q", got)
+	}
+	f.call("bash", map[string]any{"command": "touch /mnt/user-data/outputs/.tool-results/jobs/j99999999999.log /mnt/user-data/outputs/.tool-results/jobs/j41.log; kill -9 $PPID"})
+	if got := f.ok("bash", map[string]any{"command": "true", "run_in_background": true}); !strings.HasPrefix(got, "[job j42 started]") {
+		t.Errorf("after planted logs: %q", got)
+	}
+}
