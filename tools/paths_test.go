@@ -126,7 +126,7 @@ func TestNoHostPathInResults(t *testing.T) {
 	}{
 		{"bash", map[string]any{"command": "pwd; pwd -P; echo $HOME; readlink -f link; ls -la; cd /; echo $OLDPWD; ls /mnt/user-data/nope"}},
 		{"bash", map[string]any{"command": "find /mnt/user-data -maxdepth 2; cat missing.txt"}},
-		{"bash", map[string]any{"command": "echo $PWD >&2; exit 7"}},
+		{"bash", map[string]any{"command": "echo $PWD >&2; exit 7", "reset": true}}, // the first call cd'ed to /
 		{"read_file", map[string]any{"path": "missing.txt"}},
 		{"read_file", map[string]any{"path": "a"}},
 		{"write_file", map[string]any{"path": "a/b.txt/c", "content": "x"}},
