@@ -81,7 +81,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 		skillsDir     = fs.String("skills-dir", "", "host `DIR` shown read-only at /mnt/skills")
 		isolation     = fs.String("isolation", "", "local provider: how bash is isolated: auto|bwrap|none (default auto)")
 		allowHostBash = fs.Bool("allow-host-bash", false, "local provider without isolation: allow bash on the host")
-		httpAddr      = fs.String("http", "", "serve Streamable HTTP and SSE on `ADDR` instead of stdio")
+		httpAddr      = fs.String("http", "", "serve Streamable HTTP (and the deprecated SSE) on `ADDR` instead of stdio")
 		authToken     = fs.String("auth-token", "", "HTTP: require \"Authorization: Bearer `TOKEN`\" (also env SANDBOX_MCP_AUTH_TOKEN)")
 		auditLog      = fs.String("audit-log", "", "audit log `FILE`, - for stderr, or off (default <state-dir>/audit.jsonl)")
 		logLevel      = fs.String("log-level", "", "debug|info|warn|error (default info)")
