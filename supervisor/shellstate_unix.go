@@ -23,9 +23,10 @@ import (
 // so every server replica of a thread shares it — and is lost when the
 // supervisor ends: commands then start afresh.
 //
-// How a command's state is taken: its script is prefixed, on its own first
-// line (so that the shell's "line N" of an error stays the user's N), with
-// an EXIT trap that writes "$PWD" NUL, then the shell's exports, to a file
+// How a command's state is taken: bash reads, from a file of its own
+// named by $BASH_ENV, before the command (bashEnv), and any other shell
+// finds prefixed to the script on its own first line (so that the shell's
+// "line N" of an error stays the user's N), an EXIT trap that writes "$PWD" NUL, then the shell's exports, to a file
 // of its own in the supervisor's private directory (0700): bash without
 // functions writes them with its `export -p` (a builtin: no fork) after a
 // marker; any other shell writes its environment as cat inherits it
