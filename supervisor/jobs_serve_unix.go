@@ -25,7 +25,7 @@ type jobTable struct {
 	order   []*job // by start, for List and for dropping the oldest ended
 	running int    // jobs running, and starts under way
 	groups  map[int]bool
-	scanned bool // next counts the logs an earlier supervisor left (idsAfterLogs)
+	scan    sync.Once // next counts the logs an earlier supervisor left (lastLoggedJob)
 }
 
 // job is one job.
@@ -81,14 +81,19 @@ func (t *jobTable) reserve(set JobSettings) (string, *JobReply) {
 	if limit <= 0 || limit > maxJobsRunning {
 		limit = maxJobsRunning
 	}
+	if set.LogDir != "" {
+		// Outside the lock: the directory is the sandbox's to plant.
+		t.scan.Do(func() {
+			last := lastLoggedJob(set.LogDir)
+			t.mu.Lock()
+			t.next = max(t.next, last)
+			t.mu.Unlock()
+		})
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.running >= limit {
 		return "", &JobReply{Err: codeLimit, Msg: fmt.Sprintf("%d jobs are running; at most %d", t.running, limit), Running: t.running, Max: limit}
-	}
-	if !t.scanned && set.LogDir != "" {
-		t.scanned = true
-		t.next = max(t.next, lastLoggedJob(set.LogDir))
 	}
 	t.running++
 	t.next++
@@ -103,10 +108,13 @@ func (t *jobTable) reserve(set JobSettings) (string, *JobReply) {
 // planted name cannot push ids past ten digits), nor more than 100000
 // entries read.
 func lastLoggedJob(dir string) uint64 {
-	f, err := os.Open(dir)
+	// Only a directory, never through a symlink, and never waiting (a
+	// FIFO planted there would block the open).
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return 0
 	}
+	f := os.NewFile(uintptr(fd), dir)
 	defer f.Close()
 	var last uint64
 	for read := 0; read < 100000; {

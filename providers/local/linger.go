@@ -21,6 +21,7 @@ var lingerPoll = 2 * time.Second
 type linger struct {
 	mu   sync.Mutex
 	held bool
+	gen  uint64 // counts holdForJobs: a job may have started since the watcher asked
 }
 
 // holdForJobs takes the thread's extra use, once, after a command may have
@@ -28,6 +29,7 @@ type linger struct {
 func (s *Sandbox) holdForJobs() {
 	s.linger.mu.Lock()
 	defer s.linger.mu.Unlock()
+	s.linger.gen++
 	if s.linger.held {
 		return
 	}
@@ -46,10 +48,17 @@ func (s *Sandbox) holdForJobs() {
 func (s *Sandbox) watchJobs() {
 	for {
 		time.Sleep(lingerPoll)
+		s.linger.mu.Lock()
+		gen := s.linger.gen
+		s.linger.mu.Unlock()
 		if s.jobsRunning() {
 			continue
 		}
 		s.linger.mu.Lock()
+		if s.linger.gen != gen { // a job started while the supervisor was asked
+			s.linger.mu.Unlock()
+			continue
+		}
 		s.linger.held = false
 		s.linger.mu.Unlock()
 		s.p.threads.Release(s.thread)
