@@ -57,4 +57,3 @@ func TestJobDirFIFOForegroundOrphan(t *testing.T) {
 		t.Errorf("a foreground command (timeout 5 s, reset) hung %v behind the FIFO-blocked job table", el)
 	}
 }
-
