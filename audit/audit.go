@@ -53,7 +53,7 @@ type Event struct {
 // Content is how file content appears in the log: never the bytes.
 type Content struct {
 	Size   int    `json:"size"`
-	SHA256 string `json:"sha256"`
+	SHA256 string `json:"sha256,omitempty"` // empty for a secret: its size only
 }
 
 // Summarize returns the record of a piece of content.

@@ -264,15 +264,23 @@ func outcome(r *tools.Result) string {
 	return audit.OK
 }
 
-// contentArgs hold file content, or what is typed into a job (a password
-// at a prompt): the audit log keeps their size and hash only.
-var contentArgs = map[string]bool{"content": true, "old_str": true, "new_str": true, "input": true}
+// contentArgs hold file content: the audit log keeps their size and hash
+// only. secretArgs may hold a secret (a password typed at a job's prompt),
+// which an unsalted hash would give away to a dictionary: their size only.
+var (
+	contentArgs = map[string]bool{"content": true, "old_str": true, "new_str": true}
+	secretArgs  = map[string]bool{"input": true}
+)
 
 func auditArgs(args map[string]any, mask func(string) string) map[string]any {
 	out := make(map[string]any, len(args))
 	for k, v := range args {
 		s, isString := v.(string)
 		switch {
+		case secretArgs[k] && isString:
+			out[k] = audit.Content{Size: len(s)}
+		case secretArgs[k]:
+			out[k] = "(not a string)"
 		case contentArgs[k] && isString:
 			out[k] = audit.Summarize(s)
 		case contentArgs[k]:

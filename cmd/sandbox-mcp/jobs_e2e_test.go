@@ -213,8 +213,9 @@ func jobsScenario(t *testing.T, pa, pb *httpProc, busybox string, audits ...stri
 		}
 		tools[ev.Tool]++
 		if ev.Tool == "bash_input" {
-			if s, _ := ev.Args["input"].(string); s == "yes\n" || strings.Contains(fmt.Sprint(ev.Args["input"]), "yes") {
-				t.Errorf("audit keeps the typed input: %v", ev.Args)
+			// Its size only: a hash of a short secret gives it away.
+			if in, _ := ev.Args["input"].(map[string]any); len(in) != 1 || in["size"] != float64(4) {
+				t.Errorf("audit of bash_input's input: %v, want its size only", ev.Args)
 			}
 		}
 	}
