@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -97,61 +98,163 @@ func endNote(j sandbox.JobInfo) string {
 	return ""
 }
 
-// jobText renders output read from a job: masked, its middle cut past the
-// bash output limit (the notice names the job's log, which keeps it
-// whole), what is no longer in memory said first, then the state line.
-func jobText(env *Env, outs ...sandbox.JobOutput) (string, *Result) {
-	if len(outs) == 0 {
-		return "", &Result{}
+// jobRead is output read from a job, to show: its raw bytes in order
+// (bounded: the oldest dropped past jobReadMax, with a notice in their
+// place, as for a gap between two reads), what was no longer in memory
+// before it, the job's state and the next offset.
+type jobRead struct {
+	id      string
+	buf     []byte
+	started bool
+	from    int64 // offset of buf's first character
+	dropped int64 // characters before from no longer in memory
+	job     sandbox.JobInfo
+	next    int64
+}
+
+// jobReadMax bounds what one answer holds of a job's output before it is
+// cut to the bash output limit (head and tail).
+const jobReadMax = 2 << 20
+
+// add appends one read.
+func (jr *jobRead) add(o sandbox.JobOutput) {
+	if !jr.started {
+		jr.started, jr.from, jr.dropped, jr.next = true, o.Offset, o.Dropped, o.Offset
 	}
-	last := outs[len(outs)-1]
+	if o.Offset > jr.next {
+		jr.buf = fmt.Appendf(jr.buf, "\n[... %d characters not kept in memory; the whole output is in %s ...]\n", o.Offset-jr.next, logPath(jr.id))
+	}
+	jr.buf = append(jr.buf, o.Data...)
+	if over := len(jr.buf) - jobReadMax; over > 0 {
+		cut := over
+		for cut < len(jr.buf) && !utf8.RuneStart(jr.buf[cut]) {
+			cut++
+		}
+		jr.buf = fmt.Appendf(nil, "[... %d bytes of output not shown; the whole output is in %s ...]\n%s", cut, logPath(jr.id), jr.buf[cut:])
+	}
+	jr.job, jr.next = o.Job, max(jr.next, o.NextOffset)
+}
+
+// withContext readies a read that starts inside the output for masking:
+// a host path the start cut through is masked only whole, so the path
+// characters just before it (read again, up to maskMargin) are put back
+// in front. Output that came since the first read comes with it (the
+// second read moved the job's "shown" mark past it).
+func (jr *jobRead) withContext(ctx context.Context, jobs sandbox.Jobs) {
+	if !jr.started || jr.from == 0 || len(jr.buf) == 0 {
+		return
+	}
+	c, err := jobs.JobOutput(ctx, jr.id, max(jr.from-maskMargin, 0), 0)
+	if err != nil || c.Offset > jr.from {
+		return
+	}
+	start := charIndex(c.Data, jr.from-c.Offset)
+	s := start
+	for s > 0 && start-s < maskMargin && pathChar(c.Data[s-1]) {
+		s--
+	}
+	end := start
+	for end < len(c.Data) && pathChar(c.Data[end]) {
+		end++
+	}
+	if s < start && bytes.IndexByte(c.Data[s:end], '/') >= 0 {
+		jr.buf = append(append([]byte(nil), c.Data[s:start]...), jr.buf...)
+	}
+	if c.NextOffset > jr.next {
+		jr.buf = append(jr.buf, c.Data[charIndex(c.Data, jr.next-c.Offset):]...)
+		jr.job, jr.next = c.Job, c.NextOffset
+	}
+}
+
+// holdBack keeps a path the output of a running job ends in (it may go
+// on) out of this answer; the next read puts it back whole (withContext).
+func (jr *jobRead) holdBack() {
+	if jr.job.State != sandbox.JobRunning {
+		return
+	}
+	i := len(jr.buf)
+	for i > 0 && len(jr.buf)-i < maskMargin && pathChar(jr.buf[i-1]) {
+		i--
+	}
+	if bytes.IndexByte(jr.buf[i:], '/') >= 0 {
+		jr.buf = jr.buf[:i]
+	}
+}
+
+// charIndex is the byte index of character n of b (offsets count bytes
+// that start a UTF-8 sequence), or len(b).
+func charIndex(b []byte, n int64) int {
+	for i, c := range b {
+		if utf8.RuneStart(c) {
+			if n == 0 {
+				return i
+			}
+			n--
+		}
+	}
+	return len(b)
+}
+
+// text renders the read: masked, its middle cut past the bash output
+// limit (the notice names the job's log, which keeps it whole), what was
+// no longer in memory said first, then the state line.
+func (jr *jobRead) text(env *Env) (string, *Result) {
 	limit := env.Limits.BashOutputMaxChars
 	half := limit/2*utf8.UTFMax + maskMargin
 	if limit <= 0 {
 		half = unlimitedCapture / 2
 	}
 	c := sandbox.NewCapture(half, half)
-	var dropped int64
-	for _, o := range outs {
-		dropped += o.Dropped
-		c.Write(o.Data)
-	}
+	c.Write(jr.buf)
 	var b strings.Builder
-	if dropped > 0 {
+	if jr.dropped > 0 {
 		fmt.Fprintf(&b, "[... %d characters of output before offset %d are no longer kept in memory; the whole output is in %s ...]\n",
-			dropped, outs[0].Offset, logPath(last.Job.ID))
+			jr.dropped, jr.from, logPath(jr.id))
 	}
 	body, truncated := bashOutput(c, limit, env.Mask, "")
 	if truncated {
-		body, _ = bashOutput(c, limit, env.Mask, logPath(last.Job.ID))
+		body, _ = bashOutput(c, limit, env.Mask, logPath(jr.id))
 	}
 	b.WriteString(body)
 	if body != "" && !strings.HasSuffix(body, "\n") {
 		b.WriteByte('\n')
 	}
-	b.WriteString(endNote(last.Job))
-	b.WriteString(stateLine(last.Job, last.NextOffset))
-	return b.String(), &Result{Truncated: truncated || dropped > 0}
+	b.WriteString(endNote(jr.job))
+	b.WriteString(stateLine(jr.job, jr.next))
+	return b.String(), &Result{Truncated: truncated || jr.dropped > 0}
 }
 
-// glimpse reads what the job prints in its next d (or until it ends).
-func glimpse(ctx context.Context, jobs sandbox.Jobs, id string, d time.Duration) ([]sandbox.JobOutput, error) {
-	deadline := time.Now().Add(d)
-	var outs []sandbox.JobOutput
-	for {
-		wait := time.Until(deadline)
-		if wait < 0 {
-			wait = 0
-		}
-		o, err := jobs.JobOutput(ctx, id, sandbox.Unshown, wait)
-		if err != nil {
-			return nil, err
-		}
-		outs = append(outs, o)
-		if wait == 0 || o.Job.State != sandbox.JobRunning || ctx.Err() != nil || len(outs) >= 64 {
-			return outs, nil
+// readJobOutput reads a job's output from offset (or what was not shown)
+// with wait; with until, also — while the job runs — what it prints up to
+// then (two reads more at most: one that waits for output, one at until).
+// The read is ready to show: context put back, a trailing path held back.
+func readJobOutput(ctx context.Context, jobs sandbox.Jobs, id string, offset int64, wait time.Duration, until time.Time) (*jobRead, error) {
+	jr := &jobRead{id: id}
+	o, err := jobs.JobOutput(ctx, id, offset, wait)
+	if err != nil {
+		return nil, err
+	}
+	jr.add(o)
+	running := func() bool { return jr.job.State == sandbox.JobRunning && ctx.Err() == nil }
+	if left := time.Until(until); !until.IsZero() && left > 0 && running() {
+		if o, err := jobs.JobOutput(ctx, id, sandbox.Unshown, left); err == nil {
+			jr.add(o)
+			if left := time.Until(until); left > 0 && running() {
+				select {
+				case <-time.After(left):
+				case <-ctx.Done():
+				}
+			}
+			if running() {
+				if o, err := jobs.JobOutput(ctx, id, sandbox.Unshown, 0); err == nil {
+					jr.add(o)
+				}
+			}
 		}
 	}
+	jr.withContext(context.WithoutCancel(ctx), jobs)
+	jr.holdBack()
+	return jr, nil
 }
 
 // startJob is bash with run_in_background.
@@ -167,22 +270,21 @@ func startJob(ctx context.Context, env *Env, command string) *Result {
 		}
 		return fail(err)
 	}
-	outs, err := glimpse(ctx, jobs, info.ID, jobStartGlimpse)
+	jr, err := readJobOutput(ctx, jobs, info.ID, sandbox.Unshown, jobStartGlimpse, time.Now().Add(jobStartGlimpse))
 	if err != nil {
 		// It started: say so, whatever reading its first output did.
 		return text(fmt.Sprintf("[job %s started]", info.ID))
 	}
-	body, r := jobText(env, outs...)
+	body, r := jr.text(env)
 	// "started" replaces the state line of a job that still runs, and
 	// comes before that of one that ended already.
-	last := outs[len(outs)-1]
-	end := stateLine(last.Job, last.NextOffset)
-	if last.Job.State != sandbox.JobRunning {
-		end = endNote(last.Job) + end
+	end := stateLine(jr.job, jr.next)
+	if jr.job.State != sandbox.JobRunning {
+		end = endNote(jr.job) + end
 	}
 	body = strings.TrimSuffix(body, end) + fmt.Sprintf("[job %s started]", info.ID)
-	if last.Job.State != sandbox.JobRunning {
-		body += "\n" + strings.TrimSuffix(end, "\n")
+	if jr.job.State != sandbox.JobRunning {
+		body += "\n" + end
 	}
 	r.CallToolResult = mcp.NewToolResultText(body)
 	return r
@@ -241,14 +343,14 @@ func readJob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if a.Offset >= 0 {
 		offset = int64(a.Offset)
 	}
-	o, err := jobs.JobOutput(ctx, a.Job, offset, wait)
+	jr, err := readJobOutput(ctx, jobs, a.Job, offset, wait, time.Time{})
 	if err != nil {
 		if ctx.Err() != nil {
 			return failf("cancelled: the wait ended; job %s goes on", a.Job)
 		}
 		return jobError(ctx, env, a.Job, err)
 	}
-	body, r := jobText(env, o)
+	body, r := jr.text(env)
 	r.CallToolResult = mcp.NewToolResultText(body)
 	return r
 }
@@ -326,11 +428,11 @@ func bashInput(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		return jobError(ctx, env, a.Job, err)
 	}
-	outs, err := glimpse(ctx, jobs, a.Job, jobInputGlimpse)
+	jr, err := readJobOutput(ctx, jobs, a.Job, sandbox.Unshown, jobInputGlimpse, time.Now().Add(jobInputGlimpse))
 	if err != nil {
 		return jobError(ctx, env, a.Job, err)
 	}
-	body, r := jobText(env, outs...)
+	body, r := jr.text(env)
 	r.CallToolResult = mcp.NewToolResultText(body)
 	return r
 }
@@ -378,19 +480,20 @@ func bashKill(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	}
 	// Its last output, until it ends (or jobKillWait).
 	deadline := time.Now().Add(jobKillWait)
-	var outs []sandbox.JobOutput
+	jr := &jobRead{id: a.Job}
 	for {
 		o, err := jobs.JobOutput(ctx, a.Job, sandbox.Unshown, max(time.Until(deadline), 0))
 		if err != nil {
 			return jobError(ctx, env, a.Job, err)
 		}
-		outs = append(outs, o)
-		if o.Job.State != sandbox.JobRunning || time.Now().After(deadline) || ctx.Err() != nil || len(outs) >= 64 {
+		jr.add(o)
+		if o.Job.State != sandbox.JobRunning || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 	}
-	body, r := jobText(env, outs...)
-	if last := outs[len(outs)-1]; last.Job.State == sandbox.JobRunning {
+	jr.withContext(context.WithoutCancel(ctx), jobs)
+	body, r := jr.text(env)
+	if jr.job.State == sandbox.JobRunning {
 		body += fmt.Sprintf("\n[job %s did not end within %ds of SIG%s; bash_kill with signal KILL ends it]", a.Job, int(jobKillWait/time.Second), sig)
 	}
 	r.CallToolResult = mcp.NewToolResultText(body)

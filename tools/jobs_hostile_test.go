@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -56,4 +57,55 @@ func TestJobDirFIFOForegroundOrphan(t *testing.T) {
 	if el > 10*time.Second {
 		t.Errorf("a foreground command (timeout 5 s, reset) hung %v behind the FIFO-blocked job table", el)
 	}
+}
+
+// Red team (#16): a job's output is masked per read; an offset inside a host path,
+// or a read that ends inside one, shows the host path's rest unmasked.
+func TestJobOutputMaskedAcrossReads(t *testing.T) {
+	f := newFixture(t)
+	got := f.ok("bash", map[string]any{"command": "pwd; sleep 30", "run_in_background": true})
+	if !strings.HasPrefix(got, ws+"\n") {
+		t.Fatalf("start: %q", got)
+	}
+	// offset 1: the output from the second character of the (host) path.
+	got, _, _ = f.callCtx(10*time.Second, "bash_output", map[string]any{"job": "j1", "offset": 1})
+	host := f.ws[1:]
+	if strings.Contains(got, host) {
+		t.Errorf("bash_output offset 1 shows the host path's rest unmasked: %q", got)
+	}
+	// A host path printed in two pieces, read between them.
+	f.ok("bash", map[string]any{"command": `p=$(pwd); printf %s "${p:0:5}"; sleep 1; printf '%s\n' "${p:5}"; sleep 30`, "run_in_background": true})
+	a, _, _ := f.callCtx(10*time.Second, "bash_output", map[string]any{"job": "j2"})
+	b, _, _ := f.callCtx(10*time.Second, "bash_output", map[string]any{"job": "j2", "wait": 5})
+	if strings.Contains(b, f.ws[5:]) {
+		t.Errorf("a host path split across two reads is not masked: %q then %q", a, b)
+	}
+}
+
+// Red team (#16): run_in_background's glimpse (and bash_input's, bash_kill's
+// loop) gathers up to 64 reads of up to 1 MiB each before it renders
+// the ~20 KB answer: a chatty job makes one call allocate ~50 MiB on the
+// server. Its drop notice then also says the gaps between those reads
+// were "before offset 0".
+func TestJobGlimpseBoundedMemory(t *testing.T) {
+	f := newFixture(t)
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	got, _, _ := f.callCtx(30*time.Second, "bash", map[string]any{"command": "yes 0123456789abcdef", "run_in_background": true})
+	runtime.ReadMemStats(&b)
+	if mib := (b.TotalAlloc - a.TotalAlloc) >> 20; mib > 16 {
+		t.Errorf("one run_in_background call of a chatty job allocated %d MiB on the server for a %d-byte answer", mib, len(got))
+	}
+	if strings.Contains(got, "before offset 0 are no longer kept") {
+		t.Errorf("the glimpse's notice puts the gaps between its reads before offset 0: %q", cut(got))
+	}
+	f.callCtx(10*time.Second, "bash_kill", map[string]any{"job": "j1", "signal": "KILL"})
+}
+
+func cut(s string) string {
+	if len(s) > 300 {
+		return s[:150] + "..." + s[len(s)-150:]
+	}
+	return s
 }
