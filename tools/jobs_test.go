@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The job tools (SPEC §15) on the local provider's host bash, through the
@@ -11,6 +12,33 @@ import (
 
 // jobEnd matches a job's state line, with the job id and next offset.
 var jobEnd = regexp.MustCompile(`\[job (j\d+) (running|exited with code (\d+)); next offset (\d+)\]$`)
+
+// startedJob matches run_in_background's answer: the output of the job's
+// first moments, "[job J started]", and the end line if it ended already.
+var startedJob = regexp.MustCompile(`(?s)^(.*?)\[job (j\d+) started\](\n\[job j\d+ exited with code \d+; next offset \d+\])?$`)
+
+// startJob starts command in the background and checks that its output,
+// as much as its first moments showed and then bash_output (waiting, for a
+// slow machine) adds, is want; it returns the job's id.
+func (f *fixture) startJob(command, want string) string {
+	f.t.Helper()
+	got := f.ok("bash", map[string]any{"command": command, "run_in_background": true})
+	m := startedJob.FindStringSubmatch(got)
+	if m == nil {
+		f.t.Fatalf("run_in_background %q = %q", command, got)
+	}
+	// Each answer ends its output with a line break: compare without them.
+	flat := func(s string) string { return strings.ReplaceAll(s, "\n", "") }
+	out, id := m[1], m[2]
+	for deadline := time.Now().Add(10 * time.Second); len(flat(out)) < len(flat(want)) && time.Now().Before(deadline); {
+		more := f.ok("bash_output", map[string]any{"job": id, "wait": 1})
+		out += jobEnd.ReplaceAllString(more, "")
+	}
+	if flat(out) != flat(want) {
+		f.t.Fatalf("job %s (%q) printed %q, want %q", id, command, out, want)
+	}
+	return id
+}
 
 func (f *fixture) fails(name string, args map[string]any, want string) {
 	f.t.Helper()
@@ -24,9 +52,8 @@ func (f *fixture) fails(name string, args map[string]any, want string) {
 func TestJobBackground(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	got := f.ok("bash", map[string]any{"command": "echo ready; pwd; sleep 30", "run_in_background": true})
-	if want := "ready\n" + ws + "\n[job j1 started]"; got != want {
-		t.Fatalf("run_in_background = %q, want %q", got, want)
+	if id := f.startJob("echo ready; pwd; sleep 30", "ready\n"+ws+"\n"); id != "j1" {
+		t.Fatalf("the first job is %s", id)
 	}
 	if got := f.ok("bash_output", map[string]any{}); got != "j1 running: echo ready; pwd; sleep 30" {
 		t.Errorf("list = %q", got)
@@ -35,7 +62,7 @@ func TestJobBackground(t *testing.T) {
 	if got, want := f.ok("bash_output", map[string]any{"job": "j1"}), "[job j1 running; next offset "; !strings.HasPrefix(got, want) {
 		t.Errorf("bash_output = %q, want nothing new then %q", got, want)
 	}
-	got = f.ok("bash_output", map[string]any{"job": "j1", "offset": 0})
+	got := f.ok("bash_output", map[string]any{"job": "j1", "offset": 0})
 	if !strings.HasPrefix(got, "ready\n"+ws+"\n[job j1 running; next offset ") {
 		t.Errorf("bash_output offset 0 = %q", got)
 	}
@@ -52,7 +79,7 @@ func TestJobBackground(t *testing.T) {
 func TestJobYield(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	got := f.ok("bash", map[string]any{"command": "echo a; sleep 1; echo b", "yield_after": 0.3})
+	got := f.ok("bash", map[string]any{"command": "echo a; sleep 3; echo b", "yield_after": 1})
 	if got != "a\n[still running as job j1]" {
 		t.Fatalf("yield = %q", got)
 	}
@@ -85,11 +112,8 @@ func TestJobYield(t *testing.T) {
 func TestJobInput(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	got := f.ok("bash", map[string]any{"command": `printf 'name? '; read n; echo "hi $n"; read m; echo "bye $m"`, "run_in_background": true})
-	if got != "name? \n[job j1 started]" {
-		t.Fatalf("start = %q", got)
-	}
-	got = f.ok("bash_input", map[string]any{"job": "j1", "input": "bob\n"})
+	f.startJob(`printf 'name? '; read n; echo "hi $n"; read m; echo "bye $m"`, "name? ")
+	got := f.ok("bash_input", map[string]any{"job": "j1", "input": "bob\n"})
 	if !strings.HasPrefix(got, "hi bob\n[job j1 running; next offset") {
 		t.Errorf("bash_input = %q", got)
 	}
@@ -150,9 +174,7 @@ func TestJobCap(t *testing.T) {
 func TestJobOfAnEndedSandbox(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	if got := f.ok("bash", map[string]any{"command": "echo started; sleep 30", "run_in_background": true}); got != "started\n[job j1 started]" {
-		t.Fatalf("start: %q", got)
-	}
+	f.startJob("echo started; sleep 30", "started\n")
 	f.call("bash", map[string]any{"command": "kill -9 $PPID"}) // the supervisor
 	f.fails("bash_output", map[string]any{"job": "j1"}, "job j1 no longer runs here: its sandbox was ended since it started")
 	f.fails("bash_kill", map[string]any{"job": "j1"}, "its output is in /mnt/user-data/outputs/.tool-results/jobs/j1.log")
@@ -168,9 +190,7 @@ func TestBashShellState(t *testing.T) {
 	if got := f.ok("bash", map[string]any{"command": `pwd; echo "$GREETING"`}); got != ws+"/sub\nhello\n[exit code 0]" {
 		t.Errorf("state: %q", got)
 	}
-	if got := f.ok("bash", map[string]any{"command": `pwd; echo "$GREETING"`, "run_in_background": true}); !strings.HasPrefix(got, ws+"/sub\nhello\n[job j1 started]\n[job j1 exited with code 0; next offset ") {
-		t.Errorf("job from the state: %q", got)
-	}
+	f.startJob(`pwd; echo "$GREETING"`, ws+"/sub\nhello\n") // a job starts from the state
 	if got := f.ok("bash", map[string]any{"command": `pwd; echo "[$GREETING]"`, "reset": true}); got != ws+"\n[]\n[exit code 0]" {
 		t.Errorf("reset: %q", got)
 	}
@@ -189,8 +209,8 @@ func TestJobIDsOutliveTheSandbox(t *testing.T) {
 	f := newFixture(t)
 	f.ok("bash", map[string]any{"command": "echo first; sleep 30", "run_in_background": true})
 	f.call("bash", map[string]any{"command": "kill -9 $PPID"}) // the supervisor
-	if got := f.ok("bash", map[string]any{"command": "echo second", "run_in_background": true}); got != "second\n[job j2 started]\n[job j2 exited with code 0; next offset 7]" {
-		t.Errorf("after a new supervisor: %q", got)
+	if id := f.startJob("echo second", "second\n"); id != "j2" {
+		t.Errorf("after a new supervisor, the job is %s, want j2", id)
 	}
 	if got := f.ok("read_file", map[string]any{"path": "/mnt/user-data/outputs/.tool-results/jobs/j1.log"}); got != "first\n" {
 		t.Errorf("j1's log: %q", got)
