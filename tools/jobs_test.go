@@ -40,6 +40,17 @@ func (f *fixture) startJob(command, want string) string {
 	return id
 }
 
+// more adds to got, an answer about job id, what bash_output (waiting)
+// says next until got holds want: on a slow machine a job may answer
+// after an answer's glimpse. The state lines in between are dropped.
+func (f *fixture) more(id, got, want string) string {
+	f.t.Helper()
+	for i := 0; !strings.Contains(got, want) && i < 10; i++ {
+		got = jobEnd.ReplaceAllString(got, "") + f.ok("bash_output", map[string]any{"job": id, "wait": 1})
+	}
+	return got
+}
+
 func (f *fixture) fails(name string, args map[string]any, want string) {
 	f.t.Helper()
 	res := f.call(name, args)
@@ -113,11 +124,11 @@ func TestJobInput(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.startJob(`printf 'name? '; read n; echo "hi $n"; read m; echo "bye $m"`, "name? ")
-	got := f.ok("bash_input", map[string]any{"job": "j1", "input": "bob\n"})
+	got := f.more("j1", f.ok("bash_input", map[string]any{"job": "j1", "input": "bob\n"}), "hi bob\n")
 	if !strings.HasPrefix(got, "hi bob\n[job j1 running; next offset") {
 		t.Errorf("bash_input = %q", got)
 	}
-	got = f.ok("bash_input", map[string]any{"job": "j1", "close": true})
+	got = f.more("j1", f.ok("bash_input", map[string]any{"job": "j1", "close": true}), "exited")
 	if got != "bye \n[job j1 exited with code 0; next offset 18]" {
 		t.Errorf("bash_input close = %q", got)
 	}
