@@ -235,7 +235,11 @@ func readJobOutput(ctx context.Context, jobs sandbox.Jobs, id string, offset int
 		return nil, err
 	}
 	jr.add(o)
-	running := func() bool { return jr.job.State == sandbox.JobRunning && ctx.Err() == nil }
+	// More reads only while the job runs and what was read is not already
+	// far more than an answer shows (head and tail of a long output).
+	running := func() bool {
+		return jr.job.State == sandbox.JobRunning && ctx.Err() == nil && len(jr.buf) < jobReadMax/2
+	}
 	if left := time.Until(until); !until.IsZero() && left > 0 && running() {
 		if o, err := jobs.JobOutput(ctx, id, sandbox.Unshown, left); err == nil {
 			jr.add(o)

@@ -94,7 +94,7 @@ func TestJobGlimpseBoundedMemory(t *testing.T) {
 	runtime.ReadMemStats(&a)
 	got, _, _ := f.callCtx(30*time.Second, "bash", map[string]any{"command": "yes 0123456789abcdef", "run_in_background": true})
 	runtime.ReadMemStats(&b)
-	if mib := (b.TotalAlloc - a.TotalAlloc) >> 20; mib > 16 {
+	if mib := (b.TotalAlloc - a.TotalAlloc) >> 20; mib > 32 { // it was ~50 MiB; the race detector and the load of a CI machine add noise
 		t.Errorf("one run_in_background call of a chatty job allocated %d MiB on the server for a %d-byte answer", mib, len(got))
 	}
 	if strings.Contains(got, "before offset 0 are no longer kept") {
