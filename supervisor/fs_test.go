@@ -39,8 +39,10 @@ func listen(tb testing.TB) Dialer {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// The socket file exists before it listens: wait for a connection.
 	for range 500 {
-		if _, err := os.Stat(filepath.Join(dir, "sock")); err == nil {
+		if s, err := DialSocket(dir, "sock"); err == nil {
+			s.Close()
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -470,6 +470,9 @@ func parseExportP(s string) ([]string, error) {
 		if array || dropVar(name) {
 			continue
 		}
+		if strings.IndexByte(v, 0) >= 0 { // no environment holds one
+			return nil, bad
+		}
 		if len(env) == maxStateVars {
 			return nil, errors.New("too many variables")
 		}

@@ -111,8 +111,18 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	}
 
 	body, truncated := bashOutput(out, limit, env.Mask, "")
-	if path := saved.Finish(truncated); path != "" {
-		body, _ = bashOutput(out, limit, env.Mask, path)
+	switch {
+	case res.Job != "":
+		// The job's log keeps its whole output, this call's part and what
+		// comes: the notice names it, not a file that stops here.
+		saved.Finish(false)
+		if truncated {
+			body, _ = bashOutput(out, limit, env.Mask, logPath(res.Job))
+		}
+	default:
+		if path := saved.Finish(truncated); path != "" {
+			body, _ = bashOutput(out, limit, env.Mask, path)
+		}
 	}
 	var b strings.Builder
 	b.WriteString(body)

@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -122,7 +121,7 @@ func (jr *jobRead) add(o sandbox.JobOutput) {
 		jr.started, jr.from, jr.dropped, jr.next = true, o.Offset, o.Dropped, o.Offset
 	}
 	if o.Offset > jr.next {
-		jr.buf = fmt.Appendf(jr.buf, "\n[... %d characters not kept in memory; the whole output is in %s ...]\n", o.Offset-jr.next, logPath(jr.id))
+		jr.buf = fmt.Appendf(jr.buf, "\n[... %d characters not shown here (read by another call of the thread, or no longer in memory); the whole output is in %s ...]\n", o.Offset-jr.next, logPath(jr.id))
 	}
 	jr.buf = append(jr.buf, o.Data...)
 	if over := len(jr.buf) - jobReadMax; over > 0 {
@@ -138,10 +137,15 @@ func (jr *jobRead) add(o sandbox.JobOutput) {
 // withContext readies a read that starts inside the output for masking:
 // a host path the start cut through is masked only whole, so the path
 // characters just before it (read again, up to maskMargin) are put back
-// in front. Output that came since the first read comes with it (the
-// second read moved the job's "shown" mark past it).
-func (jr *jobRead) withContext(ctx context.Context, jobs sandbox.Jobs) {
-	if !jr.started || jr.from == 0 || len(jr.buf) == 0 {
+// in front — only when the path they make with what follows is masked
+// differently from the two parts (a host path spans the cut), so that
+// nothing else is shown twice. Output that came since the first read
+// comes with it (the second read moved the job's "shown" mark past it).
+// What a read shows of a host path's start at its own end (the rest not
+// printed yet) is not masked: in host-bash mode only, where masking is
+// cosmetic (the command can print any host path encoded).
+func (jr *jobRead) withContext(ctx context.Context, jobs sandbox.Jobs, mask func(string) string) {
+	if !jr.started || jr.from == 0 || len(jr.buf) == 0 || mask == nil {
 		return
 	}
 	c, err := jobs.JobOutput(ctx, jr.id, max(jr.from-maskMargin, 0), 0)
@@ -154,30 +158,15 @@ func (jr *jobRead) withContext(ctx context.Context, jobs sandbox.Jobs) {
 		s--
 	}
 	end := start
-	for end < len(c.Data) && pathChar(c.Data[end]) {
+	for end < len(c.Data) && end-start < maskMargin && pathChar(c.Data[end]) {
 		end++
 	}
-	if s < start && bytes.IndexByte(c.Data[s:end], '/') >= 0 {
-		jr.buf = append(append([]byte(nil), c.Data[s:start]...), jr.buf...)
+	if before, after := string(c.Data[s:start]), string(c.Data[start:end]); before != "" && mask(before+after) != mask(before)+mask(after) {
+		jr.buf = append([]byte(before), jr.buf...)
 	}
 	if c.NextOffset > jr.next {
 		jr.buf = append(jr.buf, c.Data[charIndex(c.Data, jr.next-c.Offset):]...)
 		jr.job, jr.next = c.Job, c.NextOffset
-	}
-}
-
-// holdBack keeps a path the output of a running job ends in (it may go
-// on) out of this answer; the next read puts it back whole (withContext).
-func (jr *jobRead) holdBack() {
-	if jr.job.State != sandbox.JobRunning {
-		return
-	}
-	i := len(jr.buf)
-	for i > 0 && len(jr.buf)-i < maskMargin && pathChar(jr.buf[i-1]) {
-		i--
-	}
-	if bytes.IndexByte(jr.buf[i:], '/') >= 0 {
-		jr.buf = jr.buf[:i]
 	}
 }
 
@@ -227,8 +216,9 @@ func (jr *jobRead) text(env *Env) (string, *Result) {
 // readJobOutput reads a job's output from offset (or what was not shown)
 // with wait; with until, also — while the job runs — what it prints up to
 // then (two reads more at most: one that waits for output, one at until).
-// The read is ready to show: context put back, a trailing path held back.
-func readJobOutput(ctx context.Context, jobs sandbox.Jobs, id string, offset int64, wait time.Duration, until time.Time) (*jobRead, error) {
+// The read is ready to show (withContext).
+func readJobOutput(ctx context.Context, env *Env, jobs sandbox.Jobs, id string, offset int64, wait time.Duration, until time.Time) (*jobRead, error) {
+	mask := env.Mask
 	jr := &jobRead{id: id}
 	o, err := jobs.JobOutput(ctx, id, offset, wait)
 	if err != nil {
@@ -256,8 +246,7 @@ func readJobOutput(ctx context.Context, jobs sandbox.Jobs, id string, offset int
 			}
 		}
 	}
-	jr.withContext(context.WithoutCancel(ctx), jobs)
-	jr.holdBack()
+	jr.withContext(context.WithoutCancel(ctx), jobs, mask)
 	return jr, nil
 }
 
@@ -274,7 +263,7 @@ func startJob(ctx context.Context, env *Env, command string) *Result {
 		}
 		return fail(err)
 	}
-	jr, err := readJobOutput(ctx, jobs, info.ID, sandbox.Unshown, jobStartGlimpse, time.Now().Add(jobStartGlimpse))
+	jr, err := readJobOutput(ctx, env, jobs, info.ID, sandbox.Unshown, jobStartGlimpse, time.Now().Add(jobStartGlimpse))
 	if err != nil {
 		// It started: say so, whatever reading its first output did.
 		return text(fmt.Sprintf("[job %s started]", info.ID))
@@ -347,7 +336,7 @@ func readJob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if a.Offset >= 0 {
 		offset = int64(a.Offset)
 	}
-	jr, err := readJobOutput(ctx, jobs, a.Job, offset, wait, time.Time{})
+	jr, err := readJobOutput(ctx, env, jobs, a.Job, offset, wait, time.Time{})
 	if err != nil {
 		if ctx.Err() != nil {
 			return failf("cancelled: the wait ended; job %s goes on", a.Job)
@@ -432,7 +421,7 @@ func bashInput(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		return jobError(ctx, env, a.Job, err)
 	}
-	jr, err := readJobOutput(ctx, jobs, a.Job, sandbox.Unshown, jobInputGlimpse, time.Now().Add(jobInputGlimpse))
+	jr, err := readJobOutput(ctx, env, jobs, a.Job, sandbox.Unshown, jobInputGlimpse, time.Now().Add(jobInputGlimpse))
 	if err != nil {
 		return jobError(ctx, env, a.Job, err)
 	}
@@ -491,11 +480,11 @@ func bashKill(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 			return jobError(ctx, env, a.Job, err)
 		}
 		jr.add(o)
-		if o.Job.State != sandbox.JobRunning || time.Now().After(deadline) || ctx.Err() != nil {
+		if o.Job.State != sandbox.JobRunning || time.Now().After(deadline) || ctx.Err() != nil || len(jr.buf) >= jobReadMax/2 {
 			break
 		}
 	}
-	jr.withContext(context.WithoutCancel(ctx), jobs)
+	jr.withContext(context.WithoutCancel(ctx), jobs, env.Mask)
 	body, r := jr.text(env)
 	if jr.job.State == sandbox.JobRunning {
 		body += fmt.Sprintf("\n[job %s did not end within %ds of SIG%s; bash_kill with signal KILL ends it]", a.Job, int(jobKillWait/time.Second), sig)

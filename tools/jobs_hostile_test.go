@@ -109,3 +109,20 @@ func cut(s string) string {
 	}
 	return s
 }
+
+// Review (#16): what a read shows is neither lost nor shown twice: a path
+// at the end of a running job's output is shown (masked once it is whole),
+// and text before a read's start is put back only when a host path spans
+// the cut.
+func TestJobOutputNeitherLostNorRepeated(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := f.startJob(`printf 'at %s' "$PWD"; sleep 1; printf '\nend\n'`, "at "+ws+"\nend\n")
+	if got := f.ok("bash_output", map[string]any{"job": id, "offset": 0, "wait": 5}); !strings.HasPrefix(got, "at "+ws+"\nend\n[job "+id) {
+		t.Errorf("the whole output: %q", got)
+	}
+	id = f.startJob(`printf abc; sleep 1; printf 'def/ghi\n'`, "abcdef/ghi\n")
+	if got := f.ok("bash_output", map[string]any{"job": id, "offset": 2}); !strings.HasPrefix(got, "cdef/ghi\n[job "+id) {
+		t.Errorf("from offset 2: %q", got)
+	}
+}

@@ -231,3 +231,18 @@ func TestJobIDsOutliveTheSandbox(t *testing.T) {
 		t.Errorf("after planted logs: %q", got)
 	}
 }
+
+// A command cut past the output limit that becomes a job names the job's
+// log, which keeps its whole output, not a file that stops at the yield.
+func TestJobYieldTruncatedNamesTheLog(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	env := *f.env
+	env.Limits.BashOutputMaxChars = 100
+	res := f.callEnv(&env, "bash", map[string]any{"command": "seq 1000; sleep 5", "yield_after": 1})
+	got := resultText(t, res)
+	if !strings.Contains(got, "the whole output is in /mnt/user-data/outputs/.tool-results/jobs/j1.log") || !strings.HasSuffix(got, "[still running as job j1]") {
+		t.Errorf("a cut output that became a job: %q", got)
+	}
+	f.ok("bash_kill", map[string]any{"job": "j1", "signal": "KILL"})
+}
