@@ -117,6 +117,20 @@ func jobsScenario(t *testing.T, pa, pb *httpProc, busybox string, audits ...stri
 	}
 	a, b, other := jobsSession(t, pa, "dev"), jobsSession(t, pb, "dev"), jobsSession(t, pb, "other")
 
+	// One shell for the thread: a cd and an export in one session (on
+	// kubernetes, one replica) hold in the next call of another; reset
+	// starts afresh; the other thread's shell is its own.
+	ok(a, "bash", map[string]any{"command": "mkdir -p deep/er && cd deep/er && export STAGE=two"})
+	if got := ok(b, "bash", map[string]any{"command": `pwd; echo "$STAGE"`}); got != "/mnt/user-data/workspace/deep/er\ntwo\n[exit code 0]" {
+		t.Errorf("the shell state across sessions: %q", got)
+	}
+	if got := ok(other, "bash", map[string]any{"command": `pwd; echo "[$STAGE]"`}); got != "/mnt/user-data/workspace\n[]\n[exit code 0]" {
+		t.Errorf("another thread's shell: %q", got)
+	}
+	if got := ok(b, "bash", map[string]any{"command": `pwd; echo "[$STAGE]"`, "reset": true}); got != "/mnt/user-data/workspace\n[]\n[exit code 0]" {
+		t.Errorf("reset: %q", got)
+	}
+
 	// A dev server, started by one session, reached by another.
 	ok(a, "bash", map[string]any{"command": "mkdir -p site && echo hello-from-dev > site/index.html"})
 	got := ok(a, "bash", map[string]any{"command": busybox + " httpd -f -vv -p 127.0.0.1:18765 -h site", "run_in_background": true})

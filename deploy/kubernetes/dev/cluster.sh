@@ -339,7 +339,11 @@ env) cmd_env ;;
 load)
 	shift
 	steps=$#
-	for i in "$@"; do load_image "$i" || die "$i: not in the Docker engine"; done
+	[ -S "$sock" ] || die "the cluster is not up: $0 up (it loads sandbox-mcp's images itself)"
+	for i in "$@"; do
+		docker image inspect "$i" >/dev/null 2>&1 || die "$i: not in the Docker engine"
+		load_image "$i" || die "$i: the cluster's containerd did not take it"
+	done
 	;;
 down) cmd_down ;;
 *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
