@@ -139,7 +139,7 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		cfg.MaxSessionsPerToken = max(1, cfg.MaxSessions/len(tokens))
 	}
 	s.sessions.removeAnonymous = !cfg.KeepAnonymousThreads
-	s.threadOf = func(session string, header http.Header) ThreadRef {
+	threads := func(session string, header http.Header) ThreadRef {
 		id := strings.TrimSpace(header.Get(ThreadHeader))
 		anonymous := id == ""
 		if anonymous {
@@ -175,7 +175,7 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	)
 
 	var draining atomic.Bool
-	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s, bodies: newFairBudget(cfg.MaxBodyBytesInFlight, len(tokens))}
+	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s, threads: threads, bodies: newFairBudget(cfg.MaxBodyBytesInFlight, len(tokens))}
 	s.calls = newFairBudget(int64(cfg.MaxCalls), len(tokens))
 	mux := http.NewServeMux()
 	healthz := func(w http.ResponseWriter, r *http.Request) {
@@ -286,8 +286,9 @@ type httpGuard struct {
 	tokens   [][32]byte
 	draining *atomic.Bool
 	srv      *Server
-	posts    atomic.Int64 // POST requests being served (they carry the calls)
-	bodies   *fairBudget  // bytes of request bodies in flight
+	threads  threadResolver // the thread of a request (withThreads)
+	posts    atomic.Int64   // POST requests being served (they carry the calls)
+	bodies   *fairBudget    // bytes of request bodies in flight
 }
 
 // detached says the handler answers before the call it carries is done
@@ -339,7 +340,7 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 			refuse(w, r, http.StatusNotFound, "session not found")
 			return
 		}
-		r = r.WithContext(context.WithValue(r.Context(), credentialKey{}, cred))
+		r = r.WithContext(withThreads(context.WithValue(r.Context(), credentialKey{}, cred), g.threads))
 		if r.Method == http.MethodPost {
 			g.posts.Add(1)
 			defer g.posts.Add(-1)

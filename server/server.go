@@ -39,9 +39,6 @@ type Server struct {
 	cfg      Config
 	mcp      *mcpserver.MCPServer
 	sessions *Sessions
-	// threadOf picks the thread of a session's first request that needs one
-	// (a tool call, a resource list or read).
-	threadOf func(session string, header http.Header) ThreadRef
 
 	owners   sync.Map     // session id -> credential it was made with (HTTP)
 	sessionN sessionCount // sessions registered or being made, in all and per credential
@@ -224,13 +221,32 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 	}
 }
 
-// identify names the session of a request and the thread it asks for.
+// threadResolver picks the thread of a session's first request that needs
+// one. The transport that carries a request gives it, in the request's
+// context (withThreads): the thread is a function of the request, and one
+// Server may serve stdio and HTTP at once.
+type threadResolver func(session string, header http.Header) ThreadRef
+
+type threadResolverKey struct{}
+
+// withThreads gives the requests of ctx their thread resolver.
+func withThreads(ctx context.Context, r threadResolver) context.Context {
+	return context.WithValue(ctx, threadResolverKey{}, r)
+}
+
+// identify names the session of a request and the thread it asks for; a
+// request no transport named a thread for gets none (its call fails on
+// the thread id).
 func (s *Server) identify(ctx context.Context, header http.Header) (string, ThreadRef) {
 	session := ""
 	if cs := mcpserver.ClientSessionFromContext(ctx); cs != nil {
 		session = cs.SessionID()
 	}
-	return session, s.threadOf(session, header)
+	threads, _ := ctx.Value(threadResolverKey{}).(threadResolver)
+	if threads == nil {
+		return session, ThreadRef{}
+	}
+	return session, threads(session, header)
 }
 
 // run calls the tool, turning a panic into an error result.

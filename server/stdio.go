@@ -33,15 +33,13 @@ const stdioWorkers = 32
 // MCPServer.HandleMessage instead of five times, and a plain-text answer
 // is encoded directly (encodeMessage).
 func (s *Server) ServeStdio(ctx context.Context, thread string, in io.Reader, out io.Writer) error {
-	s.threadOf = func(string, http.Header) ThreadRef {
-		return ThreadRef{ID: thread, Key: thread}
-	}
 	sess := &stdioSession{notifications: make(chan mcp.JSONRPCNotification, 100)}
 	if err := s.mcp.RegisterSession(ctx, sess); err != nil {
 		return fmt.Errorf("register session: %w", err)
 	}
 	defer s.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.SessionID())
 	outer := ctx
+	ctx = withThreads(ctx, func(string, http.Header) ThreadRef { return ThreadRef{ID: thread, Key: thread} })
 	ctx, cancel := context.WithCancel(s.mcp.WithContext(ctx, sess))
 	defer cancel()
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -47,7 +48,7 @@ func benchStdioLoops(b *testing.B, client bool) {
 		if err := os.MkdirAll(ws, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(ws, "small.txt"), make([]byte, 1024), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(ws, "small.txt"), bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog, 0123456789 abcd\n"), 17)[:1024], 0o644); err != nil {
 			b.Fatal(err)
 		}
 		p, err := local.New(local.Config{StateDir: state})
@@ -61,8 +62,10 @@ func benchStdioLoops(b *testing.B, client bool) {
 		ctx, cancel := context.WithCancel(context.Background())
 		b.Cleanup(func() { cancel(); inW.Close() })
 		if mcpgo {
-			srv.threadOf = func(string, http.Header) ThreadRef { return ThreadRef{ID: "default", Key: "default"} }
-			go mcpserver.NewStdioServer(srv.mcp).Listen(ctx, inR, outW)
+			threads := func(string, http.Header) ThreadRef { return ThreadRef{ID: "default", Key: "default"} }
+			stdio := mcpserver.NewStdioServer(srv.mcp)
+			stdio.SetContextFunc(func(ctx context.Context) context.Context { return withThreads(ctx, threads) })
+			go stdio.Listen(ctx, inR, outW)
 		} else {
 			go srv.ServeStdio(ctx, "default", inR, outW)
 		}
@@ -73,8 +76,8 @@ func benchStdioLoops(b *testing.B, client bool) {
 			}
 			b.Cleanup(func() { cs.Close() })
 			return &side{call: func() {
-				if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "small.txt"}}); err != nil {
-					b.Fatal(err)
+				if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "small.txt"}}); err != nil || res.IsError {
+					b.Fatalf("read_file: %v %+v", err, res)
 				}
 			}}
 		}
@@ -86,8 +89,9 @@ func benchStdioLoops(b *testing.B, client bool) {
 				}
 			},
 			recv: func() {
-				if _, err := replies.ReadBytes('\n'); err != nil {
-					b.Fatal(err)
+				line, err := replies.ReadBytes('\n')
+				if err != nil || bytes.Contains(line, []byte(`"isError":true`)) {
+					b.Fatalf("%v %s", err, line)
 				}
 			},
 		}
