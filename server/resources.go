@@ -50,6 +50,16 @@ func (s *Server) registerResources(hooks *mcpserver.Hooks) {
 // bind returns the session's binding for requests other than tool calls.
 func (s *Server) bind(ctx context.Context, header map[string][]string) (*binding, error) {
 	session, thread := s.identify(ctx, header)
+	if session == "" && mcpserver.IsModernRequest(ctx) {
+		// Prototype: the lease is given back when the request's context
+		// ends (the hook has no later point).
+		var err error
+		var done func()
+		if session, done, err = s.modernSession(thread); err != nil {
+			return nil, err
+		}
+		context.AfterFunc(ctx, done)
+	}
 	return s.sessions.Get(ctx, session, thread)
 }
 
