@@ -51,8 +51,9 @@ func (s *Server) registerResources(hooks *mcpserver.Hooks) {
 func (s *Server) bind(ctx context.Context, header map[string][]string) (*binding, error) {
 	session, thread := s.identify(ctx, header)
 	if session == "" && mcpserver.IsModernRequest(ctx) {
-		// Prototype: the lease is given back when the request's context
-		// ends (the hook has no later point).
+		// A stateless request (http.stateless) holds its thread's lease
+		// until its HTTP request ends: the resource hooks have no later
+		// point.
 		var err error
 		var done func()
 		if session, done, err = s.modernSession(thread); err != nil {
