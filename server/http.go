@@ -158,14 +158,23 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		}
 		return ref
 	}
-	streamable := mcpserver.NewStreamableHTTPServer(s.mcp,
+	streamableOpts := []mcpserver.StreamableHTTPOption{
 		mcpserver.WithEndpointPath("/mcp"),
 		mcpserver.WithStateful(true),
-		mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		mcpserver.WithSessionIdleTTL(cfg.SessionIdleTTL),
-		mcpserver.WithHeartbeatInterval(30*time.Second),
+		mcpserver.WithHeartbeatInterval(30 * time.Second),
 		mcpserver.WithDisableLocalhostProtection(true), // the guard checks Host, with AllowedHosts
-	)
+		mcpserver.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			return context.WithValue(ctx, httpRequestCtxKey{}, r.Context())
+		}),
+	}
+	if !s.cfg.Stateless {
+		// Only the session-bearing revisions: a modern client negotiates
+		// one. The stateless revision has no session: each request names
+		// its thread (leases.go), or gets a tool error.
+		streamableOpts = append(streamableOpts, mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...))
+	}
+	streamable := mcpserver.NewStreamableHTTPServer(s.mcp, streamableOpts...)
 	sse := mcpserver.NewSSEServer(s.mcp,
 		mcpserver.WithSSEEndpoint("/sse"),
 		mcpserver.WithMessageEndpoint("/message"),
@@ -174,6 +183,10 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		mcpserver.WithSSEDisableLocalhostProtection(true),
 	)
 
+	// Stateless requests' leases end after the sessions' idle time.
+	if s.cfg.Stateless {
+		go s.leases.sweep(ctx, cfg.SessionIdleTTL, s.sessions.End)
+	}
 	var draining atomic.Bool
 	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s, threads: threads, bodies: newFairBudget(cfg.MaxBodyBytesInFlight, len(tokens))}
 	s.calls = newFairBudget(int64(cfg.MaxCalls), len(tokens))
@@ -187,7 +200,8 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	}
 	mux.HandleFunc("/healthz", healthz)
 	mux.Handle("/mcp", guard.wrap(streamable, func(r *http.Request) bool {
-		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == ""
+		// A stateless request makes no session: the calls' caps bound it.
+		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == "" && !modernPost(r)
 	}, false))
 	mux.Handle("/sse", guard.wrap(sse.SSEHandler(), func(r *http.Request) bool { return r.Method == http.MethodGet }, false))
 	mux.Handle("/message", guard.wrap(sse.MessageHandler(), func(*http.Request) bool { return false }, true))
@@ -485,4 +499,11 @@ func IsLoopback(addr string) (bool, error) {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback(), nil
+}
+
+// modernPost: a POST of the stateless revision (2026-07-28 or later), as
+// its Mcp-Protocol-Version header says (mcp-go refuses one whose body's
+// _meta says otherwise).
+func modernPost(r *http.Request) bool {
+	return r.Method == http.MethodPost && mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 }

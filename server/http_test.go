@@ -86,7 +86,7 @@ func connect(t *testing.T, h *httpServer, transport string, hdr map[string]strin
 	case "sse":
 		tr = &sdk.SSEClientTransport{Endpoint: h.url + "/sse", HTTPClient: client(hdr)}
 	}
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), tr, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), tr, legacyOpts)
 	if err != nil {
 		t.Fatalf("connect %s: %v", transport, err)
 	}
@@ -273,7 +273,7 @@ func TestHTTPGracefulShutdown(t *testing.T) {
 	// A client that reconnects its standalone stream, as go-sdk does by
 	// default: the drop of that stream at the end is not the call's failure.
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(),
-		&sdk.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: client(nil)}, nil)
+		&sdk.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: client(nil)}, legacyOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -675,7 +675,7 @@ func TestHTTPAllowedHosts(t *testing.T) {
 			&sdk.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: hc, MaxRetries: -1},
 			&sdk.SSEClientTransport{Endpoint: h.url + "/sse", HTTPClient: hc},
 		} {
-			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), tr, nil)
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), tr, legacyOpts)
 			if err != nil {
 				return err
 			}
@@ -862,3 +862,6 @@ func TestHTTPCallsSharedPerToken(t *testing.T) {
 		t.Errorf("token a beyond its share: %q", out)
 	}
 }
+
+// legacyOpts keeps go-sdk on a session-bearing revision (it tries 2026-07-28 first).
+var legacyOpts = &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"}

@@ -50,6 +50,17 @@ func (s *Server) registerResources(hooks *mcpserver.Hooks) {
 // bind returns the session's binding for requests other than tool calls.
 func (s *Server) bind(ctx context.Context, header map[string][]string) (*binding, error) {
 	session, thread := s.identify(ctx, header)
+	if session == "" && mcpserver.IsModernRequest(ctx) {
+		// A stateless request (http.stateless) holds its thread's lease
+		// until its HTTP request ends: the resource hooks have no later
+		// point.
+		var err error
+		var done func()
+		if session, done, err = s.modernSession(thread); err != nil {
+			return nil, err
+		}
+		context.AfterFunc(ctx, done)
+	}
 	return s.sessions.Get(ctx, session, thread)
 }
 

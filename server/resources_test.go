@@ -24,7 +24,7 @@ func TestOutputsAsResources(t *testing.T) {
 		c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
 			ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { changed.Add(1) },
 		})
-		cs, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: client(map[string]string{"X-Thread-ID": thread}), MaxRetries: -1}, nil)
+		cs, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: client(map[string]string{"X-Thread-ID": thread}), MaxRetries: -1}, legacyOpts)
 		if err != nil {
 			t.Fatal(err)
 		}

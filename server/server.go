@@ -32,6 +32,11 @@ type Config struct {
 	// MaxStdioLine caps one JSON-RPC message on stdin (default 128 MiB: a
 	// write_file of the largest file an edit takes, 64 MiB, escaped).
 	MaxStdioLine int
+	// Stateless serves MCP 2026-07-28 over HTTP besides the session-bearing
+	// revisions (http.stateless): a stateless request names its thread
+	// (X-Thread-ID, or the thread argument every tool then takes) and any
+	// replica serves it. Off, a modern client negotiates a session.
+	Stateless bool
 }
 
 // Server is the MCP server.
@@ -42,6 +47,7 @@ type Server struct {
 
 	owners   sync.Map     // session id -> credential it was made with (HTTP)
 	sessionN sessionCount // sessions registered or being made, in all and per credential
+	leases   leases       // the sandboxes of stateless requests (HTTP, 2026-07-28)
 
 	inflight  atomic.Int64    // tool calls running
 	calls     *fairBudget     // caps the tool calls running at once (HTTP); nil: no cap
@@ -102,6 +108,16 @@ func New(cfg Config) *Server {
 			t.Def.Description = "OFF in this server: " + reason + ". Calls answer an error saying so; " +
 				"use the file tools (read_file, write_file, str_replace, ls, glob, grep) instead."
 		}
+		// Every tool takes the thread as an argument too, mirrored into the
+		// Mcp-Param-Thread header on 2026-07-28 (x-mcp-header) so that a
+		// router can see it without reading the body.
+		if cfg.Stateless {
+			t.Def.InputSchema.Properties["thread"] = map[string]any{
+				"type":         "string",
+				"description":  "The thread (its files and sandbox) this call works in, when the " + ThreadHeader + " header does not name one.",
+				"x-mcp-header": "Thread",
+			}
+		}
 		s.mcp.AddTool(t.Def, s.handler(t))
 	}
 	s.registerResources(hooks)
@@ -134,6 +150,17 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 	name := t.Def.Name
 	return func(ctx context.Context, req mcp.CallToolRequest) (_ *mcp.CallToolResult, _ error) {
 		start := time.Now()
+		if rc, ok := ctx.Value(httpRequestCtxKey{}).(context.Context); ok && mcpserver.IsModernRequest(ctx) {
+			// mcp-go keys a stateless request's notifications/cancelled by
+			// its JSON-RPC id alone (no session), so any client could
+			// cancel any other's request 1. On 2026-07-28 HTTP the closed
+			// response stream is the only cancellation: only the HTTP
+			// request's end stops the call.
+			c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			defer cancel()
+			defer context.AfterFunc(rc, cancel)()
+			ctx = c
+		}
 		// A call carried by a request whose handler already answered (SSE)
 		// keeps the request's bytes counted until it ends.
 		if hold, ok := ctx.Value(bodyHoldKey{}).(*bodyHold); ok && hold.ref() {
@@ -150,11 +177,33 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		}
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
+		var argErr error
+		if s.cfg.Stateless {
+			named := strings.TrimSpace(req.Header.Get(ThreadHeader)) != ""
+			var byArg bool
+			req, byArg, argErr = threadArgument(req)
+			if byArg && !named && argErr == nil && !mcpserver.IsModernRequest(ctx) {
+				// A session's thread is fixed by its first request.
+				argErr = errors.New("the thread argument names the thread of a stateless (2026-07-28) request; " +
+					"this session's thread was fixed when it started (the " + ThreadHeader + " header of its first request)")
+			}
+		}
 		session, thread := s.identify(ctx, req.Header)
 		ev := audit.Event{Session: session, Thread: thread.ID, Provider: s.cfg.Provider.Name(), Tool: name}
 
 		var b *binding
 		err := busy
+		if err == nil {
+			err = argErr
+		}
+		if session == "" && mcpserver.IsModernRequest(ctx) && err == nil {
+			// 2026-07-28 has no sessions: every request names its thread
+			// and holds its sandbox for the call only.
+			var give func()
+			if session, give, err = s.modernSession(thread); err == nil {
+				defer give() // after done(), below
+			}
+		}
 		if err == nil {
 			var done func()
 			if b, done, err = s.sessions.Call(ctx, session, thread); err == nil {
@@ -219,6 +268,61 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		}
 		return res.CallToolResult, nil
 	}
+}
+
+// threadArgument moves the call's thread argument, if any, out of the
+// arguments (the tools do not take it) into the request's thread header:
+// the header names the thread as before. Both naming different threads is
+// an error.
+func threadArgument(req mcp.CallToolRequest) (_ mcp.CallToolRequest, given bool, _ error) {
+	args := req.GetArguments()
+	v, ok := args["thread"]
+	if !ok {
+		return req, false, nil
+	}
+	rest := make(map[string]any, len(args))
+	for k, a := range args {
+		if k != "thread" {
+			rest[k] = a
+		}
+	}
+	req.Params.Arguments = rest
+	if v == nil {
+		return req, false, nil
+	}
+	id, isString := v.(string)
+	if !isString {
+		return req, true, errors.New("argument \"thread\" must be a string")
+	}
+	if err := sandbox.ValidThreadID(id); err != nil {
+		return req, true, fmt.Errorf("argument \"thread\": %w", err)
+	}
+	if h := strings.TrimSpace(req.Header.Get(ThreadHeader)); h != "" && h != id {
+		return req, true, fmt.Errorf("argument \"thread\" (%s) and the %s header (%s) name different threads", id, ThreadHeader, h)
+	}
+	req.Header = req.Header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	req.Header.Set(ThreadHeader, id)
+	return req, true, nil
+}
+
+// httpRequestCtxKey holds the context of the HTTP request carrying a call.
+type httpRequestCtxKey struct{}
+
+// errNoThread answers a stateless (2026-07-28) request that names no thread.
+var errNoThread = errors.New("no thread named: this connection has no session, so every request names its thread " +
+	"with the " + ThreadHeader + " header or the thread argument")
+
+// modernSession is the registry session of a stateless request: the
+// thread's lease (leases); done gives it back.
+func (s *Server) modernSession(thread ThreadRef) (session string, done func(), err error) {
+	if thread.Anonymous || thread.ID == "" {
+		return "", nil, errNoThread
+	}
+	session, done = s.leases.take(thread.Key)
+	return session, done, nil
 }
 
 // threadResolver picks the thread of a session's first request that needs

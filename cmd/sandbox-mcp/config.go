@@ -70,7 +70,11 @@ type HTTPConfig struct {
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	AllowedHosts   []string `yaml:"allowed_hosts"`
 	MaxBodyBytes   int64    `yaml:"max_body_bytes"`
-	HTTPLimits     `yaml:",inline"`
+	// Stateless serves MCP 2026-07-28 too: requests without a session that
+	// name their thread (X-Thread-ID or the thread argument), which any
+	// replica serves. Off (the default), modern clients negotiate a session.
+	Stateless  bool `yaml:"stateless"`
+	HTTPLimits `yaml:",inline"`
 }
 
 // HTTPLimits bound what clients can hold of an HTTP server (SPEC §10); 0

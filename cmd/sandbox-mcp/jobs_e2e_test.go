@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +36,23 @@ func TestE2EJobs(t *testing.T) {
 	}
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
 	p := startHTTPBinary(t, "--audit-log", audit)
+	jobsScenario(t, p, p, busybox, audit)
+}
+
+// The same with http.stateless on: go-sdk's client, naming its thread,
+// speaks 2026-07-28 — no session; every request leases its thread's
+// sandbox.
+func TestE2EJobsStateless(t *testing.T) {
+	t.Parallel()
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("SKIPPED: no busybox for the dev server (apt-get install busybox)")
+	}
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	p := startStateless(t, "--audit-log", audit)
+	if v := jobsSession(t, p, "dev").InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("go-sdk's client negotiated %q, want the stateless 2026-07-28", v)
+	}
 	jobsScenario(t, p, p, busybox, audit)
 }
 
@@ -58,7 +80,80 @@ func TestE2EKubernetesJobs(t *testing.T) {
 	r1 := startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s1"), "--audit-log", audit1)
 	r2 := startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s2"), "--audit-log", audit2)
 	jobsScenario(t, r1, r2, "busybox", audit1, audit2)
+	jobOutlivesReplica(t, r1, cfgFile, dir)
+}
 
+// The same with http.stateless on both replicas: one thread's requests go
+// to either (no session affinity), and a replica killed mid-run loses the
+// client no file, job or shell state.
+func TestE2EKubernetesJobsStateless(t *testing.T) {
+	t.Parallel()
+	cfgFile, dir := k8sE2EConfig(t, os.Getenv("SANDBOX_MCP_K8S_BUSYBOX_IMAGE"))
+	cfg, err := os.ReadFile(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(cfgFile, append(cfg, "http:\n  stateless: true\n"...), 0o644)
+	audit1, audit2 := filepath.Join(dir, "audit1.jsonl"), filepath.Join(dir, "audit2.jsonl")
+	r1 := startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s1"), "--audit-log", audit1)
+	r2 := startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s2"), "--audit-log", audit2)
+	// Every client's requests alternate between the replicas.
+	lb, drop := roundRobin(t, r1, r2)
+	jobsScenario(t, lb, lb, "busybox", audit1, audit2)
+
+	// One replica goes (taken out of the rotation, then killed) while a job
+	// runs and a file is written: the same client goes on through the other.
+	a := jobsSession(t, lb, "dev")
+	got, isErr := jobsCall(t, lb, a, "bash", map[string]any{"command": "echo kept > kept.txt; i=0; while :; do i=$((i+1)); echo n$i; sleep 0.5; done", "run_in_background": true})
+	m := regexp.MustCompile(`\[job (j\d+) started\]$`).FindStringSubmatch(got)
+	if isErr || m == nil {
+		t.Fatalf("start: %q", got)
+	}
+	drop(r1)
+	r1.cmd.Process.Signal(syscall.SIGKILL)
+	<-r1.exited
+	if got, _ := jobsCall(t, lb, a, "bash_output", map[string]any{"job": m[1], "wait": 10}); !regexp.MustCompile(`n\d+\n\[job ` + m[1] + ` running; next offset \d+\]$`).MatchString(got) {
+		t.Errorf("the job after a replica died: %q", got)
+	}
+	if got, _ := jobsCall(t, lb, a, "read_file", map[string]any{"path": "kept.txt"}); got != "kept\n" {
+		t.Errorf("the file after a replica died: %q", got)
+	}
+	jobsCall(t, lb, a, "bash_kill", map[string]any{"job": m[1], "signal": "KILL"})
+}
+
+// roundRobin is a load balancer in front of replicas: each request goes to
+// the next one in turn (no affinity), streams passed through as they come;
+// drop takes a replica out of the rotation.
+func roundRobin(t *testing.T, replicas ...*httpProc) (lb *httpProc, drop func(*httpProc)) {
+	t.Helper()
+	var mu sync.Mutex
+	live := slices.Clone(replicas)
+	next := 0
+	proxy := &httputil.ReverseProxy{
+		FlushInterval: -1,
+		Rewrite: func(r *httputil.ProxyRequest) {
+			mu.Lock()
+			target := live[next%len(live)]
+			next++
+			mu.Unlock()
+			u, _ := url.Parse(target.url)
+			r.SetURL(u)
+			r.Out.Host = r.In.Host
+		},
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return &httpProc{url: srv.URL, stderr: replicas[len(replicas)-1].stderr}, func(p *httpProc) {
+		mu.Lock()
+		defer mu.Unlock()
+		live = slices.DeleteFunc(live, func(q *httpProc) bool { return q == p })
+	}
+}
+
+// jobOutlivesReplica starts a job through r1, kills r1, and reads the job
+// through a new replica.
+func jobOutlivesReplica(t *testing.T, r1 *httpProc, cfgFile, dir string) {
+	t.Helper()
 	a := jobsSession(t, r1, "dev")
 	got, isErr := jobsCall(t, r1, a, "bash", map[string]any{"command": "i=0; while :; do i=$((i+1)); echo n$i; sleep 0.5; done", "run_in_background": true})
 	m := regexp.MustCompile(`\[job (j\d+) started\]$`).FindStringSubmatch(got)

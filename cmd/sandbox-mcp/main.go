@@ -260,12 +260,13 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 	defer p.Close()
 
 	srv := server.New(server.Config{
-		Provider: p,
-		Audit:    sink,
-		Logger:   log,
-		Limits:   cfg.toolLimits(),
-		StateDir: cfg.StateDir,
-		Version:  versionString(),
+		Provider:  p,
+		Audit:     sink,
+		Logger:    log,
+		Limits:    cfg.toolLimits(),
+		StateDir:  cfg.StateDir,
+		Version:   versionString(),
+		Stateless: cfg.HTTP.Stateless && cfg.HTTP.Addr != "",
 	})
 	defer srv.Close()
 	// What start-up left behind (package initialisation, mostly client-go's
