@@ -73,21 +73,13 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		return startJob(ctx, env, command)
 	}
-	// Clamp in seconds before converting: a huge value would overflow.
-	timeout := time.Duration(min(a.Timeout, bashTimeoutCeiling.Seconds()) * float64(time.Second))
+	timeout := seconds(a.Timeout)
 	if max := env.Limits.BashTimeoutMax; max > 0 && timeout > max {
 		timeout = max
 	}
-	// A timeout too small to be a duration (1e-10 s) would be 0, which a
-	// sandbox reads as no timeout at all: the smallest one is 1 ms.
-	timeout = max(timeout, time.Millisecond)
 
 	limit := env.Limits.BashOutputMaxChars
-	half := limit/2*utf8.UTFMax + maskMargin // limit is in characters
-	if limit <= 0 {
-		half = unlimitedCapture / 2
-	}
-	out := sandbox.NewCapture(half, half)
+	out := outputCapture(limit)
 	saved := newSpill(ctx, env.Sandbox.FS(), "bash", max(limit, 0))
 
 	done := make(chan struct{})
@@ -98,8 +90,7 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	before := outputsStamp(ctx, env.Sandbox.FS())
 	xreq := sandbox.ExecRequest{Command: command, Timeout: timeout, Output: io.MultiWriter(out, saved), Shell: true, ResetState: a.Reset}
 	if _, ok := env.Sandbox.(sandbox.Jobs); ok && a.YieldAfter > 0 {
-		xreq.YieldAfter = time.Duration(min(a.YieldAfter, bashTimeoutCeiling.Seconds()) * float64(time.Second))
-		xreq.YieldAfter = max(xreq.YieldAfter, time.Millisecond)
+		xreq.YieldAfter = seconds(a.YieldAfter)
 		xreq.Jobs = env.jobLimits()
 	}
 	res, err := env.Sandbox.Exec(ctx, xreq)
@@ -145,6 +136,24 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	}
 	r.CallToolResult = mcp.NewToolResultText(b.String())
 	return r
+}
+
+// seconds is a time argument of bash (in seconds) as a duration: clamped
+// in seconds before converting (a huge value would overflow), and at least
+// 1 ms (1e-10 s would be 0, which a sandbox reads as none at all).
+func seconds(v float64) time.Duration {
+	return max(time.Duration(min(v, bashTimeoutCeiling.Seconds())*float64(time.Second)), time.Millisecond)
+}
+
+// outputCapture holds a command's output for an answer of at most limit
+// characters (0: no limit, in bounded memory): a head and a tail, each
+// with room to mask a host path cut at its edge.
+func outputCapture(limit int) *sandbox.Capture {
+	half := limit/2*utf8.UTFMax + maskMargin // limit is in characters
+	if limit <= 0 {
+		half = unlimitedCapture / 2
+	}
+	return sandbox.NewCapture(half, half)
 }
 
 // bashOutput is the captured output, masked, with its middle cut out when

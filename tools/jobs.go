@@ -145,8 +145,8 @@ func (jr *jobRead) add(o sandbox.JobOutput) {
 // printed yet) is not masked: in host-bash mode only, where masking is
 // cosmetic (the command can print any host path encoded).
 func (jr *jobRead) withContext(ctx context.Context, jobs sandbox.Jobs, mask func(string) string) {
-	if !jr.started || jr.from == 0 || len(jr.buf) == 0 || mask == nil {
-		return
+	if !jr.started || jr.from == 0 || len(jr.buf) == 0 || mask == nil || !pathChar(jr.buf[0]) {
+		return // no path can span the cut: no second read
 	}
 	c, err := jobs.JobOutput(ctx, jr.id, max(jr.from-maskMargin, 0), 0)
 	if err != nil || c.Offset > jr.from {
@@ -189,11 +189,7 @@ func charIndex(b []byte, n int64) int {
 // no longer in memory said first, then the state line.
 func (jr *jobRead) text(env *Env) (string, *Result) {
 	limit := env.Limits.BashOutputMaxChars
-	half := limit/2*utf8.UTFMax + maskMargin
-	if limit <= 0 {
-		half = unlimitedCapture / 2
-	}
-	c := sandbox.NewCapture(half, half)
+	c := outputCapture(limit)
 	c.Write(jr.buf)
 	var b strings.Builder
 	if jr.dropped > 0 {

@@ -33,10 +33,9 @@ func (s *Sandbox) holdForJobs() {
 	if s.linger.held {
 		return
 	}
-	// The caller holds a use of the thread: Acquire finds this sandbox.
-	if _, err := s.p.threads.Acquire(s.thread, func() (*Sandbox, func(), error) {
-		return nil, nil, sandbox.ErrNoJob // not reached while a use is held
-	}); err != nil {
+	// The caller holds a use of the thread: the table holds this sandbox
+	// (not one closed by the server's Close meanwhile).
+	if !s.p.threads.Retain(s.thread) {
 		return
 	}
 	s.linger.held = true

@@ -47,6 +47,19 @@ func (t *Table[S]) Acquire(thread string, open func() (sb S, close func(), err e
 	return sb, nil
 }
 
+// Retain counts one more user of thread's sandbox if one is held, and
+// reports whether it was (a user that holds it may lend a use this way,
+// with no sandbox to make).
+func (t *Table[S]) Retain(thread string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.m[thread]; e != nil {
+		e.refs++
+		return true
+	}
+	return false
+}
+
 // Release drops one user of thread's sandbox; the last one closes it.
 func (t *Table[S]) Release(thread string) {
 	t.mu.Lock()
