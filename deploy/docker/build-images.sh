@@ -41,9 +41,35 @@ base() {
   echo "sandbox-mcp-base:latest: built"
 }
 
+# static_busybox: the images are a busybox and nothing else, so it must
+# need no loader. Debian's `busybox` package is dynamically linked (an
+# image of it fails: "exec /bin/sh: no such file or directory");
+# busybox-static replaces it.
+static() { case "$(LC_ALL=C ldd "$1" 2>&1 || true)" in *"not a dynamic executable"*) return 0 ;; esac; return 1; }
+static_busybox() {
+  bb=$(command -v busybox || true)
+  if [ -z "$bb" ] || ! static "$bb"; then
+    apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null
+    hash -r
+    bb=$(command -v busybox)
+    static "$bb" || { echo "$bb is not static: install busybox-static" >&2; exit 1; }
+  fi
+}
+
+# runs IMAGE BINARY: the image's busybox starts (an image built from a
+# dynamic busybox by an earlier version of this script does not).
+runs() { docker run --rm --network none --entrypoint "$2" "$1" true >/dev/null 2>&1; }
+
 busybox_images() {
-  need busybox busybox-static
-  bb=$(command -v busybox)
+  static_busybox
+  if have sandbox-mcp-test:busybox && ! runs sandbox-mcp-test:busybox /bin/busybox; then
+    echo "sandbox-mcp-test:busybox: its busybox does not run; building it again"
+    docker rmi -f sandbox-mcp-test:busybox sandbox-mcp-test:busybox-sh >/dev/null
+  fi
+  if have sandbox-mcp-test:noshell && ! runs sandbox-mcp-test:noshell /busybox; then
+    echo "sandbox-mcp-test:noshell: its busybox does not run; building it again"
+    docker rmi -f sandbox-mcp-test:noshell >/dev/null
+  fi
   if ! have sandbox-mcp-test:busybox; then
     r=$tmp/bb
     mkdir -p "$r/bin" "$r/tmp" "$r/etc" "$r/mnt/user-data" "$r/root"
