@@ -16,11 +16,12 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
 
 // The session thread's outputs are MCP resources.
 const (
-	outputsScheme    = "sandbox://outputs/"
+	outputsScheme    = tools.OutputsScheme
 	resourceListMax  = 1000     // entries listed at most
 	resourceReadMax  = 10 << 20 // bytes read at most
 	resourcesPerWalk = 10000    // directory entries visited at most

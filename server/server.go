@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,6 +104,8 @@ func New(cfg Config) *Server {
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithResourceCapabilities(false, true),
 		mcpserver.WithInstructions(instructions),
+		mcpserver.WithIcons(tools.Icon("sandbox")),
+		mcpserver.WithToolFilter(inOfferOrder),
 	)
 	for _, t := range tools.All() {
 		if t.RunsCommands && off != nil {
@@ -122,6 +126,55 @@ func New(cfg Config) *Server {
 	}
 	s.registerResources(hooks)
 	return s
+}
+
+// maskFacts is structured content with every string in it masked, as the
+// text is: facts carry what came from the sandbox too (a job's command).
+// It is the JSON a client would get, as generic values.
+func maskFacts(v any, mask func(string) string) any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers as they were: a size past 2^53 stays exact
+	if err := dec.Decode(&out); err != nil {
+		return nil
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch v := v.(type) {
+		case string:
+			return mask(v)
+		case []any:
+			for i := range v {
+				v[i] = walk(v[i])
+			}
+		case map[string]any:
+			for k := range v {
+				v[k] = walk(v[k])
+			}
+		}
+		return v
+	}
+	return walk(out)
+}
+
+// offerOrder is each tool's place in tools.All(): the order tools/list
+// gives them in (mcp-go's is by name), the most used first. No pagination
+// limit is set: mcp-go's cursors assume a list sorted by name.
+var offerOrder = func() map[string]int {
+	m := map[string]int{}
+	for i, t := range tools.All() {
+		m[t.Def.Name] = i
+	}
+	return m
+}()
+
+func inOfferOrder(_ context.Context, list []mcp.Tool) []mcp.Tool {
+	slices.SortStableFunc(list, func(a, b mcp.Tool) int { return offerOrder[a.Name] - offerOrder[b.Name] })
+	return list
 }
 
 // bashDisabled asks a provider that can tell (local: no isolation and no
@@ -245,6 +298,9 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 				tc.Text = mask(tc.Text)
 				res.Content[i] = tc
 			}
+		}
+		if res.StructuredContent != nil {
+			res.StructuredContent = maskFacts(res.StructuredContent, mask)
 		}
 		ev.Time, ev.DurationMS = start.UTC(), time.Since(start).Milliseconds()
 		ev.Outcome = outcome(res)

@@ -17,10 +17,11 @@ import (
 // rawStdio drives ServeStdio with hand-written JSON-RPC lines, to reach the
 // cases a client library never sends.
 type rawStdio struct {
-	t    *testing.T
-	in   *io.PipeWriter
-	out  *bufio.Reader
-	done chan error
+	t     *testing.T
+	state string // the server's state dir
+	in    *io.PipeWriter
+	out   *bufio.Reader
+	done  chan error
 }
 
 func startRawStdio(t *testing.T) *rawStdio {
@@ -34,7 +35,7 @@ func startRawStdio(t *testing.T) *rawStdio {
 	t.Cleanup(func() { srv.Close() })
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	r := &rawStdio{t: t, in: inW, out: bufio.NewReader(outR), done: make(chan error, 1)}
+	r := &rawStdio{t: t, state: state, in: inW, out: bufio.NewReader(outR), done: make(chan error, 1)}
 	go func() {
 		r.done <- srv.ServeStdio(t.Context(), "default", inR, outW)
 		outW.Close()

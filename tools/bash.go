@@ -42,6 +42,8 @@ func bashTool() Tool {
 			mcp.WithNumber("yield_after", mcp.Min(0), mcp.Description("Seconds after which a command still running is not killed but goes on as a job, and the call answers what it printed so far (default 50, 0 = never: timeout alone bounds it).")),
 			mcp.WithBoolean("reset", mcp.Description("Start from a fresh shell: the workspace and the sandbox's own environment, forgetting the directory and exported variables of earlier calls.")),
 			destructive("Run command", true),
+			withIcon("terminal"),
+			mcp.WithOutputSchema[bashFacts](),
 		),
 		Args:         bashArgs{},
 		RunsCommands: true,
@@ -102,16 +104,20 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	}
 
 	body, truncated := bashOutput(out, limit, env.Mask, "")
+	facts := &bashFacts{TimedOut: res.TimedOut, Truncated: truncated}
 	switch {
 	case res.Job != "":
 		// The job's log keeps its whole output, this call's part and what
 		// comes: the notice names it, not a file that stops here.
 		saved.Finish(false)
+		facts.Job, facts.State = res.Job, "running"
 		if truncated {
-			body, _ = bashOutput(out, limit, env.Mask, logPath(res.Job))
+			facts.Saved = savedAt(logPath(res.Job))
+			body, _ = bashOutput(out, limit, env.Mask, facts.SavedTo)
 		}
 	default:
 		if path := saved.Finish(truncated); path != "" {
+			facts.Saved = savedAt(path)
 			body, _ = bashOutput(out, limit, env.Mask, path)
 		}
 	}
@@ -131,10 +137,11 @@ func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		fmt.Fprintf(&b, "[timed out after %ds]", int((timeout+time.Second-1)/time.Second))
 	default:
 		code := res.ExitCode
-		r.ExitCode = &code
+		r.ExitCode, facts.ExitCode = &code, &code
 		fmt.Fprintf(&b, "[exit code %d]", code)
 	}
 	r.CallToolResult = mcp.NewToolResultText(b.String())
+	r.StructuredContent = facts
 	return r
 }
 

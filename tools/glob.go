@@ -26,6 +26,8 @@ func globTool() Tool {
 			mcp.WithString("sort", mcp.Enum("path", "mtime"), mcp.Description("path: by path (default); mtime: newest first.")),
 			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Skip this many paths first, to page through a long result (default 0).")),
 			readOnly("Find files"),
+			withIcon("search"),
+			mcp.WithOutputSchema[globFacts](),
 		),
 		Args:   globArgs{},
 		Handle: glob,
@@ -85,9 +87,14 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Found %d paths under %s", total, base)
+	facts := &globFacts{Paths: make([]string, 0, len(shown)), Total: total, Offset: offset}
 	for _, h := range shown {
 		b.WriteByte('\n')
 		b.WriteString(h.Path)
+		facts.Paths = append(facts.Paths, h.Path)
+	}
+	if next := offset + len(shown); next < total {
+		facts.NextOffset = &next
 	}
 	r := &Result{}
 	switch {
@@ -103,5 +110,6 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		b.WriteString("]")
 	}
 	r.CallToolResult = mcp.NewToolResultText(b.String())
+	r.StructuredContent = facts
 	return r
 }

@@ -41,6 +41,8 @@ func grepTool() Tool {
 			mcp.WithString("output_mode", mcp.Enum("content", "files", "count"), mcp.Description("content: matching lines (default); files: paths of matching files; count: path:matches per file.")),
 			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Skip this many results first, to page through a long result (default 0).")),
 			readOnly("Search file contents"),
+			withIcon("search"),
+			mcp.WithOutputSchema[grepFacts](),
 		),
 		Args:   grepArgs{},
 		Handle: grep,
@@ -92,11 +94,13 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	var out strings.Builder
 	saved := newSpill(ctx, env.Sandbox.FS(), "grep", 1<<20)
 	results, shown := 0, 0 // results seen so far; results in out
-	var notUTF8 []string   // files shown with lines that are not UTF-8
+	matches, files, stopped := 0, 0, false
+	var notUTF8 []string // files shown with lines that are not UTF-8
 	// found takes the results of one file, in walk order.
 	found := func(fm search.FileMatch) error {
 		// The records of this file: matches (content) or the file itself.
 		n := len(fm.Matches)
+		matches, files = matches+n, files+1
 		if mode != search.ModeContent {
 			n = 1
 		}
@@ -113,6 +117,7 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		s, _ := renderGrep(mode, fm, sreq.Context, 0, n, results > n, env.Mask)
 		io.WriteString(saved, s)
 		if results > offset+maxResults && saved.Full() {
+			stopped = true
 			return search.ErrStop // more than we show, and the saved copy is full: stop
 		}
 		return nil
@@ -126,12 +131,20 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return fail(err)
 	}
 	truncated := results > offset+shown
-	savedAt := saved.Finish(truncated)
+	savedTo := saved.Finish(truncated)
+	facts := &grepFacts{Files: files, Shown: shown, Complete: !stopped, Saved: savedAt(savedTo)}
+	if mode != search.ModeFiles {
+		facts.Matches = &matches
+	}
+	if truncated {
+		next := offset + shown
+		facts.NextOffset = &next
+	}
 	if shown == 0 {
 		if results == 0 {
-			return text(fmt.Sprintf("No matches for %q under %s", pattern, base))
+			return structured(fmt.Sprintf("No matches for %q under %s", pattern, base), false, facts)
 		}
-		return text(fmt.Sprintf("No more results for %q under %s: %d in all, offset %d", pattern, base, results, offset))
+		return structured(fmt.Sprintf("No more results for %q under %s: %d in all, offset %d", pattern, base, results, offset), false, facts)
 	}
 	s := strings.TrimSuffix(out.String(), "\n")
 	if truncated {
@@ -142,8 +155,8 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 			s += fmt.Sprintf("\n[truncated: showing %d %s from offset %d", shown, what, offset)
 		}
 		s += fmt.Sprintf("; next page: offset %d", offset+shown)
-		if savedAt != "" {
-			s += "; every result is in " + savedAt
+		if savedTo != "" {
+			s += "; every result is in " + savedTo
 		}
 		s += "]"
 	}
@@ -154,9 +167,7 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		s += ") have bytes that are not UTF-8, shown as \uFFFD; the files hold them as they are (convert with bash iconv to read them)]"
 	}
-	r := text(s)
-	r.Truncated = truncated
-	return r
+	return structured(s, truncated, facts)
 }
 
 // renderGrep writes the records [first, last) of one file. content: the

@@ -187,7 +187,7 @@ func charIndex(b []byte, n int64) int {
 // text renders the read: masked, its middle cut past the bash output
 // limit (the notice names the job's log, which keeps it whole), what was
 // no longer in memory said first, then the state line.
-func (jr *jobRead) text(env *Env) (string, *Result) {
+func (jr *jobRead) text(env *Env) (string, *jobFacts) {
 	limit := env.Limits.BashOutputMaxChars
 	c := outputCapture(limit)
 	c.Write(jr.buf)
@@ -206,7 +206,13 @@ func (jr *jobRead) text(env *Env) (string, *Result) {
 	}
 	b.WriteString(endNote(jr.job))
 	b.WriteString(stateLine(jr.job, jr.next))
-	return b.String(), &Result{Truncated: truncated || jr.dropped > 0}
+	next := jr.next
+	facts := &jobFacts{Job: jr.job.ID, NextOffset: &next, Truncated: truncated || jr.dropped > 0}
+	facts.State, facts.ExitCode, facts.Signal = jobState(jr.job)
+	if facts.Truncated {
+		facts.Saved = savedAt(logPath(jr.id))
+	}
+	return b.String(), facts
 }
 
 // readJobOutput reads a job's output from offset (or what was not shown)
@@ -262,9 +268,11 @@ func startJob(ctx context.Context, env *Env, command string) *Result {
 	jr, err := readJobOutput(ctx, env, jobs, info.ID, sandbox.Unshown, jobStartGlimpse, time.Now().Add(jobStartGlimpse))
 	if err != nil {
 		// It started: say so, whatever reading its first output did.
-		return text(fmt.Sprintf("[job %s started]", info.ID))
+		r := text(fmt.Sprintf("[job %s started]", info.ID))
+		r.StructuredContent = &bashFacts{Job: info.ID, State: "running"}
+		return r
 	}
-	body, r := jr.text(env)
+	body, jf := jr.text(env)
 	// "started" replaces the state line of a job that still runs, and
 	// comes before that of one that ended already.
 	end := stateLine(jr.job, jr.next)
@@ -275,8 +283,7 @@ func startJob(ctx context.Context, env *Env, command string) *Result {
 	if jr.job.State != sandbox.JobRunning {
 		body += "\n" + end
 	}
-	r.CallToolResult = mcp.NewToolResultText(body)
-	return r
+	return structured(body, jf.Truncated, &bashFacts{Job: jf.Job, State: jf.State, ExitCode: jf.ExitCode, Truncated: jf.Truncated, Saved: jf.Saved})
 }
 
 func (env *Env) jobLimits() sandbox.JobLimits {
@@ -296,6 +303,8 @@ func bashOutputTool() Tool {
 			// Read-only, not idempotent: it moves the job's "not shown yet" mark.
 			mcp.WithToolAnnotation(mcp.ToolAnnotation{Title: "Read job output", ReadOnlyHint: mcp.ToBoolPtr(true),
 				DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(false)}),
+			withIcon("terminal"),
+			mcp.WithOutputSchema[jobFacts](),
 		),
 		Args:         bashOutputArgs{},
 		RunsCommands: true,
@@ -339,9 +348,8 @@ func readJob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 		return jobError(ctx, env, a.Job, err)
 	}
-	body, r := jr.text(env)
-	r.CallToolResult = mcp.NewToolResultText(body)
-	return r
+	body, facts := jr.text(env)
+	return structured(body, facts.Truncated, facts)
 }
 
 // listJobs is one line per job of the thread: id, state, command.
@@ -350,11 +358,18 @@ func listJobs(ctx context.Context, jobs sandbox.Jobs) *Result {
 	if err != nil {
 		return fail(err)
 	}
+	entries := []jobEntry{}
+	facts := &jobFacts{Jobs: &entries}
 	if len(list) == 0 {
-		return text("no jobs")
+		r := text("no jobs")
+		r.StructuredContent = facts
+		return r
 	}
 	var b strings.Builder
 	for _, j := range list {
+		e := jobEntry{Job: j.ID, Command: validText([]byte(j.Command))}
+		e.State, e.ExitCode, e.Signal = jobState(j)
+		entries = append(entries, e)
 		state := "running"
 		switch {
 		case j.State == sandbox.JobKilled && j.Signal != "":
@@ -365,7 +380,9 @@ func listJobs(ctx context.Context, jobs sandbox.Jobs) *Result {
 		cmd := strings.Join(strings.Fields(validText([]byte(j.Command))), " ")
 		fmt.Fprintf(&b, "%s %s: %s\n", j.ID, state, cmd)
 	}
-	return text(strings.TrimSuffix(b.String(), "\n"))
+	r := text(strings.TrimSuffix(b.String(), "\n"))
+	r.StructuredContent = facts
+	return r
 }
 
 func bashInputTool() Tool {
@@ -377,6 +394,8 @@ func bashInputTool() Tool {
 			mcp.WithString("input", mcp.Description("What to write (at most 64 KiB).")),
 			mcp.WithBoolean("close", mcp.Description("Close the job's stdin after the input (end of file, like Ctrl-D).")),
 			destructive("Write to a job", true),
+			withIcon("terminal"),
+			mcp.WithOutputSchema[jobFacts](),
 		),
 		Args:         bashInputArgs{},
 		RunsCommands: true,
@@ -421,9 +440,8 @@ func bashInput(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if err != nil {
 		return jobError(ctx, env, a.Job, err)
 	}
-	body, r := jr.text(env)
-	r.CallToolResult = mcp.NewToolResultText(body)
-	return r
+	body, facts := jr.text(env)
+	return structured(body, facts.Truncated, facts)
 }
 
 func bashKillTool() Tool {
@@ -434,6 +452,8 @@ func bashKillTool() Tool {
 			mcp.WithString("job", mcp.Required(), mcp.Description("The job's id (j1, j2, …).")),
 			mcp.WithString("signal", mcp.Enum("TERM", "INT", "KILL"), mcp.Description("TERM (default), INT (like Ctrl-C) or KILL.")),
 			destructive("Kill a job", false),
+			withIcon("stop"),
+			mcp.WithOutputSchema[jobFacts](),
 		),
 		Args:         bashKillArgs{},
 		RunsCommands: true,
@@ -481,10 +501,9 @@ func bashKill(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		}
 	}
 	jr.withContext(context.WithoutCancel(ctx), jobs, env.Mask)
-	body, r := jr.text(env)
+	body, facts := jr.text(env)
 	if jr.job.State == sandbox.JobRunning {
 		body += fmt.Sprintf("\n[job %s did not end within %ds of SIG%s; bash_kill with signal KILL ends it]", a.Job, int(jobKillWait/time.Second), sig)
 	}
-	r.CallToolResult = mcp.NewToolResultText(body)
-	return r
+	return structured(body, facts.Truncated, facts)
 }

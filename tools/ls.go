@@ -29,6 +29,7 @@ func lsTool() Tool {
 			mcp.WithString("path", mcp.Description("Directory to list (default /mnt/user-data/workspace).")),
 			mcp.WithInteger("depth", mcp.Min(1), mcp.Description("How many levels to show (default 2, max 5: more is shown as 5).")),
 			readOnly("List directory"),
+			withIcon("folder"),
 		),
 		Args:   lsArgs{},
 		Handle: ls,

@@ -45,6 +45,8 @@ func readFileTool() Tool {
 			mcp.WithInteger("end_line", mcp.Min(1), mcp.Description("Last line to return, inclusive (default: the last line).")),
 			mcp.WithBoolean("with_hash", mcp.Description("Also end the text with a line [sha256: HEX] (the whole file's hash).")),
 			readOnly("Read file"),
+			withIcon("file"),
+			mcp.WithOutputSchema[fileFacts](),
 		),
 		Args:   readFileArgs{},
 		Handle: readFile,
@@ -62,9 +64,9 @@ type readFileArgs struct {
 // read whole (over hashMaxBytes or the scan limit), SHA256 is "", Lines is
 // -1 and Note says why.
 type fileFacts struct {
-	SHA256 string `json:"sha256"`
-	Lines  int    `json:"lines"`
-	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256" jsonschema_description:"The sha256 of the whole file (hex), also for a range; empty when the file is too large to hash (see note)."`
+	Lines  int    `json:"lines" jsonschema_description:"The file's lines in all; -1 when not counted (see note); 0 for an image."`
+	Bytes  int64  `json:"bytes" jsonschema_description:"The file's size."`
 	Note   string `json:"note,omitempty"`
 }
 

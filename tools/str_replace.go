@@ -25,6 +25,8 @@ func strReplaceTool() Tool {
 			mcp.WithString("expected_sha256", mcp.Description("Refuse the edit unless the file's sha256 is this (from read_file): no lost update.")),
 			mcp.WithBoolean("dry_run", mcp.Description("Return the unified diff of the edit without writing it (default false).")),
 			destructive("Edit file", false),
+			withIcon("pencil"),
+			mcp.WithOutputSchema[editFacts](),
 		),
 		Args:   strReplaceArgs{},
 		Handle: strReplace,
@@ -59,6 +61,7 @@ func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result 
 	all, dryRun, expected := a.ReplaceAll, a.DryRun, a.ExpectedSHA256
 	var n int
 	var diff string
+	var facts *editFacts
 	err = env.Sandbox.FS().Edit(ctx, name, func(old []byte, exists bool) ([]byte, error) {
 		if !exists {
 			return nil, &sandbox.PathError{Path: name, Err: sandbox.ErrNotFound}
@@ -73,24 +76,30 @@ func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result 
 			return nil, err
 		}
 		if dryRun {
+			facts = newEditFacts(name, old)
+			facts.DryRun = true
 			diff = unifiedDiff(name, string(old), updated)
 			if !utf8.Valid(old) {
 				diff = validText([]byte(diff)) + "[not UTF-8 text: bytes that are not UTF-8 are shown as \uFFFD here; the edit keeps them as they are]\n"
 			}
 			return nil, errDryRun
 		}
+		facts = newEditFacts(name, []byte(updated))
 		return []byte(updated), nil
 	})
+	if facts != nil {
+		facts.Replacements = &n
+	}
 	switch {
 	case errors.Is(err, errDryRun):
 		if diff == "" {
 			diff = "(no change)"
 		}
-		return text(fmt.Sprintf("Dry run: would replace %d occurrence(s) in %s\n%s", n, name, strings.TrimSuffix(diff, "\n")))
+		return structured(fmt.Sprintf("Dry run: would replace %d occurrence(s) in %s\n%s", n, name, strings.TrimSuffix(diff, "\n")), false, facts)
 	case err != nil:
 		return fail(err)
 	}
-	r := text(fmt.Sprintf("Replaced %d occurrence(s) in %s", n, name))
+	r := structured(fmt.Sprintf("Replaced %d occurrence(s) in %s", n, name), false, facts)
 	r.Changed = []string{name}
 	return r
 }

@@ -89,6 +89,14 @@ func text(s string) *Result {
 	return &Result{CallToolResult: mcp.NewToolResultText(s)}
 }
 
+// structured is a result of text and facts (structuredContent).
+func structured(s string, truncated bool, facts any) *Result {
+	r := text(s)
+	r.StructuredContent = facts
+	r.Truncated = truncated
+	return r
+}
+
 // fail turns an error into a tool error result: one line "Error: ...".
 func fail(err error) *Result {
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")

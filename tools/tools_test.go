@@ -114,6 +114,7 @@ func (f *fixture) callEnv(env *tools.Env, name string, args map[string]any) *too
 	if tc, ok := res.Content[0].(mcp.TextContent); ok {
 		f.noHostPath(name, tc.Text)
 	}
+	checkFacts(f.t, name, res)
 	return res
 }
 

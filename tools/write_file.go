@@ -22,6 +22,8 @@ func writeFileTool() Tool {
 			mcp.WithBoolean("append", mcp.Description("Add content at the end instead of replacing the file (default false).")),
 			mcp.WithString("expected_sha256", mcp.Description("Refuse the write unless the file exists with this sha256 (from read_file): no lost update.")),
 			destructive("Write file", false),
+			withIcon("pencil"),
+			mcp.WithOutputSchema[editFacts](),
 		),
 		Args:   writeFileArgs{},
 		Handle: writeFile,
@@ -45,19 +47,22 @@ func writeFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return fail(err)
 	}
 	content, appendTo, expected := a.Content, a.Append, a.ExpectedSHA256
+	var facts *editFacts
 	err = env.Sandbox.FS().Edit(ctx, name, func(old []byte, exists bool) ([]byte, error) {
 		if err := checkExpected(name, expected, old, exists); err != nil {
 			return nil, err
 		}
+		updated := []byte(content)
 		if appendTo {
-			return append(old, content...), nil
+			updated = append(old, content...)
 		}
-		return []byte(content), nil
+		facts = newEditFacts(name, updated)
+		return updated, nil
 	})
 	if err != nil {
 		return fail(err)
 	}
-	r := text(fmt.Sprintf("Wrote %d bytes to %s", len(content), name))
+	r := structured(fmt.Sprintf("Wrote %d bytes to %s", len(content), name), false, facts)
 	r.Changed = []string{name}
 	return r
 }

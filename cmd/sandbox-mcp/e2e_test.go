@@ -328,10 +328,63 @@ func TestE2EToolsList(t *testing.T) {
 			}
 		}
 	}
-	slices.Sort(names)
-	want := []string{"bash", "bash_input", "bash_kill", "bash_output", "glob", "grep", "ls", "read_file", "str_replace", "write_file"}
+	// A fixed order, the most used first (not mcp-go's by name).
+	want := []string{"bash", "ls", "glob", "grep", "read_file", "write_file", "str_replace", "bash_output", "bash_input", "bash_kill"}
 	if !slices.Equal(names, want) {
-		t.Errorf("tools = %v, want exactly %v", names, want)
+		t.Errorf("tools = %v, want exactly %v in this order", names, want)
+	}
+	for _, tool := range res.Tools {
+		if len(tool.Icons) != 1 || !strings.HasPrefix(tool.Icons[0].Source, "data:image/svg+xml;base64,") {
+			t.Errorf("%s: icons %+v, want one SVG data URI", tool.Name, tool.Icons)
+		}
+		if schema, _ := tool.OutputSchema.(map[string]any); (schema["type"] == "object") != (tool.Name != "ls") {
+			t.Errorf("%s: outputSchema %v", tool.Name, tool.OutputSchema)
+		}
+	}
+	if icons := p.cs.InitializeResult().ServerInfo.Icons; len(icons) != 1 || icons[0].MIMEType != "image/svg+xml" {
+		t.Errorf("server icons %+v, want one SVG", icons)
+	}
+}
+
+// TestE2EStructuredContent: the facts of a result reach a client as
+// structuredContent, beside its one text block.
+func TestE2EStructuredContent(t *testing.T) {
+	t.Parallel()
+	p := start(t, opts{})
+	call := func(name string, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := p.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError || len(res.Content) != 1 {
+			t.Fatalf("%s(%v): %v %+v", name, args, err, res)
+		}
+		m, ok := res.StructuredContent.(map[string]any)
+		if !ok {
+			t.Fatalf("%s(%v): structuredContent %#v", name, args, res.StructuredContent)
+		}
+		return m
+	}
+	w := call("write_file", map[string]any{"path": "a.txt", "content": "x\n"})
+	if w["sha256"] != "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac" || w["bytes"] != 2.0 {
+		t.Errorf("write_file: %v", w)
+	}
+	if g := call("glob", map[string]any{"pattern": "*.txt"}); g["total"] != 1.0 {
+		t.Errorf("glob: %v", g)
+	}
+	if b := call("bash", map[string]any{"command": "exit 4"}); b["exit_code"] != 4.0 {
+		t.Errorf("bash: %v", b)
+	}
+	if r := call("read_file", map[string]any{"path": "a.txt"}); r["sha256"] != w["sha256"] || r["lines"] != 1.0 {
+		t.Errorf("read_file: %v", r)
+	}
+	// A cut output names its whole copy as a resource the client can read.
+	long := call("bash", map[string]any{"command": "seq 1 100000"})
+	uri, _ := long["saved_uri"].(string)
+	if long["truncated"] != true || !strings.HasPrefix(uri, "sandbox://outputs/.tool-results/") {
+		t.Fatalf("bash, long output: %v", long)
+	}
+	rr, err := p.cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri})
+	if err != nil || len(rr.Contents) != 1 || !strings.HasSuffix(rr.Contents[0].Text, "\n99999\n100000\n") {
+		t.Errorf("resources/read %s: %v %+v", uri, err, rr)
 	}
 }
 
