@@ -175,6 +175,28 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		streamableOpts = append(streamableOpts, mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...))
 	}
 	streamable := mcpserver.NewStreamableHTTPServer(s.mcp, streamableOpts...)
+	var mcpHandler http.Handler = streamable
+	if s.cfg.Stateless {
+		// A modern client that names no thread is told, by a second
+		// transport pinned to the session-bearing revisions, that only
+		// those are served: it falls back to initialize and gets a session
+		// with its anonymous thread (SPEC §10), where the stateless
+		// revision would leave it no thread at all. Only its discover goes
+		// there, refused before any session is made; everything else,
+		// legacy sessions included, lives in the first.
+		pinned := mcpserver.NewStreamableHTTPServer(s.mcp,
+			mcpserver.WithEndpointPath("/mcp"),
+			mcpserver.WithDisableLocalhostProtection(true),
+			mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
+		)
+		mcpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if threadlessDiscover(r) {
+				pinned.ServeHTTP(w, r)
+				return
+			}
+			streamable.ServeHTTP(w, r)
+		})
+	}
 	sse := mcpserver.NewSSEServer(s.mcp,
 		mcpserver.WithSSEEndpoint("/sse"),
 		mcpserver.WithMessageEndpoint("/message"),
@@ -199,7 +221,7 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		io.WriteString(w, "ok\n")
 	}
 	mux.HandleFunc("/healthz", healthz)
-	mux.Handle("/mcp", guard.wrap(streamable, func(r *http.Request) bool {
+	mux.Handle("/mcp", guard.wrap(mcpHandler, func(r *http.Request) bool {
 		// A stateless request makes no session: the calls' caps bound it.
 		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == "" && !modernPost(r)
 	}, false))
@@ -506,4 +528,16 @@ func IsLoopback(addr string) (bool, error) {
 // _meta says otherwise).
 func modernPost(r *http.Request) bool {
 	return r.Method == http.MethodPost && mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
+}
+
+// threadParamHeader is the thread argument mirrored into a header
+// (x-mcp-header: Thread).
+const threadParamHeader = "Mcp-Param-Thread"
+
+// threadlessDiscover: a modern client's server/discover that names no
+// thread, as its headers say (a client that lies about them is only told
+// the legacy revisions).
+func threadlessDiscover(r *http.Request) bool {
+	return modernPost(r) && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodServerDiscover) &&
+		strings.TrimSpace(r.Header.Get(ThreadHeader)) == "" && strings.TrimSpace(r.Header.Get(threadParamHeader)) == ""
 }
