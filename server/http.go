@@ -175,6 +175,9 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		streamableOpts = append(streamableOpts, mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...))
 	}
 	streamable := mcpserver.NewStreamableHTTPServer(s.mcp, streamableOpts...)
+	// Ended at shutdown, once the calls are done: the listen streams.
+	listenCtx, endListens := context.WithCancel(context.Background())
+	defer endListens()
 	var mcpHandler http.Handler = streamable
 	if s.cfg.Stateless {
 		// A modern client that names no thread is told, by a second
@@ -193,6 +196,22 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 			if threadlessDiscover(r) {
 				pinned.ServeHTTP(w, r)
 				return
+			}
+			if modernPost(r) && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodNotificationCancelled) {
+				// mcp-go keys a stateless request by its JSON-RPC id alone,
+				// so this would end any client's request of that id (a
+				// listen stream; calls ignore it, see handler). On
+				// 2026-07-28 HTTP a request ends when its stream closes.
+				w.WriteHeader(http.StatusAccepted)
+				return
+			}
+			if listenPost(r) {
+				// A subscriptions/listen stream lasts until its client
+				// goes, or the server does.
+				ctx, cancel := context.WithCancel(r.Context())
+				defer cancel()
+				defer context.AfterFunc(listenCtx, cancel)()
+				r = r.WithContext(ctx)
 			}
 			streamable.ServeHTTP(w, r)
 		})
@@ -286,6 +305,7 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		time.Sleep(drainGrace)
 	}
 	sse.CloseSessions()
+	endListens()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	streamable.Shutdown(sctx)
@@ -377,7 +397,8 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 			return
 		}
 		r = r.WithContext(withThreads(context.WithValue(r.Context(), credentialKey{}, cred), g.threads))
-		if r.Method == http.MethodPost {
+		if r.Method == http.MethodPost && !listenPost(r) {
+			// A listen stream carries no call: shutdown does not wait for it.
 			g.posts.Add(1)
 			defer g.posts.Add(-1)
 		}
@@ -540,4 +561,10 @@ const threadParamHeader = "Mcp-Param-Thread"
 func threadlessDiscover(r *http.Request) bool {
 	return modernPost(r) && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodServerDiscover) &&
 		strings.TrimSpace(r.Header.Get(ThreadHeader)) == "" && strings.TrimSpace(r.Header.Get(threadParamHeader)) == ""
+}
+
+// listenPost: a stateless subscriptions/listen request, as its headers say
+// (mcp-go refuses one whose body says otherwise), whose stream stays open.
+func listenPost(r *http.Request) bool {
+	return modernPost(r) && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodSubscriptionsListen)
 }
