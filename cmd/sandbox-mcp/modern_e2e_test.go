@@ -275,7 +275,8 @@ func TestE2EHTTPModernCancelIsPerClient(t *testing.T) {
 	}
 }
 
-// startStateless is the binary over HTTP with http.stateless on.
+// startStateless is the binary over HTTP with http.stateless: true written
+// out (the default too).
 func startStateless(t *testing.T, args ...string) *httpProc {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
@@ -285,18 +286,35 @@ func startStateless(t *testing.T, args ...string) *httpProc {
 	return startHTTPBinary(t, append([]string{"--config", cfg}, args...)...)
 }
 
-// Without http.stateless (the default), a modern client negotiates a
-// session-bearing revision, and the tools take no thread argument.
-func TestE2EHTTPStatelessOffByDefault(t *testing.T) {
+// By default a modern client naming its thread speaks 2026-07-28, and one
+// naming none negotiates a session (its anonymous thread).
+func TestE2EHTTPStatelessByDefault(t *testing.T) {
 	t.Parallel()
 	p := startHTTPBinary(t)
+	if v := modernClient(t, p.url, map[string]string{"X-Thread-ID": "plain"}).ProtocolVersion(); v != mcpgo.ProtocolVersion20260728 {
+		t.Errorf("naming a thread: negotiated %q, want %s", v, mcpgo.ProtocolVersion20260728)
+	}
+	if v := modernClient(t, p.url, nil).ProtocolVersion(); mcpgo.IsModernProtocol(v) {
+		t.Errorf("naming no thread: negotiated %s", v)
+	}
+}
+
+// With http.stateless: false, a modern client negotiates a session-bearing
+// revision, and the tools take no thread argument.
+func TestE2EHTTPStatelessOff(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("http:\n  stateless: false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startHTTPBinary(t, "--config", cfg)
 	c := modernClient(t, p.url, map[string]string{"X-Thread-ID": "plain"})
 	if v := c.ProtocolVersion(); v == mcpgo.ProtocolVersion20260728 {
-		t.Fatalf("negotiated %s without http.stateless", v)
+		t.Fatalf("negotiated %s with http.stateless: false", v)
 	}
 	out, isErr := callText(t, t.Context(), c, "read_file", map[string]any{"path": "x", "thread": "other"})
 	if !isErr || !strings.Contains(out, "thread") {
-		t.Fatalf("a thread argument without http.stateless: %q (error %v)", out, isErr)
+		t.Fatalf("a thread argument with http.stateless: false: %q (error %v)", out, isErr)
 	}
 }
 
