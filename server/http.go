@@ -175,6 +175,47 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		streamableOpts = append(streamableOpts, mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...))
 	}
 	streamable := mcpserver.NewStreamableHTTPServer(s.mcp, streamableOpts...)
+	// Ended at shutdown, once the calls are done: the listen streams.
+	listenCtx, endListens := context.WithCancel(context.Background())
+	defer endListens()
+	var mcpHandler http.Handler = streamable
+	if s.cfg.Stateless {
+		// A modern client that names no thread is told, by a second
+		// transport pinned to the session-bearing revisions, that only
+		// those are served: it falls back to initialize and gets a session
+		// with its anonymous thread (SPEC §10), where the stateless
+		// revision would leave it no thread at all. Only its discover goes
+		// there, refused before any session is made; everything else,
+		// legacy sessions included, lives in the first.
+		pinned := mcpserver.NewStreamableHTTPServer(s.mcp,
+			mcpserver.WithEndpointPath("/mcp"),
+			mcpserver.WithDisableLocalhostProtection(true),
+			mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
+		)
+		mcpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if threadlessDiscover(r) {
+				pinned.ServeHTTP(w, r)
+				return
+			}
+			if modernPost(r) && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodNotificationCancelled) {
+				// mcp-go keys a stateless request by its JSON-RPC id alone,
+				// so this would end any client's request of that id (a
+				// listen stream; calls ignore it, see handler). On
+				// 2026-07-28 HTTP a request ends when its stream closes.
+				w.WriteHeader(http.StatusAccepted)
+				return
+			}
+			if listenPost(r) {
+				// A subscriptions/listen stream lasts until its client
+				// goes, or the server does.
+				ctx, cancel := context.WithCancel(r.Context())
+				defer cancel()
+				defer context.AfterFunc(listenCtx, cancel)()
+				r = r.WithContext(ctx)
+			}
+			streamable.ServeHTTP(w, r)
+		})
+	}
 	sse := mcpserver.NewSSEServer(s.mcp,
 		mcpserver.WithSSEEndpoint("/sse"),
 		mcpserver.WithMessageEndpoint("/message"),
@@ -199,7 +240,7 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		io.WriteString(w, "ok\n")
 	}
 	mux.HandleFunc("/healthz", healthz)
-	mux.Handle("/mcp", guard.wrap(streamable, func(r *http.Request) bool {
+	mux.Handle("/mcp", guard.wrap(mcpHandler, func(r *http.Request) bool {
 		// A stateless request makes no session: the calls' caps bound it.
 		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == "" && !modernPost(r)
 	}, false))
@@ -264,6 +305,7 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		time.Sleep(drainGrace)
 	}
 	sse.CloseSessions()
+	endListens()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	streamable.Shutdown(sctx)
@@ -355,7 +397,8 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 			return
 		}
 		r = r.WithContext(withThreads(context.WithValue(r.Context(), credentialKey{}, cred), g.threads))
-		if r.Method == http.MethodPost {
+		if r.Method == http.MethodPost && !listenPost(r) {
+			// A listen stream carries no call: shutdown does not wait for it.
 			g.posts.Add(1)
 			defer g.posts.Add(-1)
 		}
@@ -506,4 +549,22 @@ func IsLoopback(addr string) (bool, error) {
 // _meta says otherwise).
 func modernPost(r *http.Request) bool {
 	return r.Method == http.MethodPost && mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
+}
+
+// threadParamHeader is the thread argument mirrored into a header
+// (x-mcp-header: Thread).
+const threadParamHeader = "Mcp-Param-Thread"
+
+// threadlessDiscover: a modern client's server/discover that names no
+// thread, as its headers say (a client that lies about them is only told
+// the legacy revisions).
+func threadlessDiscover(r *http.Request) bool {
+	return modernPost(r) && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodServerDiscover) &&
+		strings.TrimSpace(r.Header.Get(ThreadHeader)) == "" && strings.TrimSpace(r.Header.Get(threadParamHeader)) == ""
+}
+
+// listenPost: a stateless subscriptions/listen request, as its headers say
+// (mcp-go refuses one whose body says otherwise), whose stream stays open.
+func listenPost(r *http.Request) bool {
+	return modernPost(r) && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodSubscriptionsListen)
 }

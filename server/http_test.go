@@ -31,12 +31,18 @@ type httpServer struct {
 
 func startHTTP(t *testing.T, cfg server.HTTPConfig) *httpServer {
 	t.Helper()
+	return startHTTPWith(t, cfg, false)
+}
+
+// startHTTPWith starts the server with or without http.stateless.
+func startHTTPWith(t *testing.T, cfg server.HTTPConfig, stateless bool) *httpServer {
+	t.Helper()
 	state := t.TempDir()
 	p, err := local.New(local.Config{StateDir: state, AllowHostBash: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(server.Config{Provider: p, Audit: audit.Discard{}, Limits: tools.DefaultLimits(), StateDir: state, Version: "test"})
+	srv := server.New(server.Config{Provider: p, Audit: audit.Discard{}, Limits: tools.DefaultLimits(), StateDir: state, Version: "test", Stateless: stateless})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,9 @@ const (
 // resources/list shows what is there when asked (whoever wrote it), hidden
 // entries (like .tool-results) left out; resources/read fetches one file.
 func (s *Server) registerResources(hooks *mcpserver.Hooks) {
+	hooks.AddBeforeSubscriptionsListen(func(ctx context.Context, _ any, req *mcp.SubscriptionsListenRequest) {
+		s.listen(ctx, req.Header)
+	})
 	hooks.AddAfterListResources(func(ctx context.Context, _ any, req *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
 		if res == nil {
 			return
@@ -148,9 +151,14 @@ func (s *Server) readOutput(ctx context.Context, req mcp.ReadResourceRequest) ([
 	return []mcp.ResourceContents{mcp.BlobResourceContents{URI: uri, MIMEType: mt, Blob: base64.StdEncoding.EncodeToString(data)}}, nil
 }
 
-// outputsChanged tells the client that its resource list changed.
-func (s *Server) outputsChanged(ctx context.Context) {
-	if err := s.mcp.SendNotificationToClient(ctx, "notifications/resources/list_changed", nil); err != nil {
-		s.cfg.Logger.Debug("list_changed not sent", "err", err)
+// outputsChanged tells the client of a session that its resource list
+// changed, and the thread's subscriptions/listen streams (listeners.go).
+// A stateless call's own stream carries only what concerns the call.
+func (s *Server) outputsChanged(ctx context.Context, threadKey string) {
+	if !mcpserver.IsModernRequest(ctx) {
+		if err := s.mcp.SendNotificationToClient(ctx, string(mcp.MethodNotificationResourcesListChanged), nil); err != nil {
+			s.cfg.Logger.Debug("list_changed not sent", "err", err)
+		}
 	}
+	s.listeners.resourcesChanged(threadKey)
 }

@@ -47,9 +47,10 @@ type Server struct {
 	mcp      *mcpserver.MCPServer
 	sessions *Sessions
 
-	owners   sync.Map     // session id -> credential it was made with (HTTP)
-	sessionN sessionCount // sessions registered or being made, in all and per credential
-	leases   leases       // the sandboxes of stateless requests (HTTP, 2026-07-28)
+	owners    sync.Map     // session id -> credential it was made with (HTTP)
+	sessionN  sessionCount // sessions registered or being made, in all and per credential
+	leases    leases       // the sandboxes of stateless requests (HTTP, 2026-07-28)
+	listeners listeners    // their subscriptions/listen streams, by thread
 
 	inflight  atomic.Int64    // tool calls running
 	calls     *fairBudget     // caps the tool calls running at once (HTTP); nil: no cap
@@ -290,7 +291,7 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 			env := &tools.Env{Sandbox: b.sb, Limits: s.cfg.Limits, Mask: b.mask.Mask, Progress: s.progress(ctx, req)}
 			res = s.run(ctx, t, env, req)
 			if slices.ContainsFunc(res.Changed, func(p string) bool { return sandbox.Within(p, sandbox.OutputsDir) }) {
-				s.outputsChanged(ctx)
+				s.outputsChanged(ctx, b.thread.Key)
 			}
 		}
 		for i, c := range res.Content {

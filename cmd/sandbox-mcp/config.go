@@ -70,12 +70,16 @@ type HTTPConfig struct {
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	AllowedHosts   []string `yaml:"allowed_hosts"`
 	MaxBodyBytes   int64    `yaml:"max_body_bytes"`
-	// Stateless serves MCP 2026-07-28 too: requests without a session that
-	// name their thread (X-Thread-ID or the thread argument), which any
-	// replica serves. Off (the default), modern clients negotiate a session.
-	Stateless  bool `yaml:"stateless"`
+	// Stateless serves MCP 2026-07-28 too (the default): requests without a
+	// session that name their thread (X-Thread-ID or the thread argument),
+	// which any replica serves. False pins the session-bearing revisions:
+	// modern clients negotiate a session.
+	Stateless  *bool `yaml:"stateless"`
 	HTTPLimits `yaml:",inline"`
 }
+
+// stateless: http.stateless, true unless set false.
+func (h HTTPConfig) stateless() bool { return h.Stateless == nil || *h.Stateless }
 
 // HTTPLimits bound what clients can hold of an HTTP server (SPEC §10); 0
 // keeps the default. Times are in seconds.

@@ -526,3 +526,22 @@ func TestToolLimitsFromConfig(t *testing.T) {
 		t.Errorf("toolLimits = %+v", l)
 	}
 }
+
+// http.stateless is on unless set false.
+func TestHTTPStatelessDefault(t *testing.T) {
+	t.Parallel()
+	for yaml, want := range map[string]bool{
+		"":                          true,
+		"http:\n  addr: x\n":        true,
+		"http:\n  stateless: true":  true,
+		"http:\n  stateless: false": false,
+	} {
+		c, err := loadConfig(writeConfig(t, yaml), env())
+		if err != nil {
+			t.Fatalf("%q: %v", yaml, err)
+		}
+		if got := c.HTTP.stateless(); got != want {
+			t.Errorf("%q: stateless %v, want %v", yaml, got, want)
+		}
+	}
+}

@@ -103,6 +103,10 @@ func TestE2EHTTPStreamableAndSSE(t *testing.T) {
 		t.Fatalf("connect: %v\n%s", err, p.stderr)
 	}
 	defer cs.Close()
+	// It names its thread: no session (http.stateless, the default).
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Errorf("negotiated %q, want 2026-07-28", v)
+	}
 	params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "for i in 1 2 3; do echo step$i; sleep 1; done; echo done > /mnt/user-data/outputs/r.txt"}}
 	params.SetProgressToken("p1")
 	res, err := cs.CallTool(t.Context(), params)

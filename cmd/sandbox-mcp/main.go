@@ -266,7 +266,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		Limits:    cfg.toolLimits(),
 		StateDir:  cfg.StateDir,
 		Version:   versionString(),
-		Stateless: cfg.HTTP.Stateless && cfg.HTTP.Addr != "",
+		Stateless: cfg.HTTP.stateless() && cfg.HTTP.Addr != "",
 	})
 	defer srv.Close()
 	// What start-up left behind (package initialisation, mostly client-go's

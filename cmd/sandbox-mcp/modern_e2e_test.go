@@ -76,27 +76,73 @@ func TestE2EHTTPModernProtocol(t *testing.T) {
 	if !strings.Contains(out, "from-a") {
 		t.Fatalf("thread a again: %q", out)
 	}
-	// No thread: a tool error that says how to name one.
+	// A client naming no thread is offered the session-bearing revisions
+	// only, and works in its anonymous thread (SPEC §10).
 	n := modernClient(t, p.url, nil)
-	out, isErr = callText(t, t.Context(), n, "bash", map[string]any{"command": "true"})
-	if !isErr || !strings.Contains(out, "X-Thread-ID") {
+	if v := n.ProtocolVersion(); mcpgo.IsModernProtocol(v) {
+		t.Fatalf("without a thread: negotiated %s", v)
+	}
+	out, isErr = callText(t, t.Context(), n, "bash", map[string]any{"command": "cat /mnt/user-data/workspace/who 2>&1; echo anon"})
+	if isErr || strings.Contains(out, "from-a") || !strings.Contains(out, "anon") {
 		t.Fatalf("no thread: %q (error %v)", out, isErr)
 	}
+	// A 2026-07-28 call naming none all the same: a tool error that says
+	// how to name one.
+	body := rawModern(t, p.url, "tools/call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":{"command":"true"},`+modernMeta+`}}`,
+		map[string]string{"Mcp-Name": "bash"})
+	if !strings.Contains(body, `"isError":true`) || !strings.Contains(body, "X-Thread-ID") {
+		t.Fatalf("no thread on 2026-07-28: %s", body)
+	}
+}
+
+// modernMeta is the _meta of a 2026-07-28 request.
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+
+// rawModern posts a 2026-07-28 request and returns the response's body.
+func rawModern(t *testing.T, url, method, body string, hdr map[string]string) string {
+	t.Helper()
+	resp, err := postModern(url, method, body, hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func postModern(url, method, body string, hdr map[string]string) (*http.Response, error) {
+	req, err := http.NewRequest("POST", url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	return http.DefaultClient.Do(req)
 }
 
 func TestE2EHTTPModernThreadArgument(t *testing.T) {
 	t.Parallel()
 	p := startStateless(t)
-	c := modernClient(t, p.url, nil)
-	// The client mirrors x-mcp-header arguments only for tools it has listed.
-	if _, err := c.ListTools(t.Context(), mcpgo.ListToolsRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	out, isErr := callText(t, t.Context(), c, "bash", map[string]any{"command": "echo arg > /mnt/user-data/workspace/f; cat /mnt/user-data/workspace/f", "thread": "by-arg"})
-	if isErr || !strings.Contains(out, "arg") {
-		t.Fatalf("bash with thread argument: %q (error %v)\n%s", out, isErr, p.stderr)
+	// A client naming no thread in its headers negotiates a session (its
+	// discover named none): the argument alone names the thread of a
+	// 2026-07-28 request sent as such, mirrored into Mcp-Param-Thread.
+	out := rawModern(t, p.url, "tools/call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo arg > /mnt/user-data/workspace/f; cat /mnt/user-data/workspace/f","thread":"by-arg"},`+modernMeta+`}}`,
+		map[string]string{"Mcp-Name": "bash", "Mcp-Param-Thread": "by-arg"})
+	if strings.Contains(out, `"isError":true`) || !strings.Contains(out, `arg\n`) {
+		t.Fatalf("bash with thread argument: %s\n%s", out, p.stderr)
 	}
 	h := modernClient(t, p.url, map[string]string{"X-Thread-ID": "by-arg"})
+	if v := h.ProtocolVersion(); v != mcpgo.ProtocolVersion20260728 {
+		t.Fatalf("naming a thread: negotiated %q", v)
+	}
 	out, _ = callText(t, t.Context(), h, "read_file", map[string]any{"path": "/mnt/user-data/workspace/f"})
 	if !strings.Contains(out, "arg") {
 		t.Fatalf("same thread by header: %q", out)
@@ -112,7 +158,7 @@ func TestE2EHTTPModernThreadArgument(t *testing.T) {
 	if _, err := h.ListTools(t.Context(), mcpgo.ListToolsRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	out, isErr = callText(t, t.Context(), h, "read_file", map[string]any{"path": "/mnt/user-data/workspace/f", "thread": "other"})
+	out, isErr := callText(t, t.Context(), h, "read_file", map[string]any{"path": "/mnt/user-data/workspace/f", "thread": "other"})
 	if !isErr || !strings.Contains(out, "different threads") {
 		t.Fatalf("header and argument disagree: %q (error %v)", out, isErr)
 	}
@@ -197,17 +243,9 @@ func TestE2EHTTPEraLatency(t *testing.T) {
 func TestE2EHTTPModernCancelIsPerClient(t *testing.T) {
 	t.Parallel()
 	p := startStateless(t)
-	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	meta := modernMeta
 	post := func(method, body string, hdr map[string]string) (*http.Response, error) {
-		req, _ := http.NewRequest("POST", p.url+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", method)
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		return http.DefaultClient.Do(req)
+		return postModern(p.url, method, body, hdr)
 	}
 	type answer struct {
 		body string
@@ -237,7 +275,8 @@ func TestE2EHTTPModernCancelIsPerClient(t *testing.T) {
 	}
 }
 
-// startStateless is the binary over HTTP with http.stateless on.
+// startStateless is the binary over HTTP with http.stateless: true written
+// out (the default too).
 func startStateless(t *testing.T, args ...string) *httpProc {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
@@ -247,18 +286,35 @@ func startStateless(t *testing.T, args ...string) *httpProc {
 	return startHTTPBinary(t, append([]string{"--config", cfg}, args...)...)
 }
 
-// Without http.stateless (the default), a modern client negotiates a
-// session-bearing revision, and the tools take no thread argument.
-func TestE2EHTTPStatelessOffByDefault(t *testing.T) {
+// By default a modern client naming its thread speaks 2026-07-28, and one
+// naming none negotiates a session (its anonymous thread).
+func TestE2EHTTPStatelessByDefault(t *testing.T) {
 	t.Parallel()
 	p := startHTTPBinary(t)
+	if v := modernClient(t, p.url, map[string]string{"X-Thread-ID": "plain"}).ProtocolVersion(); v != mcpgo.ProtocolVersion20260728 {
+		t.Errorf("naming a thread: negotiated %q, want %s", v, mcpgo.ProtocolVersion20260728)
+	}
+	if v := modernClient(t, p.url, nil).ProtocolVersion(); mcpgo.IsModernProtocol(v) {
+		t.Errorf("naming no thread: negotiated %s", v)
+	}
+}
+
+// With http.stateless: false, a modern client negotiates a session-bearing
+// revision, and the tools take no thread argument.
+func TestE2EHTTPStatelessOff(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("http:\n  stateless: false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startHTTPBinary(t, "--config", cfg)
 	c := modernClient(t, p.url, map[string]string{"X-Thread-ID": "plain"})
 	if v := c.ProtocolVersion(); v == mcpgo.ProtocolVersion20260728 {
-		t.Fatalf("negotiated %s without http.stateless", v)
+		t.Fatalf("negotiated %s with http.stateless: false", v)
 	}
 	out, isErr := callText(t, t.Context(), c, "read_file", map[string]any{"path": "x", "thread": "other"})
 	if !isErr || !strings.Contains(out, "thread") {
-		t.Fatalf("a thread argument without http.stateless: %q (error %v)", out, isErr)
+		t.Fatalf("a thread argument with http.stateless: false: %q (error %v)", out, isErr)
 	}
 }
 
