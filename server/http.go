@@ -242,7 +242,9 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	mux.HandleFunc("/healthz", healthz)
 	mux.Handle("/mcp", guard.wrap(mcpHandler, func(r *http.Request) bool {
 		// A stateless request makes no session: the calls' caps bound it.
-		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == "" && !modernPost(r)
+		// A stateless listen stream is held open as a session's stream is:
+		// it counts as one while it lasts.
+		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == "" && (!modernPost(r) || listenPost(r))
 	}, false))
 	mux.Handle("/sse", guard.wrap(sse.SSEHandler(), func(r *http.Request) bool { return r.Method == http.MethodGet }, false))
 	mux.Handle("/message", guard.wrap(sse.MessageHandler(), func(*http.Request) bool { return false }, true))

@@ -363,3 +363,69 @@ func TestHTTPStatelessListenNotCancelledByOthers(t *testing.T) {
 		t.Fatal("the listen stream got no list_changed after others' cancels")
 	}
 }
+
+// A subscriptions/listen stream holds a connection for as long as its
+// client likes, as a session's stream does: it counts as a session
+// against MaxSessions while it is open, so that a client cannot open
+// them without bound.
+func TestHTTPStatelessListenStreamsCapped(t *testing.T) {
+	t.Parallel()
+	h := startHTTPWith(t, server.HTTPConfig{MaxSessions: 2}, true)
+	listen := func(id int) (*http.Response, error) {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{"resourcesListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, id)
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", h.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", modernVersion)
+		req.Header.Set("Mcp-Method", "subscriptions/listen")
+		req.Header.Set("X-Thread-ID", "capped")
+		return http.DefaultClient.Do(req)
+	}
+	var open []*http.Response
+	defer func() {
+		for _, r := range open {
+			r.Body.Close()
+		}
+	}()
+	for id := 1; id <= 2; id++ {
+		resp, err := listen(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, resp)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("listen stream %d: %s", id, resp.Status)
+		}
+	}
+	resp, err := listen(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a third listen stream with MaxSessions 2: %s, want 503", resp.Status)
+	}
+	// One ends: its place is free again.
+	open[0].Body.Close()
+	open = open[1:]
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := listen(4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			open = append(open, resp)
+			break
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("a listen stream after one ended: %s", resp.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A call is not a stream: it is not refused by the open listens.
+	if out, isErr := call(t, connectModern(t, h, map[string]string{"X-Thread-ID": "capped"}, nil), "bash", map[string]any{"command": "true"}); isErr {
+		t.Fatal(out)
+	}
+}
