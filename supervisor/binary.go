@@ -36,11 +36,12 @@ const BinaryDir = "/.sandbox-mcp"
 // InspectBinary reads the ELF file at p (this binary: Executable) and
 // finds what it needs to run elsewhere.
 func InspectBinary(p string) (*Binary, error) {
-	if runtime.GOOS != "linux" {
-		return nil, fmt.Errorf("a container's supervisor is this server's binary, which runs on %s, not Linux: the docker provider needs a Linux host for now", runtime.GOOS)
-	}
 	f, err := elf.Open(p)
 	if err != nil {
+		var fe *elf.FormatError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("the supervisor binary %s is not a Linux (ELF) build: a container needs one", p)
+		}
 		return nil, fmt.Errorf("read the supervisor binary: %w", err)
 	}
 	defer f.Close()
@@ -62,6 +63,9 @@ func InspectBinary(p string) (*Binary, error) {
 		if b.Loader, err = filepath.EvalSymlinks(string(raw)); err != nil {
 			return nil, fmt.Errorf("the supervisor binary's loader: %w", err)
 		}
+	}
+	if b.Loader != "" && runtime.GOOS != "linux" {
+		return nil, fmt.Errorf("the supervisor binary %s is dynamically linked, and its libraries are a Linux host's: use a static build (CGO_ENABLED=0, as releases are)", p)
 	}
 	if b.Loader != "" {
 		seen := map[string]bool{}

@@ -90,3 +90,65 @@ func TestE2EDockerProvider(t *testing.T) {
 		t.Fatalf("containers left after exit: %s", left)
 	}
 }
+
+// The docker provider as macOS and Windows run it (Docker Desktop: no
+// socket crosses its VM): docker.channel exec, and the containers'
+// supervisor a static Linux build named by docker.supervisor_binary (there
+// the server's own binary is not a Linux one), as the release ships it.
+func TestE2EDockerExecChannelStaticSupervisor(t *testing.T) {
+	t.Parallel()
+	dir, cfgFile, prefix := dockerE2EConfig(t)
+	static := filepath.Join(dir, "sandbox-mcp-linux")
+	build := exec.Command("go", "build", "-trimpath", "-o", static, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("static build: %v\n%s", err, out)
+	}
+	os.WriteFile(cfgFile, []byte("provider: docker\ndocker:\n  container_prefix: "+prefix+"\n  memory: 256m\n  remove_on_exit: true\n"+
+		"  channel: exec\n  supervisor_binary: "+static+"\n  image: sandbox-mcp-test:busybox-sh\n"), 0o644)
+	state := filepath.Join(dir, "state")
+	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", state, "--audit-log", "off", "--thread", "desk")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr)
+	}
+	defer cs.Close()
+	call := func(name string, args map[string]any) string {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s(%v): %v %+v\n%s", name, args, err, res, stderr)
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	call("write_file", map[string]any{"path": "a.txt", "content": "from the tool\n"})
+	if out := call("bash", map[string]any{"command": "cat a.txt; cd /tmp && export X=1"}); out != "from the tool\n[exit code 0]" {
+		t.Fatalf("bash: %q", out)
+	}
+	if out := call("bash", map[string]any{"command": `pwd; echo "$X"`}); out != "/tmp\n1\n[exit code 0]" {
+		t.Fatalf("the shell state over the exec channel: %q", out)
+	}
+	if out := call("bash", map[string]any{"command": "sleep 30", "run_in_background": true}); !strings.Contains(out, "[job j1 started]") {
+		t.Fatalf("a job: %q", out)
+	}
+	if out := call("bash_kill", map[string]any{"job": "j1"}); !strings.Contains(out, "[job j1 was killed by SIGTERM]") {
+		t.Fatalf("bash_kill: %q", out)
+	}
+	// No socket directory on the host: the channel is the relay exec.
+	if entries, err := os.ReadDir(filepath.Join(state, "supervisors")); err == nil && len(entries) > 0 {
+		t.Errorf("socket directories on the host: %v", entries)
+	}
+	out, err := exec.Command("docker", "ps", "-q", "--filter", "label=sandbox-mcp.prefix="+prefix).Output()
+	if err != nil || len(strings.Fields(string(out))) != 1 {
+		t.Fatalf("containers: %q %v", out, err)
+	}
+	// The supervisor in the container is the static build.
+	top, _ := exec.Command("docker", "exec", strings.TrimSpace(string(out)), "cat", "/proc/1/cmdline", "/proc/self/mountinfo").Output()
+	if !strings.Contains(string(top), "/.sandbox-mcp/sandbox-mcp") || strings.Contains(string(top), "/.sandbox-mcp/lib") {
+		t.Errorf("the container's supervisor is not the static binary alone:\n%s", top)
+	}
+}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 // doctorTimeout bounds each probe of an engine or a cluster: a hung one
@@ -258,6 +260,7 @@ func checkDocker(ctx context.Context, cfg *Config, lookup func(string) (string, 
 	defer os.RemoveAll(tmp)
 	c := *cfg
 	c.Provider, c.StateDir = "docker", tmp
+	c.Docker.RemoveOnExit = true // the container of the test command below
 	rec := &recorder{}
 	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
@@ -281,7 +284,35 @@ func checkDocker(ctx context.Context, cfg *Config, lookup func(string) (string, 
 	if image == "" {
 		image = "sandbox-mcp-base:latest"
 	}
-	return finding{"ok", what + ": engine reachable, image " + image + " present", "engine at " + host}
+	// A command in a container of its own, through the supervisor and
+	// the channel a server would use (on Docker Desktop: the exec channel
+	// and docker.supervisor_binary).
+	detail := "engine at " + host
+	if ch, ok := p.(interface{ Channel() string }); ok {
+		detail += ", channel " + ch.Channel()
+	}
+	if b := c.Docker.SupervisorBinary; b != "" {
+		detail += ", supervisor " + b
+	}
+	if err := runTrue(ctx, p); err != nil {
+		return finding{"FAIL", what + ": engine reachable, image " + image + " present, but a command in a container failed: " + firstLine(err.Error()), detail}
+	}
+	return finding{"ok", what + ": engine reachable, image " + image + " present, a command ran in a container", detail}
+}
+
+// runTrue runs `true` in a thread of p's.
+func runTrue(ctx context.Context, p sandbox.Provider) error {
+	const thread = "doctor"
+	sb, err := p.Acquire(ctx, thread)
+	if err != nil {
+		return err
+	}
+	defer p.Release(thread)
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true", Timeout: 30 * time.Second, Output: io.Discard})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit code %d", res.ExitCode)
+	}
+	return err
 }
 
 // checkKubernetes starts the kubernetes provider as a server would, but

@@ -201,7 +201,10 @@ func TestDoctorDocker(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, want 0:\n%s", code, out)
 	}
-	wantLine(t, out, "ok", "docker: engine reachable, image sandbox-mcp-base:latest present")
+	wantLine(t, out, "ok", "docker: engine reachable, image sandbox-mcp-base:latest present, a command ran in a container")
+	if !strings.Contains(out, "channel socket") {
+		t.Errorf("doctor does not name the channel:\n%s", out)
+	}
 	if entries, _ := os.ReadDir(state); len(entries) != 0 {
 		t.Errorf("doctor wrote into the state dir: %v", entries)
 	}

@@ -3,6 +3,7 @@ package docker
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -26,6 +27,15 @@ type Config struct {
 	Runtime         string            `yaml:"runtime"`          // e.g. runsc; default the engine's
 	User            string            `yaml:"user"`             // default: the image's, 1000:1000 where that is root; "root" only when set
 	RemoveOnExit    bool              `yaml:"remove_on_exit"`   // remove this server's containers when it stops
+	// Channel is how the server reaches a container's supervisor: auto
+	// (default: socket on the engine's own Linux host, exec elsewhere),
+	// socket or exec (channel.go).
+	Channel string `yaml:"channel"`
+	// SupervisorBinary is a Linux build of sandbox-mcp for the engine's
+	// architecture, bound into every container as its supervisor; default
+	// this server's own binary (which must then be a Linux one: on macOS
+	// and Windows set it to the release's linux build).
+	SupervisorBinary string `yaml:"supervisor_binary"`
 
 	StateDir   string          `yaml:"-"`
 	SkillsDir  string          `yaml:"-"`
@@ -50,6 +60,14 @@ func (c *Config) Validate() error {
 		if v.val < 0 {
 			return fmt.Errorf("docker.%s %v: want 0 (the default) or more", v.name, v.val)
 		}
+	}
+	switch c.Channel {
+	case "", channelAuto, channelSocket, channelExec:
+	default:
+		return fmt.Errorf("docker.channel %q: want auto, socket or exec", c.Channel)
+	}
+	if c.SupervisorBinary != "" && !filepath.IsAbs(c.SupervisorBinary) {
+		return fmt.Errorf("docker.supervisor_binary %q: want an absolute path (MCP clients start servers in a directory of their own)", c.SupervisorBinary)
 	}
 	if c.ContainerPrefix != "" && !containerPrefixRe.MatchString(c.ContainerPrefix) {
 		return fmt.Errorf("docker.container_prefix %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]*", c.ContainerPrefix)

@@ -56,6 +56,9 @@ type engine interface {
 	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
 	ContainerRestart(ctx context.Context, id string, opts container.StopOptions) error
 	ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
+	ContainerExecCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecAttach(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error)
+	DaemonHost() string
 	Close() error
 }
 
@@ -70,6 +73,7 @@ type Provider struct {
 	memory   int64
 	env      []string           // every command's environment, KEY=VALUE (envList)
 	bin      *supervisor.Binary // the supervisor, bound into every container as its main process
+	channel  string             // channelSocket or channelExec (docker.channel resolved)
 
 	// Known once connect succeeded (connected), which may be after New.
 	connectMu  sync.Mutex
@@ -142,16 +146,16 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	if err != nil {
 		return nil, fmt.Errorf("docker provider: state dir: %w", err)
 	}
-	exe, err := supervisor.Executable()
+	channel, err := resolveChannel(cfg.Channel, cli.DaemonHost())
 	if err != nil {
-		return nil, fmt.Errorf("docker provider: %w", err)
+		return nil, err
 	}
-	bin, err := supervisor.InspectBinary(exe)
+	bin, err := supervisorBinary(cfg.SupervisorBinary)
 	if err != nil {
-		return nil, fmt.Errorf("docker provider: %w", err)
+		return nil, err
 	}
 	p := &Provider{
-		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem, env: envList(cfg), bin: bin,
+		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem, env: envList(cfg), bin: bin, channel: channel,
 		stateTag: tag,
 		running:  map[string]*run{},
 		stop:     make(chan struct{}),
@@ -476,15 +480,22 @@ func (p *Provider) supervisorBusy(ctx context.Context, name string) bool {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
 		return false
 	}
-	nc, err := supervisor.DialSocket(filepath.Join(p.cfg.StateDir, "supervisors", name), socketName)
-	if err != nil {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := supervisor.NewConn(ctx, nc, nc, nc)
-	if err != nil {
-		return false
+	var c *supervisor.Conn
+	if p.channel == channelExec {
+		var err error
+		if c, err = p.relay(ctx, name, name); err != nil {
+			return false
+		}
+	} else {
+		nc, err := supervisor.DialSocket(filepath.Join(p.cfg.StateDir, "supervisors", name), socketName)
+		if err != nil {
+			return false
+		}
+		if c, err = supervisor.NewConn(ctx, nc, nc, nc); err != nil {
+			return false
+		}
 	}
 	defer c.Close()
 	return c.Hello().Busy > 0
@@ -743,9 +754,11 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 		case !cerrdefs.IsNotFound(err):
 			return "", engineError(err)
 		}
-		run, err := p.runDir(name)
-		if err != nil {
-			return "", err
+		var run string // the socket's host directory; exec: none
+		if p.channel == channelSocket {
+			if run, err = p.runDir(name); err != nil {
+				return "", err
+			}
 		}
 		resp, err := p.cli.ContainerCreate(ctx, p.containerConfig(key), p.hostConfig(mounts, run), nil, nil, name)
 		if cerrdefs.IsConflict(err) && attempt < 5 {
@@ -835,8 +848,9 @@ func (p *Provider) specTag() string {
 }
 
 // hostConfig is how a container runs: the thread's mounts, the
-// supervisor's binary (read-only) and its run directory (runHost: "" in
-// specTag, which hashes the settings), hardened.
+// supervisor's binary (read-only) and its run directory (socket channel:
+// bound from runHost, "" in specTag, which hashes the settings; exec: a
+// tmpfs), hardened.
 func (p *Provider) hostConfig(mounts []sandbox.Mount, runHost string) *container.HostConfig {
 	var ms []mount.Mount
 	for _, m := range mounts {
@@ -845,13 +859,25 @@ func (p *Provider) hostConfig(mounts []sandbox.Mount, runHost string) *container
 	for _, m := range p.bin.Mounts() {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: m.Host, Target: m.Target, ReadOnly: true})
 	}
-	if runHost != "" {
+	var tmpfs map[string]string
+	switch {
+	case p.channel == channelExec:
+		// The socket in a directory of the container's own, private to its
+		// user (every command runs as that user too: a command can reach
+		// it, as it can the socket's bound directory in socket mode).
+		opts := "mode=1777"
+		if p.uid >= 0 {
+			opts = fmt.Sprintf("mode=0700,uid=%d,gid=%d", p.uid, p.gid)
+		}
+		tmpfs = map[string]string{runDir: opts + ",size=64k"}
+	case runHost != "":
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: runHost, Target: runDir})
 	}
 	init := true
 	pids := p.cfg.PidsLimit
 	return &container.HostConfig{
 		Mounts:      ms,
+		Tmpfs:       tmpfs,
 		CapDrop:     []string{"ALL"},
 		SecurityOpt: []string{"no-new-privileges"},
 		NetworkMode: container.NetworkMode(p.cfg.Network),

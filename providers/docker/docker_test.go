@@ -140,7 +140,39 @@ func execOut(t testing.TB, sb sandbox.Sandbox, cmd string) (string, sandbox.Exec
 }
 
 func TestContract(t *testing.T) {
-	f := newFixture(t)
+	contract(t, newFixture(t))
+}
+
+// TestContractExecChannel: the whole contract with the supervisor reached
+// through a relay exec (docker.channel: exec, as on Docker Desktop), on
+// the stock busybox image whose CMD exits.
+func TestContractExecChannel(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Channel = channelExec })
+	contract(t, f)
+	f2 := newFixture(t, func(c *Config) { c.Channel = channelExec; c.Image = busyboxShImage })
+	sb := f2.acquire(t, "busybox")
+	if out, res := execOut(t, sb, "echo hi from $(busybox | head -c 7)"); out != "hi from BusyBox\n" || res.ExitCode != 0 {
+		t.Fatalf("busybox sh over the exec channel: exit %d %q", res.ExitCode, out)
+	}
+	// No host directory for the socket: a tmpfs of the container's own.
+	info, err := f2.cli.ContainerInspect(t.Context(), f2.ours(t, false)[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range info.Mounts {
+		if m.Destination == runDir {
+			t.Errorf("the run directory is a %s mount from %s, want a tmpfs", m.Type, m.Source)
+		}
+	}
+	if _, ok := info.HostConfig.Tmpfs[runDir]; !ok {
+		t.Errorf("no tmpfs at %s: %v", runDir, info.HostConfig.Tmpfs)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(f2.cfg.StateDir, "supervisors")); len(entries) != 0 {
+		t.Errorf("socket directories made on the host: %v", entries)
+	}
+}
+
+func contract(t *testing.T, f *fixture) {
 	n := 0
 	var mu sync.Mutex
 	sandboxtest.Run(t, sandboxtest.Options{ReadOnlyEnforced: true}, func(t *testing.T) sandbox.Sandbox {

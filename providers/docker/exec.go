@@ -84,7 +84,12 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := s.connect(ctx, id)
+		var c *supervisor.Conn
+		if s.p.channel == channelExec {
+			c, err = s.connectExec(ctx, id)
+		} else {
+			c, err = s.connect(ctx, id)
+		}
 		done()
 		if errors.Is(err, errGone) && attempt == 0 {
 			s.p.forget(s.name, id)

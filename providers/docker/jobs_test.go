@@ -11,7 +11,14 @@ import (
 )
 
 func TestJobsContract(t *testing.T) {
-	f := newFixture(t)
+	jobsContract(t, newFixture(t))
+}
+
+func TestJobsContractExecChannel(t *testing.T) {
+	jobsContract(t, newFixture(t, func(c *Config) { c.Channel = channelExec }))
+}
+
+func jobsContract(t *testing.T, f *fixture) {
 	var n atomic.Int32
 	sandboxtest.Jobs(t, func(t *testing.T) sandbox.Sandbox {
 		return f.acquire(t, "jobs-"+strconv.Itoa(int(n.Add(1))))

@@ -17,7 +17,15 @@ import (
 // in the container made to run again, with the thread's files intact.
 func TestSupervisorKilledMidCall(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	for _, channel := range []string{channelSocket, channelExec} {
+		t.Run(channel, func(t *testing.T) {
+			t.Parallel()
+			supervisorKilledMidCall(t, newFixture(t, func(c *Config) { c.Channel = channel }))
+		})
+	}
+}
+
+func supervisorKilledMidCall(t *testing.T, f *fixture) {
 	sb := f.acquire(t, "killed")
 	execOut(t, sb, "echo kept > /mnt/user-data/workspace/f")
 	done := make(chan error, 1)
@@ -127,7 +135,15 @@ while True:
 // each gets its own output and exit code, whole.
 func TestFortyConcurrentCallsOneContainer(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	for _, channel := range []string{channelSocket, channelExec} {
+		t.Run(channel, func(t *testing.T) {
+			t.Parallel()
+			fortyConcurrentCalls(t, newFixture(t, func(c *Config) { c.Channel = channel }))
+		})
+	}
+}
+
+func fortyConcurrentCalls(t *testing.T, f *fixture) {
 	sb := f.acquire(t, "forty")
 	execOut(t, sb, "true")
 	errs := make(chan string, 40)

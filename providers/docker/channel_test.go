@@ -1,0 +1,52 @@
+package docker
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestResolveChannel(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ configured, host, want, err string }{
+		{"", "unix:///var/run/docker.sock", channelSocket, ""},
+		{"auto", "unix:///var/run/docker.sock", channelSocket, ""},
+		{"", "tcp://10.0.0.2:2376", channelExec, ""},
+		{"", "ssh://me@box", channelExec, ""},
+		{"exec", "unix:///var/run/docker.sock", channelExec, ""},
+		{"socket", "tcp://10.0.0.2:2376", "", "docker.channel socket: the supervisor's socket reaches the server only on the engine's own Linux host"},
+		{"pipe", "unix:///var/run/docker.sock", "", `docker.channel "pipe": want auto, socket or exec`},
+	} {
+		got, err := resolveChannel(c.configured, c.host)
+		if got != c.want || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("resolveChannel(%q, %q) = %q, %v; want %q, %q", c.configured, c.host, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestConfigChannelAndBinaryKeys(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Channel: "socket"}, ""},
+		{Config{Channel: "fifo"}, `docker.channel "fifo": want auto, socket or exec`},
+		{Config{SupervisorBinary: "bin/sandbox-mcp"}, `docker.supervisor_binary "bin/sandbox-mcp": want an absolute path`},
+	} {
+		err := c.cfg.Validate()
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Validate(%+v) = %v, want %q", c.cfg, err, c.want)
+		}
+	}
+	// A supervisor_binary that is no Linux build is refused, naming the key.
+	notELF := filepath.Join(t.TempDir(), "sandbox-mcp")
+	os.WriteFile(notELF, []byte("\xcf\xfa\xed\xfe not an ELF file (a Mach-O header)"), 0o755)
+	if _, err := supervisorBinary(notELF); err == nil || !strings.Contains(err.Error(), "docker.supervisor_binary: the supervisor binary "+notELF+" is not a Linux (ELF) build") {
+		t.Errorf("a Mach-O supervisor_binary: %v", err)
+	}
+	if _, err := supervisorBinary(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.HasPrefix(err.Error(), "docker.supervisor_binary: ") {
+		t.Errorf("a missing supervisor_binary: %v", err)
+	}
+}
