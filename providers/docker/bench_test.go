@@ -2,6 +2,7 @@ package docker
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"testing"
@@ -34,7 +35,7 @@ func BenchmarkWarmDockerCLIExecTrue(b *testing.B) {
 }
 
 func BenchmarkColdFirstCall(b *testing.B) {
-	f := newFixture(b, func(c *Config) { c.Replicas = -1 })
+	f := newFixture(b, func(c *Config) { c.Replicas = -1; c.Channel = os.Getenv("DOCKER_CHANNEL") })
 	i := 0
 	for b.Loop() {
 		i++
@@ -72,8 +73,10 @@ func BenchmarkWarmAcquire(b *testing.B) {
 // so that a slow spell of the engine hits both alike, and reports medians:
 //
 //	go test -run '^$' -bench WarmExecVsCLI -benchtime 100x ./providers/docker/
+//
+// DOCKER_CHANNEL=exec measures the exec channel (docker.channel) instead.
 func BenchmarkWarmExecVsCLI(b *testing.B) {
-	f := newFixture(b)
+	f := newFixture(b, func(c *Config) { c.Channel = os.Getenv("DOCKER_CHANNEL") })
 	sb := f.acquire(b, "side-by-side")
 	execOut(b, sb, "true")
 	id := f.ours(b, false)[0].ID
