@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 version=0.0.0-check.$(git rev-parse --short=12 HEAD)
 image=${IMAGE_REPO:-ghcr.io/sandbox-mcp/sandbox-mcp}:$version
-trap 'rm -rf "$out"; docker rmi "$image" >/dev/null 2>&1 || true' EXIT
+trap 'rm -rf "$out"; docker rmi "$image-amd64" "$image-arm64" >/dev/null 2>&1 || true' EXIT
 bash scripts/release.sh --out "$out/dist" --version "$version" "$@"
 
 fail() { echo "release-check: FAIL: $*" >&2; exit 1; }
@@ -32,6 +32,20 @@ for p in linux_amd64 linux_arm64 darwin_amd64 darwin_arm64 windows_amd64 windows
 	has "$(unzip -l "$base.mcpb")" " server/$exe" || fail "$base.mcpb has no server/$exe"
 	grep -q "$base.mcpb" server.json || fail "server.json does not list $base.mcpb"
 done
+# The image: an OCI layout of both architectures, and docker-loadable.
+if [ -f "sandbox-mcp_${version}_image.tar" ]; then
+	listing=$(tar -tf "sandbox-mcp_${version}_image.tar")
+	for f in oci-layout index.json manifest.json; do has "$listing" "^$f" || fail "the image tar has no $f"; done
+	index=$(tar -xOf "sandbox-mcp_${version}_image.tar" index.json)
+	for a in amd64 arm64; do grep -q "\"architecture\":\"$a\"" <<<"$index" || fail "the image has no linux/$a"; done
+	if docker version >/dev/null 2>&1; then
+		docker load -q -i "sandbox-mcp_${version}_image.tar" >/dev/null || fail "docker load of the image failed"
+		got=$(docker run --rm "$image-$(go env GOARCH)" --version) || fail "the image does not run"
+		[ "$got" = "sandbox-mcp $version" ] || fail "the image's --version printed \"$got\""
+		uid=$(docker image inspect -f '{{.Config.User}} {{index .Config.Labels "io.modelcontextprotocol.server.name"}}' "$image-amd64")
+		[ "$uid" = "65532:65532 io.github.sandbox-mcp/sandbox-mcp" ] || fail "the image's user and name label: $uid"
+	fi
+fi
 mkdir x
 tar -xzf "sandbox-mcp_${version}_linux_amd64.tar.gz" -C x
 got=$("x/sandbox-mcp_${version}_linux_amd64/sandbox-mcp" --version)

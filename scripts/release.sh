@@ -6,17 +6,19 @@
 #     linux, darwin, windows × amd64, arm64, with LICENSE, README.md, SECURITY.md
 #   - Claude Desktop extension bundles sandbox-mcp_V_OS_ARCH.mcpb (manifest.json,
 #     server.type binary, user config for the thread and the skills dir)
-#   - the server image IMAGE_REPO:V (FROM scratch, non-root, labelled with its
-#     MCP Registry name) for this machine's architecture, saved as
-#     sandbox-mcp_V_image_linux_ARCH.tar.gz
+#   - the server image IMAGE_REPO:V for linux/amd64 and linux/arm64 (the static
+#     binary FROM scratch, non-root, labelled with its MCP Registry name) as
+#     one OCI image layout, sandbox-mcp_V_image.tar: publish it with
+#     `skopeo copy oci-archive:sandbox-mcp_V_image.tar:IMAGE_REPO:V docker://IMAGE_REPO:V`;
+#     `docker load` takes it too (as IMAGE_REPO:V-amd64 and -arm64)
 #   - server.json for the official MCP Registry (oci and mcpb packages)
 #   - SHA256SUMS over all of them
 #
 #   scripts/release.sh [--out DIR] [--version V] [--no-image]
 #
 # V defaults to `git describe --tags --dirty` without its leading v (a
-# checkout with no tag gives 0.0.0-<commit>). Without a reachable Docker
-# engine the image step is skipped, saying so; --no-image skips it always.
+# checkout with no tag gives 0.0.0-<commit>). The image is written, not
+# built: no Docker engine is needed; --no-image skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -50,12 +52,7 @@ image_ref=${IMAGE_REPO:-ghcr.io/sandbox-mcp/sandbox-mcp}:$version
 download=${DOWNLOAD_URL:-https://github.com/sandbox-mcp/sandbox-mcp/releases/download/v$version}
 
 platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64)
-if [ "$image" = auto ]; then
-	if docker version >/dev/null 2>&1; then image=yes; else
-		image=no
-		echo "release: no Docker engine answers: the image step is skipped" >&2
-	fi
-fi
+[ "$image" = auto ] && image=yes
 steps=$((${#platforms[@]} + 1 + 1))
 [ "$image" = yes ] && steps=$((steps + 1))
 step=0
@@ -116,23 +113,13 @@ for p in "${platforms[@]}"; do
 done
 
 if [ "$image" = yes ]; then
-	# This machine's architecture only: the legacy builder mixes up the
-	# layers of a foreign --platform, and buildx is not assumed.
-	progress "image $image_ref (linux/$(go env GOARCH)) from the built binary, FROM scratch"
-	for arch in $(go env GOARCH); do
-		ctx="$work/image-$arch"
-		mkdir -p "$ctx"
-		cp "$work/bin/linux_$arch/sandbox-mcp" "$ctx/sandbox-mcp"
-		cp deploy/kubernetes/Dockerfile "$ctx/Dockerfile"
-		tag=$image_ref
-		# The legacy builder needs no registry for FROM scratch.
-		if ! log=$(DOCKER_BUILDKIT=0 docker build -q --no-cache --platform "linux/$arch" \
-			--build-arg "VERSION=$version" -t "$tag" "$ctx" 2>&1); then
-			echo "$log" >&2
-			exit 1
-		fi
-		docker save "$tag" | gzip -9n >"$out/sandbox-mcp_${version}_image_linux_$arch.tar.gz"
-	done
+	# Written, not built: the image is the static binary FROM scratch
+	# (deploy/kubernetes/Dockerfile), one layer per architecture, so no
+	# engine, builder or registry is needed for a multi-arch image.
+	progress "image $image_ref (linux/amd64, linux/arm64: an OCI layout, docker-loadable as $image_ref-ARCH)"
+	"$work/releasemeta" image -version "$version" -image "$image_ref" -epoch "$SOURCE_DATE_EPOCH" \
+		-out "$out/sandbox-mcp_${version}_image.tar" \
+		linux/amd64="$work/bin/linux_amd64/sandbox-mcp" linux/arm64="$work/bin/linux_arm64/sandbox-mcp"
 fi
 
 progress "server.json for the MCP Registry"

@@ -1,7 +1,8 @@
 // Command releasemeta writes the metadata files of a release, for
 // scripts/release.sh: the manifest.json of a Claude Desktop extension
 // bundle (.mcpb, manifest_version 0.4) and the server.json of the official
-// MCP Registry (schema 2025-12-11). Their fields are typed here, and a test
+// MCP Registry (schema 2025-12-11), and the multi-arch server image
+// (image.go). Their fields are typed here, and a test
 // checks them against the required keys of both specs.
 //
 //	releasemeta manifest -version V -os darwin -entry server/sandbox-mcp
@@ -32,7 +33,7 @@ const (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: releasemeta manifest|server [flags]")
+		fmt.Fprintln(os.Stderr, "usage: releasemeta manifest|server|image [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -41,8 +42,10 @@ func main() {
 		err = manifestCmd(os.Args[2:], os.Stdout)
 	case "server":
 		err = serverCmd(os.Args[2:], os.Stdout)
+	case "image":
+		err = imageCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want manifest or server", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want manifest, server or image", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "releasemeta:", err)

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// The server image, multi-architecture, as an OCI image layout in one tar
+// (what `skopeo copy oci-archive:FILE docker://REF` or `crane push`
+// publishes as one multi-arch tag), written here without a builder: the
+// image is the static binary FROM scratch (deploy/kubernetes/Dockerfile,
+// which build-image.sh builds for this machine), so each architecture's
+// image is one layer. The tar holds a Docker `manifest.json` beside the
+// layout too, one entry per architecture tagged REF-ARCH, so that `docker
+// load` (even an engine that reads no OCI index) takes it.
+//
+//	releasemeta image -version V -image REF -epoch SECONDS -out FILE linux/amd64=BIN linux/arm64=BIN
+
+// imageUser is the image's user: not root (deploy/kubernetes/Dockerfile).
+const imageUser = "65532:65532"
+
+// imageLabels are the image's labels; the name label is what the MCP
+// Registry checks the image against.
+func imageLabels(version string) map[string]string {
+	return map[string]string{
+		"io.modelcontextprotocol.server.name": serverName,
+		"org.opencontainers.image.title":      "sandbox-mcp",
+		"org.opencontainers.image.version":    version,
+		"org.opencontainers.image.source":     repoURL,
+		"org.opencontainers.image.licenses":   "Apache-2.0",
+	}
+}
+
+// blob is one content-addressed file of the layout.
+type blob struct {
+	desc ocispec.Descriptor
+	data []byte
+}
+
+func newBlob(mediaType string, data []byte) blob {
+	return blob{desc: ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(data), Size: int64(len(data))}, data: data}
+}
+
+func jsonBlob(mediaType string, v any) (blob, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return blob{}, err
+	}
+	return newBlob(mediaType, data), nil
+}
+
+// layer is the image's one layer: /sandbox-mcp and the empty home
+// directory, owned by root, at the commit's time; gzip without a name or
+// time, so that the same binary gives the same digest.
+func layer(bin []byte, mtime time.Time) (gz []byte, diffID digest.Digest, err error) {
+	var raw bytes.Buffer
+	tw := tar.NewWriter(&raw)
+	for _, h := range []*tar.Header{
+		{Name: "var/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "var/lib/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "var/lib/sandbox-mcp/", Typeflag: tar.TypeDir, Mode: 0o700, Uid: 65532, Gid: 65532},
+		{Name: "sandbox-mcp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))},
+	} {
+		h.ModTime, h.Format = mtime, tar.FormatPAX
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, "", err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(bin); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, "", err
+	}
+	var z bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	if _, err := zw.Write(raw.Bytes()); err != nil {
+		return nil, "", err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, "", err
+	}
+	return z.Bytes(), digest.FromBytes(raw.Bytes()), nil
+}
+
+// platformImage is one architecture's image.
+type platformImage struct {
+	platform ocispec.Platform
+	config   blob
+	layer    blob
+	manifest blob
+}
+
+func buildPlatformImage(version string, platform ocispec.Platform, bin []byte, created time.Time) (platformImage, error) {
+	gz, diffID, err := layer(bin, created)
+	if err != nil {
+		return platformImage{}, err
+	}
+	pi := platformImage{platform: platform, layer: newBlob(ocispec.MediaTypeImageLayerGzip, gz)}
+	cfg := ocispec.Image{
+		Created:  &created,
+		Platform: platform,
+		Config: ocispec.ImageConfig{
+			User:       imageUser,
+			Env:        []string{"HOME=/var/lib/sandbox-mcp"},
+			Entrypoint: []string{"/sandbox-mcp"},
+			Labels:     imageLabels(version),
+		},
+		RootFS:  ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{diffID}},
+		History: []ocispec.History{{Created: &created, CreatedBy: "releasemeta image: /sandbox-mcp (a static build) FROM scratch"}},
+	}
+	if pi.config, err = jsonBlob(ocispec.MediaTypeImageConfig, cfg); err != nil {
+		return platformImage{}, err
+	}
+	m := ocispec.Manifest{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageManifest,
+		Config:    pi.config.desc,
+		Layers:    []ocispec.Descriptor{pi.layer.desc},
+	}
+	pi.manifest, err = jsonBlob(ocispec.MediaTypeImageManifest, m)
+	return pi, err
+}
+
+// writeImage writes the layout of the images (by platform, "linux/amd64"
+// → the binary's path) into w as a tar.
+func writeImage(w io.Writer, version, ref string, created time.Time, bins map[string]string) error {
+	if ref == "" || !strings.Contains(ref, ":") {
+		return fmt.Errorf("image: -image %q: want REPOSITORY:TAG", ref)
+	}
+	var platforms []string
+	for p := range bins {
+		platforms = append(platforms, p)
+	}
+	slices.Sort(platforms)
+	var images []platformImage
+	for _, p := range platforms {
+		goos, arch, ok := strings.Cut(p, "/")
+		if !ok || goos != "linux" || arch == "" {
+			return fmt.Errorf("image: platform %q: want linux/ARCH", p)
+		}
+		bin, err := os.ReadFile(bins[p])
+		if err != nil {
+			return fmt.Errorf("image: %w", err)
+		}
+		pi, err := buildPlatformImage(version, ocispec.Platform{OS: goos, Architecture: arch}, bin, created)
+		if err != nil {
+			return fmt.Errorf("image: %w", err)
+		}
+		images = append(images, pi)
+	}
+	if len(images) == 0 {
+		return fmt.Errorf("image: no binaries given (linux/ARCH=PATH)")
+	}
+	index := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex}
+	type dockerEntry struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	var docker []dockerEntry
+	var blobs []blob
+	for _, pi := range images {
+		d := pi.manifest.desc
+		d.Platform = &ocispec.Platform{OS: pi.platform.OS, Architecture: pi.platform.Architecture}
+		d.Annotations = map[string]string{ocispec.AnnotationRefName: ref + "-" + pi.platform.Architecture}
+		index.Manifests = append(index.Manifests, d)
+		blobs = append(blobs, pi.config, pi.layer, pi.manifest)
+		docker = append(docker, dockerEntry{
+			Config:   blobPath(pi.config.desc.Digest),
+			RepoTags: []string{ref + "-" + pi.platform.Architecture},
+			Layers:   []string{blobPath(pi.layer.desc.Digest)},
+		})
+	}
+	// The multi-arch image itself: an index of the platforms' manifests,
+	// named REF in the layout's top index.
+	multi, err := jsonBlob(ocispec.MediaTypeImageIndex, ocispec.Index{
+		Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex, Manifests: index.Manifests,
+	})
+	if err != nil {
+		return err
+	}
+	blobs = append(blobs, multi)
+	top := multi.desc
+	top.Annotations = map[string]string{ocispec.AnnotationRefName: ref}
+	index.Manifests = append([]ocispec.Descriptor{top}, index.Manifests...)
+
+	tw := tar.NewWriter(w)
+	put := func(name string, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: created, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	layoutFile, _ := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
+	indexFile, err := json.Marshal(index)
+	if err != nil {
+		return err
+	}
+	dockerFile, err := json.Marshal(docker)
+	if err != nil {
+		return err
+	}
+	if err := put(ocispec.ImageLayoutFile, layoutFile); err != nil {
+		return err
+	}
+	if err := put("index.json", indexFile); err != nil {
+		return err
+	}
+	if err := put("manifest.json", dockerFile); err != nil {
+		return err
+	}
+	seen := map[digest.Digest]bool{}
+	for _, b := range blobs {
+		if seen[b.desc.Digest] {
+			continue
+		}
+		seen[b.desc.Digest] = true
+		if err := put(blobPath(b.desc.Digest), b.data); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+func blobPath(d digest.Digest) string { return "blobs/" + d.Algorithm().String() + "/" + d.Encoded() }
+
+func imageCmd(args []string) error {
+	fs := flag.NewFlagSet("image", flag.ContinueOnError)
+	version := fs.String("version", "", "the release's version")
+	ref := fs.String("image", "", "the image's reference, REPOSITORY:TAG")
+	epoch := fs.Int64("epoch", 0, "file and creation times, in seconds since 1970 (the commit's)")
+	out := fs.String("out", "", "the tar to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *version == "" || *out == "" {
+		return fmt.Errorf("image: -version and -out are required")
+	}
+	bins := map[string]string{}
+	for _, a := range fs.Args() {
+		p, path, ok := strings.Cut(a, "=")
+		if !ok {
+			return fmt.Errorf("image: %q: want linux/ARCH=PATH", a)
+		}
+		bins[p] = path
+	}
+	var buf bytes.Buffer
+	if err := writeImage(&buf, *version, *ref, time.Unix(*epoch, 0).UTC(), bins); err != nil {
+		return err
+	}
+	return os.WriteFile(*out, buf.Bytes(), 0o644)
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// The image tar is a valid OCI layout (every blob where its digest says,
+// of its size), one image per architecture under one multi-arch index, the
+// same bytes from the same input, and a Docker manifest.json beside it.
+func TestImageLayout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bins := map[string]string{}
+	for _, a := range []string{"amd64", "arm64"} {
+		p := filepath.Join(dir, a)
+		os.WriteFile(p, []byte("binary for "+a), 0o755)
+		bins["linux/"+a] = p
+	}
+	created := time.Unix(1764000000, 0).UTC()
+	var one, two bytes.Buffer
+	if err := writeImage(&one, "1.2.3", "ghcr.io/x/y:1.2.3", created, bins); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeImage(&two, "1.2.3", "ghcr.io/x/y:1.2.3", created, bins); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(one.Bytes(), two.Bytes()) {
+		t.Error("two writes of the same image differ")
+	}
+	files := map[string][]byte{}
+	tr := tar.NewReader(&one)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name], _ = io.ReadAll(tr)
+	}
+	read := func(d ocispec.Descriptor, v any) {
+		t.Helper()
+		data, ok := files[blobPath(d.Digest)]
+		if !ok || int64(len(data)) != d.Size || digest.FromBytes(data) != d.Digest {
+			t.Fatalf("blob %s: missing, or of another size or digest", d.Digest)
+		}
+		if v != nil {
+			if err := json.Unmarshal(data, v); err != nil {
+				t.Fatalf("blob %s: %v", d.Digest, err)
+			}
+		}
+	}
+	var layout ocispec.ImageLayout
+	json.Unmarshal(files["oci-layout"], &layout)
+	if layout.Version != ocispec.ImageLayoutVersion {
+		t.Errorf("oci-layout %s", files["oci-layout"])
+	}
+	var index ocispec.Index
+	if err := json.Unmarshal(files["index.json"], &index); err != nil {
+		t.Fatal(err)
+	}
+	if len(index.Manifests) != 3 || index.Manifests[0].MediaType != ocispec.MediaTypeImageIndex || index.Manifests[0].Annotations[ocispec.AnnotationRefName] != "ghcr.io/x/y:1.2.3" {
+		t.Fatalf("index.json: %s", files["index.json"])
+	}
+	var multi ocispec.Index
+	read(index.Manifests[0], &multi)
+	if len(multi.Manifests) != 2 {
+		t.Fatalf("the multi-arch index lists %d images", len(multi.Manifests))
+	}
+	for i, arch := range []string{"amd64", "arm64"} {
+		d := multi.Manifests[i]
+		if d.Platform == nil || d.Platform.OS != "linux" || d.Platform.Architecture != arch {
+			t.Errorf("image %d: platform %+v, want linux/%s", i, d.Platform, arch)
+		}
+		var m ocispec.Manifest
+		read(d, &m)
+		var cfg ocispec.Image
+		read(m.Config, &cfg)
+		if cfg.Architecture != arch || cfg.OS != "linux" || cfg.Config.User != imageUser || cfg.Config.Labels["io.modelcontextprotocol.server.name"] != serverName ||
+			cfg.Config.Labels["org.opencontainers.image.version"] != "1.2.3" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/sandbox-mcp" {
+			t.Errorf("%s config: %+v", arch, cfg)
+		}
+		if len(m.Layers) != 1 || len(cfg.RootFS.DiffIDs) != 1 {
+			t.Fatalf("%s: %d layers, %d diff ids", arch, len(m.Layers), len(cfg.RootFS.DiffIDs))
+		}
+		read(m.Layers[0], nil)
+	}
+	var docker []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	if err := json.Unmarshal(files["manifest.json"], &docker); err != nil || len(docker) != 2 || docker[1].RepoTags[0] != "ghcr.io/x/y:1.2.3-arm64" {
+		t.Fatalf("manifest.json: %s %v", files["manifest.json"], err)
+	}
+	for _, e := range docker {
+		if _, ok := files[e.Config]; !ok {
+			t.Errorf("manifest.json names %s, not in the tar", e.Config)
+		}
+	}
+	// Bad input is refused, naming what is wrong.
+	if err := writeImage(io.Discard, "1", "no-tag", created, bins); err == nil {
+		t.Error("a reference without a tag was taken")
+	}
+	if err := writeImage(io.Discard, "1", "r:t", created, map[string]string{"darwin/arm64": bins["linux/arm64"]}); err == nil {
+		t.Error("a darwin image was made")
+	}
+}
