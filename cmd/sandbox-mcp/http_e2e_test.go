@@ -25,6 +25,9 @@ type httpProc struct {
 	url    string
 	stderr *syncBuffer
 	exited chan error
+	// legacyClients: jobsSession's clients speak 2025-11-25 (a session)
+	// instead of go-sdk's default 2026-07-28.
+	legacyClients bool
 }
 
 var listenLine = regexp.MustCompile(`serving MCP over HTTP addr=(\S+)`)

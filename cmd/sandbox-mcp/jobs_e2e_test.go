@@ -27,7 +27,8 @@ import (
 // runs): a dev server started in the background and reached from another
 // session of the thread, a long test run that outlives yield_after and is
 // polled to its end, a prompt answered, the cap of 16 jobs, and a thread
-// that cannot name another thread's job.
+// that cannot name another thread's job. These clients speak the
+// session-bearing 2025-11-25 (the next test: 2026-07-28, the same suite).
 func TestE2EJobs(t *testing.T) {
 	t.Parallel()
 	busybox, err := exec.LookPath("busybox")
@@ -36,6 +37,7 @@ func TestE2EJobs(t *testing.T) {
 	}
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
 	p := startHTTPBinary(t, "--audit-log", audit)
+	p.legacyClients = true
 	jobsScenario(t, p, p, busybox, audit)
 }
 
@@ -79,6 +81,7 @@ func TestE2EKubernetesJobs(t *testing.T) {
 	audit1, audit2 := filepath.Join(dir, "audit1.jsonl"), filepath.Join(dir, "audit2.jsonl")
 	r1 := startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s1"), "--audit-log", audit1)
 	r2 := startHTTPBinary(t, "--config", cfgFile, "--state-dir", filepath.Join(dir, "s2"), "--audit-log", audit2)
+	r1.legacyClients, r2.legacyClients = true, true // sessions, each on its replica
 	jobsScenario(t, r1, r2, "busybox", audit1, audit2)
 	jobOutlivesReplica(t, r1, cfgFile, dir)
 }
@@ -174,10 +177,18 @@ func jobOutlivesReplica(t *testing.T, r1 *httpProc, cfgFile, dir string) {
 func jobsSession(t *testing.T, p *httpProc, thread string) *mcp.ClientSession {
 	t.Helper()
 	hc := &http.Client{Transport: bearerRT{thread: thread}}
+	var opts *mcp.ClientSessionOptions
+	want := "2026-07-28"
+	if p.legacyClients {
+		opts, want = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, "2025-11-25"
+	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(),
-		&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", HTTPClient: hc, MaxRetries: -1}, opts)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, p.stderr)
+	}
+	if v := cs.InitializeResult().ProtocolVersion; v != want {
+		t.Fatalf("the client negotiated %q, want %q", v, want)
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs
