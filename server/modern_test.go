@@ -429,3 +429,39 @@ func TestHTTPStatelessListenStreamsCapped(t *testing.T) {
 		t.Fatal(out)
 	}
 }
+
+// The thread argument is listed for 2026-07-28 requests only: in a
+// session it could only repeat the session's own thread, and an agent
+// shown it would make one up. Both lists are in the fixed offer order.
+func TestHTTPThreadArgumentListedForStatelessOnly(t *testing.T) {
+	t.Parallel()
+	h := startHTTPWith(t, server.HTTPConfig{}, true)
+	hdr := map[string]string{"X-Thread-ID": "lists"}
+	for _, c := range []struct {
+		name string
+		cs   *sdk.ClientSession
+		want bool
+	}{{"session", connect(t, h, "streamable", hdr), false}, {"stateless", connectModern(t, h, hdr, nil), true}, {"sse", connect(t, h, "sse", hdr), false}} {
+		res, err := c.cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Tools) == 0 || res.Tools[0].Name != "bash" {
+			t.Errorf("%s: tools not in the offer order", c.name)
+		}
+		for _, tool := range res.Tools {
+			props, _ := tool.InputSchema.(map[string]any)["properties"].(map[string]any)
+			if _, has := props["thread"]; has != c.want {
+				t.Errorf("%s: %s lists thread = %v, want %v", c.name, tool.Name, has, c.want)
+			}
+		}
+	}
+	// Listing for a session changed nothing for the next stateless list.
+	res, err := connectModern(t, h, hdr, nil).ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if props, _ := res.Tools[0].InputSchema.(map[string]any)["properties"].(map[string]any); props["thread"] == nil {
+		t.Error("the thread argument is gone from the server's own definition")
+	}
+}

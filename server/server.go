@@ -106,7 +106,7 @@ func New(cfg Config) *Server {
 		mcpserver.WithResourceCapabilities(false, true),
 		mcpserver.WithInstructions(instructions),
 		mcpserver.WithIcons(tools.Icon("sandbox")),
-		mcpserver.WithToolFilter(inOfferOrder),
+		mcpserver.WithToolFilter(toolsFor),
 	)
 	for _, t := range tools.All() {
 		if t.RunsCommands && off != nil {
@@ -176,6 +176,31 @@ var offerOrder = func() map[string]int {
 func inOfferOrder(_ context.Context, list []mcp.Tool) []mcp.Tool {
 	slices.SortStableFunc(list, func(a, b mcp.Tool) int { return offerOrder[a.Name] - offerOrder[b.Name] })
 	return list
+}
+
+// toolsFor is the tool list a request gets: in offer order, and — for a
+// session (any revision before 2026-07-28) — without the thread argument,
+// which there can only repeat the session's own thread: an agent shown it
+// would fill it in, and get an error for a thread name it made up.
+func toolsFor(ctx context.Context, list []mcp.Tool) []mcp.Tool {
+	list = inOfferOrder(ctx, list)
+	if mcpserver.IsModernRequest(ctx) {
+		return list
+	}
+	out := make([]mcp.Tool, len(list))
+	for i, t := range list {
+		if _, ok := t.InputSchema.Properties["thread"]; ok {
+			props := make(map[string]any, len(t.InputSchema.Properties))
+			for k, v := range t.InputSchema.Properties {
+				if k != "thread" {
+					props[k] = v
+				}
+			}
+			t.InputSchema.Properties = props
+		}
+		out[i] = t
+	}
+	return out
 }
 
 // bashDisabled asks a provider that can tell (local: no isolation and no
