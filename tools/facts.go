@@ -96,20 +96,25 @@ func OutputsURI(name string) string {
 	return OutputsScheme + strings.Join(parts, "/")
 }
 
-// editFacts is the structured content of write_file and str_replace: the
-// file as the call left it, so that the next edit can pass its hash as
-// expected_sha256 without reading it again.
-type editFacts struct {
-	Path         string `json:"path"`
-	Bytes        int    `json:"bytes" jsonschema_description:"The file's size after the call."`
-	SHA256       string `json:"sha256" jsonschema_description:"The sha256 of the file after the call (hex)."`
-	Replacements *int   `json:"replacements,omitempty" jsonschema_description:"str_replace: occurrences replaced (a dry run: that would be)."`
-	DryRun       bool   `json:"dry_run,omitempty" jsonschema_description:"str_replace dry_run: nothing was written."`
+// EditedFile is write_file's structured content, and part of
+// str_replace's: the file as the call left it, so that the next edit can
+// pass its hash as expected_sha256 without reading it again.
+type EditedFile struct {
+	Path   string `json:"path"`
+	Bytes  int    `json:"bytes" jsonschema_description:"The file's size after the call."`
+	SHA256 string `json:"sha256" jsonschema_description:"The sha256 of the file after the call (hex)."`
 }
 
-func newEditFacts(name string, content []byte) *editFacts {
+func editedFile(name string, content []byte) EditedFile {
 	sum := sha256.Sum256(content)
-	return &editFacts{Path: name, Bytes: len(content), SHA256: hex.EncodeToString(sum[:])}
+	return EditedFile{Path: name, Bytes: len(content), SHA256: hex.EncodeToString(sum[:])}
+}
+
+// replaceFacts is str_replace's structured content.
+type replaceFacts struct {
+	EditedFile
+	Replacements int  `json:"replacements" jsonschema_description:"Occurrences replaced (a dry run: that would be)."`
+	DryRun       bool `json:"dry_run,omitempty" jsonschema_description:"dry_run: nothing was written; sha256 is the file's as it is."`
 }
 
 // jobState is a job's state as its facts say it.

@@ -26,7 +26,7 @@ func strReplaceTool() Tool {
 			mcp.WithBoolean("dry_run", mcp.Description("Return the unified diff of the edit without writing it (default false).")),
 			destructive("Edit file", false),
 			withIcon("pencil"),
-			mcp.WithOutputSchema[editFacts](),
+			mcp.WithOutputSchema[replaceFacts](),
 		),
 		Args:   strReplaceArgs{},
 		Handle: strReplace,
@@ -61,7 +61,7 @@ func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result 
 	all, dryRun, expected := a.ReplaceAll, a.DryRun, a.ExpectedSHA256
 	var n int
 	var diff string
-	var facts *editFacts
+	var facts replaceFacts
 	err = env.Sandbox.FS().Edit(ctx, name, func(old []byte, exists bool) ([]byte, error) {
 		if !exists {
 			return nil, &sandbox.PathError{Path: name, Err: sandbox.ErrNotFound}
@@ -76,20 +76,17 @@ func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result 
 			return nil, err
 		}
 		if dryRun {
-			facts = newEditFacts(name, old)
-			facts.DryRun = true
+			facts = replaceFacts{EditedFile: editedFile(name, old), DryRun: true}
 			diff = unifiedDiff(name, string(old), updated)
 			if !utf8.Valid(old) {
 				diff = validText([]byte(diff)) + "[not UTF-8 text: bytes that are not UTF-8 are shown as \uFFFD here; the edit keeps them as they are]\n"
 			}
 			return nil, errDryRun
 		}
-		facts = newEditFacts(name, []byte(updated))
+		facts = replaceFacts{EditedFile: editedFile(name, []byte(updated))}
 		return []byte(updated), nil
 	})
-	if facts != nil {
-		facts.Replacements = &n
-	}
+	facts.Replacements = n
 	switch {
 	case errors.Is(err, errDryRun):
 		if diff == "" {

@@ -23,7 +23,7 @@ func writeFileTool() Tool {
 			mcp.WithString("expected_sha256", mcp.Description("Refuse the write unless the file exists with this sha256 (from read_file): no lost update.")),
 			destructive("Write file", false),
 			withIcon("pencil"),
-			mcp.WithOutputSchema[editFacts](),
+			mcp.WithOutputSchema[EditedFile](),
 		),
 		Args:   writeFileArgs{},
 		Handle: writeFile,
@@ -47,7 +47,7 @@ func writeFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		return fail(err)
 	}
 	content, appendTo, expected := a.Content, a.Append, a.ExpectedSHA256
-	var facts *editFacts
+	var facts EditedFile
 	err = env.Sandbox.FS().Edit(ctx, name, func(old []byte, exists bool) ([]byte, error) {
 		if err := checkExpected(name, expected, old, exists); err != nil {
 			return nil, err
@@ -56,7 +56,7 @@ func writeFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		if appendTo {
 			updated = append(old, content...)
 		}
-		facts = newEditFacts(name, updated)
+		facts = editedFile(name, updated)
 		return updated, nil
 	})
 	if err != nil {
