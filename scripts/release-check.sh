@@ -25,9 +25,12 @@ for p in linux_amd64 linux_arm64 darwin_amd64 darwin_arm64 windows_amd64 windows
 	case $p in windows_*) exe=sandbox-mcp.exe ;; esac
 	if [ -f "$base.zip" ]; then
 		has "$(unzip -l "$base.zip")" " $exe" || fail "$base.zip has no $exe"
+		has "$(unzip -l "$base.zip")" " linux/sandbox-mcp" || fail "$base.zip has no linux/sandbox-mcp"
 	else
 		has "$(tar -tzf "$base.tar.gz")" "^$base/$exe" || fail "$base.tar.gz has no $base/$exe"
+		case $p in darwin_*) has "$(tar -tzf "$base.tar.gz")" "^$base/linux/sandbox-mcp" || fail "$base.tar.gz has no linux/sandbox-mcp" ;; esac
 	fi
+	case $p in linux_*) ;; *) has "$(unzip -l "$base.mcpb")" " server/linux/sandbox-mcp" || fail "$base.mcpb has no server/linux/sandbox-mcp" ;; esac
 	has "$(unzip -p "$base.mcpb" manifest.json)" "\"version\": \"$version\"," || fail "$base.mcpb: manifest.json lacks the version"
 	has "$(unzip -l "$base.mcpb")" " server/$exe" || fail "$base.mcpb has no server/$exe"
 	grep -q "$base.mcpb" server.json || fail "server.json does not list $base.mcpb"

@@ -4,6 +4,8 @@
 # and publishes nothing:
 #   - archives sandbox-mcp_V_OS_ARCH.tar.gz (.zip for windows) for
 #     linux, darwin, windows × amd64, arm64, with LICENSE, README.md, SECURITY.md
+#     (darwin and windows: also linux/sandbox-mcp, the Linux build of the same
+#     architecture, which the docker provider puts into its containers)
 #   - Claude Desktop extension bundles sandbox-mcp_V_OS_ARCH.mcpb (manifest.json,
 #     server.type binary, user config for the thread and the skills dir)
 #   - the server image IMAGE_REPO:V for linux/amd64 and linux/arm64 (the static
@@ -97,6 +99,14 @@ for p in "${platforms[@]}"; do
 	mkdir -p "$stage"
 	cp "$bin" LICENSE README.md SECURITY.md "$stage/"
 	chmod 0644 "$stage"/*.md "$stage/LICENSE" && chmod 0755 "$stage/$exe" # not the umask's
+	# macOS and Windows: the Linux build of the same architecture beside
+	# the binary, for the docker provider's containers (Docker Desktop's
+	# engine runs Linux of the host's architecture).
+	linux=""
+	[ "$goos" != linux ] && linux="$work/bin/linux_$goarch/sandbox-mcp"
+	if [ -n "$linux" ]; then
+		mkdir -p "$stage/linux" && cp "$linux" "$stage/linux/sandbox-mcp" && chmod 0755 "$stage/linux/sandbox-mcp"
+	fi
 	if [ "$goos" = windows ]; then
 		zipdir "$stage" "$out/$base.zip"
 	else
@@ -108,6 +118,9 @@ for p in "${platforms[@]}"; do
 	cp "$bin" "$bundle/server/$exe"
 	cp LICENSE "$bundle/"
 	chmod 0644 "$bundle/LICENSE" && chmod 0755 "$bundle/server/$exe"
+	if [ -n "$linux" ]; then
+		mkdir -p "$bundle/server/linux" && cp "$linux" "$bundle/server/linux/sandbox-mcp" && chmod 0755 "$bundle/server/linux/sandbox-mcp"
+	fi
 	"$work/releasemeta" manifest -version "$version" -os "$goos" -entry "server/$exe" >"$bundle/manifest.json"
 	zipdir "$bundle" "$out/$base.mcpb"
 done

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -182,8 +184,27 @@ func supervisorBinary(configured string) (*supervisor.Binary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker provider: %w", err)
 	}
-	if runtime.GOOS != "linux" {
-		return nil, fmt.Errorf("docker provider: containers need a Linux build of sandbox-mcp as their supervisor, and this server runs on %s: set docker.supervisor_binary to the linux build for the engine's architecture (the release's sandbox-mcp_VERSION_linux_amd64 or _arm64 archive)", runtime.GOOS)
+	return ownSupervisorBinary(runtime.GOOS, exe)
+}
+
+// ownSupervisorBinary is the supervisor of a server that is exe, built
+// for goos: exe itself on Linux, elsewhere the Linux build beside it.
+func ownSupervisorBinary(goos, exe string) (*supervisor.Binary, error) {
+	if goos != "linux" {
+		// The release's macOS and Windows archives hold the Linux build of
+		// their architecture beside the binary.
+		beside := filepath.Join(filepath.Dir(exe), "linux", "sandbox-mcp")
+		fi, err := os.Stat(beside)
+		if err != nil {
+			return nil, fmt.Errorf("docker provider: containers need a Linux build of sandbox-mcp as their supervisor, and this server runs on %s: none at %s (where the release puts it); set docker.supervisor_binary to the linux build for the engine's architecture (the release's sandbox-mcp_VERSION_linux_amd64 or _arm64 archive)", goos, beside)
+		}
+		if fi.Mode()&0o111 == 0 {
+			// An unpacker that dropped the mode (an extension's zip).
+			if err := os.Chmod(beside, fi.Mode()|0o755); err != nil {
+				return nil, fmt.Errorf("docker provider: %s is not executable: %w", beside, err)
+			}
+		}
+		exe = beside
 	}
 	bin, err := supervisor.InspectBinary(exe)
 	if err != nil {

@@ -50,3 +50,39 @@ func TestConfigChannelAndBinaryKeys(t *testing.T) {
 		t.Errorf("a missing supervisor_binary: %v", err)
 	}
 }
+
+// A macOS or Windows server finds the Linux build the release puts beside
+// it, makes it executable when an unpacker dropped the mode, and says
+// where it looked when there is none.
+func TestOwnSupervisorBinaryBeside(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable() // this test binary: a Linux ELF
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "sandbox-mcp")
+	if _, err := ownSupervisorBinary("darwin", exe); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "linux", "sandbox-mcp")) {
+		t.Fatalf("no Linux build beside: %v", err)
+	}
+	os.Mkdir(filepath.Join(dir, "linux"), 0o755)
+	beside := filepath.Join(dir, "linux", "sandbox-mcp")
+	os.WriteFile(beside, data, 0o644)
+	bin, err := ownSupervisorBinary("windows", exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bin.Path != beside {
+		t.Errorf("supervisor %s, want %s", bin.Path, beside)
+	}
+	if fi, _ := os.Stat(beside); fi.Mode()&0o111 == 0 {
+		t.Errorf("the Linux build was left without exec bits: %v", fi.Mode())
+	}
+	if bin, err := ownSupervisorBinary("linux", self); err != nil || bin.Path != self {
+		t.Errorf("on Linux: %v %v", bin, err)
+	}
+}
