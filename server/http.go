@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -197,13 +199,23 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 				pinned.ServeHTTP(w, r)
 				return
 			}
-			if modernPost(r) && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodNotificationCancelled) {
-				// mcp-go keys a stateless request by its JSON-RPC id alone,
-				// so this would end any client's request of that id (a
-				// listen stream; calls ignore it, see handler). On
+			if modernPost(r) {
+				// Every 2026-07-28 notification is taken and dropped, as its
+				// body says (mcp-go checks Mcp-Method against the body for
+				// requests only). mcp-go keys a stateless request by its
+				// JSON-RPC id alone, so a notifications/cancelled would end
+				// any client's request of that id (a listen stream; calls
+				// ignore it, see handler); a client needs to send none: on
 				// 2026-07-28 HTTP a request ends when its stream closes.
-				w.WriteHeader(http.StatusAccepted)
-				return
+				notification, err := notificationBody(r)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				if notification {
+					w.WriteHeader(http.StatusAccepted)
+					return
+				}
 			}
 			if listenPost(r) {
 				// A subscriptions/listen stream lasts until its client
@@ -570,3 +582,42 @@ func threadlessDiscover(r *http.Request) bool {
 func listenPost(r *http.Request) bool {
 	return modernPost(r) && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodSubscriptionsListen)
 }
+
+// notificationBody reads r's body (the guard has bounded it) and says
+// whether it is a notification, decided as mcp-go decides it (no id, or
+// a null one, with encoding/json's rules: any case of "id", the last one
+// given); r's body is then the same bytes again, which it lets go once
+// read. A batch is refused: 2026-07-28 has none.
+func notificationBody(r *http.Request) (bool, error) {
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return false, errors.New("cannot read body")
+	}
+	r.Body = &drainedBody{b: body}
+	var m struct {
+		ID any `json:"id"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+			return false, errors.New("a JSON-RPC batch: MCP 2026-07-28 takes one message a request")
+		}
+		return false, nil // mcp-go answers the parse error
+	}
+	return m.ID == nil, nil
+}
+
+// drainedBody reads b once, and drops it when read.
+type drainedBody struct{ b []byte }
+
+func (d *drainedBody) Read(p []byte) (int, error) {
+	if len(d.b) == 0 {
+		d.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, d.b)
+	d.b = d.b[n:]
+	return n, nil
+}
+
+func (d *drainedBody) Close() error { d.b = nil; return nil }

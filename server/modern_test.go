@@ -338,21 +338,42 @@ func TestHTTPStatelessListenNotCancelledByOthers(t *testing.T) {
 	connectModern(t, h, hdr, &sdk.ClientOptions{
 		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { ch <- struct{}{} },
 	})
-	for id := range 10 {
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, id)
-		req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", modernVersion)
-		req.Header.Set("Mcp-Method", "notifications/cancelled")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+	// The cancel says what it is in its header, in none, or in a false
+	// one (mcp-go checks Mcp-Method against the body for requests only);
+	// its id is absent, null, or a null "Id" (encoding/json's keys match
+	// in any case, and mcp-go decides a notification by them).
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	for _, header := range []string{"notifications/cancelled", "", "ping", "tools/call"} {
+		for _, idField := range []string{``, `"id":null,`, `"Id":null,`} {
+			for id := range 6 {
+				body := fmt.Sprintf(`{"jsonrpc":"2.0",%s"method":"notifications/cancelled","params":{"requestId":%d,%s}}`, idField, id, meta)
+				req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set("Mcp-Protocol-Version", modernVersion)
+				if header != "" {
+					req.Header.Set("Mcp-Method", header)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					t.Errorf("notifications/cancelled (header %q, %s): %s", header, idField, resp.Status)
+				}
+			}
 		}
+	}
+	// A batch is no 2026-07-28 message.
+	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(`[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,`+meta+`}}]`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", modernVersion)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a batch: %v %v, want 400", resp, err)
+	} else {
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Errorf("notifications/cancelled: %s", resp.Status)
-		}
 	}
 	if out, isErr := call(t, connectModern(t, h, hdr, nil), "write_file", map[string]any{"path": "/mnt/user-data/outputs/x", "content": "x"}); isErr {
 		t.Fatal(out)

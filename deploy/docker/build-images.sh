@@ -45,7 +45,7 @@ base() {
 # need no loader. Debian's `busybox` package is dynamically linked (an
 # image of it fails: "exec /bin/sh: no such file or directory");
 # busybox-static replaces it.
-static() { case "$(LC_ALL=C ldd "$1" 2>&1 || true)" in *"not a dynamic executable"*) return 0 ;; esac; return 1; }
+static() { case "$(LC_ALL=C ldd "$1" 2>&1 || true)" in *"not a dynamic executable"* | *"statically linked"*) return 0 ;; esac; return 1; }
 static_busybox() {
   bb=$(command -v busybox || true)
   if [ -z "$bb" ] || ! static "$bb"; then

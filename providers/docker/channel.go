@@ -38,7 +38,8 @@ const (
 
 // resolveChannel is the channel docker.channel names; auto: socket where
 // the server runs on Linux beside a local engine (a unix:// daemon host),
-// exec elsewhere.
+// exec elsewhere (tryConnect also turns auto to exec for Docker Desktop's
+// engine, in a VM behind its unix:// socket).
 func resolveChannel(configured, daemonHost string) (string, error) {
 	local := runtime.GOOS == "linux" && strings.HasPrefix(daemonHost, "unix://")
 	switch configured {

@@ -24,6 +24,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 	units "github.com/docker/go-units"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -59,6 +60,7 @@ type engine interface {
 	ContainerExecCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttach(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error)
 	DaemonHost() string
+	Info(ctx context.Context) (system.Info, error)
 	Close() error
 }
 
@@ -272,6 +274,14 @@ func (p *Provider) tryConnect() error {
 		p.log.Warn("docker provider: containers run as root (docker.user: root): files they write in the thread dirs, setuid ones too, belong to root on the host", "user", p.user)
 	case cfg.User == "" && isRootUser(imageUser):
 		p.log.Info("docker provider: the image runs as root; containers run as a non-root user instead (set docker.user: root to keep root)", "image", cfg.Image, "user", p.user)
+	}
+	if cfg.Channel == "" || cfg.Channel == channelAuto {
+		// A unix:// engine may still run in a VM (Docker Desktop for
+		// Linux), where no socket crosses to the server.
+		if info, err := p.cli.Info(ctx); err == nil && p.channel == channelSocket && strings.Contains(info.OperatingSystem, "Docker Desktop") {
+			p.log.Info("docker provider: the engine is Docker Desktop's: its containers' supervisors are reached through exec (docker.channel: exec)")
+			p.channel = channelExec
+		}
 	}
 	p.imageID = img.ID
 	p.spec = p.specTag()

@@ -62,8 +62,8 @@ func jsonBlob(mediaType string, v any) (blob, error) {
 	return newBlob(mediaType, data), nil
 }
 
-// layer is the image's one layer: /sandbox-mcp and the empty home
-// directory, owned by root, at the commit's time; gzip without a name or
+// layer is the image's one layer: /sandbox-mcp, the empty home
+// directory and /tmp, owned by root, at the commit's time; gzip without a name or
 // time, so that the same binary gives the same digest.
 func layer(bin []byte, mtime time.Time) (gz []byte, diffID digest.Digest, err error) {
 	var raw bytes.Buffer
@@ -73,6 +73,9 @@ func layer(bin []byte, mtime time.Time) (gz []byte, diffID digest.Digest, err er
 		{Name: "var/lib/", Typeflag: tar.TypeDir, Mode: 0o755},
 		{Name: "var/lib/sandbox-mcp/", Typeflag: tar.TypeDir, Mode: 0o700, Uid: 65532, Gid: 65532},
 		{Name: "sandbox-mcp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))},
+		// A scratch image has no /tmp: `sandbox-mcp doctor` and the
+		// provider's temporary files need one.
+		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777},
 	} {
 		h.ModTime, h.Format = mtime, tar.FormatPAX
 		if err := tw.WriteHeader(h); err != nil {
@@ -140,7 +143,7 @@ func buildPlatformImage(version string, platform ocispec.Platform, bin []byte, c
 // writeImage writes the layout of the images (by platform, "linux/amd64"
 // → the binary's path) into w as a tar.
 func writeImage(w io.Writer, version, ref string, created time.Time, bins map[string]string) error {
-	if ref == "" || !strings.Contains(ref, ":") {
+	if i := strings.LastIndex(ref, ":"); i < 0 || i < strings.LastIndex(ref, "/") || i == len(ref)-1 {
 		return fmt.Errorf("image: -image %q: want REPOSITORY:TAG", ref)
 	}
 	var platforms []string

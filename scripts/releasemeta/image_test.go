@@ -110,8 +110,13 @@ func TestImageLayout(t *testing.T) {
 		}
 	}
 	// Bad input is refused, naming what is wrong.
-	if err := writeImage(io.Discard, "1", "no-tag", created, bins); err == nil {
-		t.Error("a reference without a tag was taken")
+	for _, ref := range []string{"no-tag", "localhost:5000/sandbox-mcp", "r:"} {
+		if err := writeImage(io.Discard, "1", ref, created, bins); err == nil {
+			t.Errorf("a reference without a tag was taken: %s", ref)
+		}
+	}
+	if err := writeImage(io.Discard, "1", "localhost:5000/sandbox-mcp:1", created, bins); err != nil {
+		t.Errorf("a registry with a port: %v", err)
 	}
 	if err := writeImage(io.Discard, "1", "r:t", created, map[string]string{"darwin/arm64": bins["linux/arm64"]}); err == nil {
 		t.Error("a darwin image was made")
