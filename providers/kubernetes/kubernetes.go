@@ -38,7 +38,9 @@ const (
 	labelPrefix    = "sandbox-mcp/pod-prefix"
 	annThread      = "sandbox-mcp/thread"
 	annLastUsed    = "sandbox-mcp/last-used"
-	containerName  = "sandbox"
+
+	annDefaultContainer = "kubectl.kubernetes.io/default-container"
+	containerName       = "sandbox"
 )
 
 // Storage modes.

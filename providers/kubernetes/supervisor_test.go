@@ -219,6 +219,42 @@ func TestBadSupervisorImage(t *testing.T) {
 	waitFor(t, 30*time.Second, "the Pod to go", func() bool { return len((&fixture{p: p, cfg: cfg}).pods(t)) == 0 })
 }
 
+// TestInstallerFails: an installer that cannot copy the binary, or one of
+// an image whose binary knows neither --install --hold nor --await (a
+// supervisor image of another version), is said in one line naming
+// kubernetes.supervisor_image, not waited for until start_timeout; the Pod
+// is deleted.
+func TestInstallerFails(t *testing.T) {
+	t.Parallel()
+	for name, mutate := range map[string]func(*corev1.Container){
+		"install": func(c *corev1.Container) {
+			c.Command = []string{"/sandbox-mcp", "supervise", "--install", "/no/such/dir/x", "--hold"}
+		},
+		"other version": func(c *corev1.Container) {
+			c.Command = []string{"/sandbox-mcp", "supervise", "--bogus", "x"}
+			c.Lifecycle.PostStart.Exec.Command = c.Command
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := newConfig(t)
+			p := newProviderT(t, cfg)
+			p.mutatePod = func(pod *corev1.Pod) { mutate(container(t, &pod.Spec, installerName)) }
+			sb := acquire(t, p, "bad-installer-"+randomHex(4))
+			start := time.Now()
+			_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+			if err == nil || !strings.Contains(err.Error(), "kubernetes.supervisor_image "+cfg.SupervisorImage) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v", err)
+			}
+			if d := time.Since(start); d > 30*time.Second {
+				t.Errorf("the error came after %v", d)
+			}
+			t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+			waitFor(t, 30*time.Second, "the Pod to go", func() bool { return len((&fixture{p: p, cfg: cfg}).pods(t)) == 0 })
+		})
+	}
+}
+
 // oldHello replaces the supervisor's hello frame with one of another
 // protocol version, as an old supervisor image would say it (frame.go's
 // layout: "SM", kind, 0, stream, seq, length, payload, CRC-32C).
@@ -277,7 +313,7 @@ func TestSupervisorOfAnotherVersion(t *testing.T) {
 }
 
 // TestPodOfAnOlderServerIsReplaced: a thread's Pod made by a server before
-// the supervisor (no init container, a sleep loop as its main process) is
+// the supervisor (no installer, a sleep loop as its main process) is
 // made again on the next call; the thread's files stay.
 func TestPodOfAnOlderServerIsReplaced(t *testing.T) {
 	t.Parallel()
@@ -285,8 +321,9 @@ func TestPodOfAnOlderServerIsReplaced(t *testing.T) {
 	p := newProviderT(t, cfg)
 	sb := acquire(t, p, "older-"+randomHex(4))
 	old := p.podSpec(sb)
-	old.Spec.InitContainers = nil
-	old.Spec.Containers[0].Command = []string{"sh", "-c", "while :; do sleep 3600 & wait $!; done"}
+	c := *container(t, &old.Spec, containerName)
+	c.Command = []string{"sh", "-c", "while :; do sleep 3600 & wait $!; done"}
+	old.Spec.Containers = []corev1.Container{c}
 	created, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Create(t.Context(), old, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +344,7 @@ func TestSupervisorThatCannotStart(t *testing.T) {
 	cfg := newConfig(t)
 	p := newProviderT(t, cfg)
 	p.mutatePod = func(pod *corev1.Pod) {
-		pod.Spec.Containers[0].Command = []string{supervisorBin, "supervise", "--no-such-flag", "x"}
+		container(t, &pod.Spec, containerName).Command = []string{supervisorBin, "supervise", "--no-such-flag", "x"}
 	}
 	sb := acquire(t, p, "no-start-"+randomHex(4))
 	_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
