@@ -90,9 +90,11 @@ func keepOnly(names []string) {
 
 // install copies this binary to dest, mode 0555, atomically (a temporary
 // file beside it, renamed; not synced: the volume dies with its Pod, and a
-// 32 MB fsync would only slow every Pod's start): an init container puts the supervisor into a
-// volume the sandbox container runs it from, so the sandbox's image needs
-// nothing of ours. The server image has no cp or sh, hence this mode.
+// 32 MB fsync would only slow every Pod's start): the kubernetes
+// provider's installer container puts the supervisor into a volume the
+// sandbox container runs it from, so the sandbox's image needs nothing of
+// ours; the rename means the sandbox container finds the whole binary or
+// none. The server image has no cp or sh, hence this mode.
 func install(dest string) error {
 	src, err := os.Open("/proc/self/exe")
 	if err != nil {
