@@ -155,23 +155,15 @@ func coldPhases(b *testing.B, pvc bool) {
 	b.ReportMetric(float64(median(all))/1e6, "median-ms")
 }
 
-// dropAndWait deletes the Pod and waits until the kubelet is done with it,
-// so that its teardown does not slow the next cold start.
-func dropAndWait(b *testing.B, p *Provider, name string) {
-	p.dropPod(name)
-	waitFor(b, time.Minute, "the Pod to go", func() bool {
-		_, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(b.Context(), name, metav1.GetOptions{})
-		return err != nil
-	})
-}
-
 // BenchmarkColdVariants alternates, call by call, ways of putting the
 // supervisor into the Pod (-v logs each call's phases):
 //   - init: an init container copies it (the design before), the sandbox
 //     container starts after the kubelet's next relist has seen it end;
 //   - hook: the installer's postStart hook copies it, its main process waits;
 //   - main: the installer's main process copies it, its hook waits for the
-//     copy (podSpec).
+//     copy (podSpec);
+//   - poll: main, its start seen by polling, not a watch (a Role without
+//     watch).
 func BenchmarkColdVariants(b *testing.B) {
 	cfg := newConfig(b)
 	var logs lines
@@ -180,6 +172,7 @@ func BenchmarkColdVariants(b *testing.B) {
 	variants := []struct {
 		name   string
 		mutate func(*corev1.Pod)
+		poll   bool
 	}{
 		{"init", func(pod *corev1.Pod) {
 			inst := *container(b, &pod.Spec, installerName)
@@ -188,18 +181,20 @@ func BenchmarkColdVariants(b *testing.B) {
 			inst.Resources = *container(b, &pod.Spec, containerName).Resources.DeepCopy()
 			pod.Spec.InitContainers = []corev1.Container{inst}
 			pod.Spec.Containers = []corev1.Container{*container(b, &pod.Spec, containerName)}
-		}},
+		}, false},
 		{"hook", func(pod *corev1.Pod) {
 			inst := container(b, &pod.Spec, installerName)
 			inst.Command = []string{"/sandbox-mcp", "supervise", "--await", "/nonexistent"} // waits a minute
 			inst.Lifecycle.PostStart.Exec.Command = []string{"/sandbox-mcp", "supervise", "--install", supervisorBin}
-		}},
-		{"main", nil},
+		}, false},
+		{"main", nil, false},
+		{"poll", nil, true},
 	}
 	times := map[string][]time.Duration{}
 	for b.Loop() {
 		for _, v := range variants {
 			p.mutatePod = v.mutate
+			p.noWatch.Store(v.poll)
 			thread := "bench-cold-" + randomHex(4)
 			sb, err := p.Acquire(b.Context(), thread)
 			if err != nil {
