@@ -513,11 +513,12 @@ func initFailed(pod *corev1.Pod) string {
 	return ""
 }
 
-// installerResources are the installer's: its hook copies the binary at
-// the sandbox container's CPU limit, then it sleeps. Its requests are
-// small, and its ephemeral storage limit too, so that the Pod's (the sum
-// of its containers', which the emptyDirs count against) stays about the
-// sandbox container's, as with an init container.
+// installerResources are the installer's: it copies the binary (about
+// 20 ms of CPU) with up to half a CPU, never more than the sandbox
+// container has, then sleeps. Its requests are small, and its ephemeral
+// storage limit too, so that the Pod's (the sum of its containers', which
+// the emptyDirs count against) stays about the sandbox container's, as
+// with an init container.
 func (p *Provider) installerResources() corev1.ResourceRequirements {
 	limits := corev1.ResourceList{
 		corev1.ResourceMemory:           resource.MustParse("64Mi"),
@@ -528,8 +529,12 @@ func (p *Provider) installerResources() corev1.ResourceRequirements {
 		corev1.ResourceMemory:           resource.MustParse("16Mi"),
 		corev1.ResourceEphemeralStorage: resource.MustParse("1Mi"),
 	}
-	if cpu, ok := p.limits[corev1.ResourceCPU]; ok {
+	limits[corev1.ResourceCPU] = resource.MustParse("500m")
+	if cpu, ok := p.limits[corev1.ResourceCPU]; ok && cpu.Cmp(limits[corev1.ResourceCPU]) < 0 {
 		limits[corev1.ResourceCPU] = cpu
+		if cpu.Cmp(requests[corev1.ResourceCPU]) < 0 {
+			requests[corev1.ResourceCPU] = cpu
+		}
 	}
 	return corev1.ResourceRequirements{Limits: limits, Requests: requests}
 }

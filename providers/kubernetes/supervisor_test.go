@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
@@ -446,5 +447,23 @@ func TestStartWithoutWatch(t *testing.T) {
 	}
 	if !p.noWatch.Load() {
 		t.Fatal("the provider did not notice it may not watch")
+	}
+}
+
+// TestInstallerResources: the installer has at most half a CPU and never
+// more than the sandbox container, and its requests never exceed its
+// limits (the API refuses such a Pod).
+func TestInstallerResources(t *testing.T) {
+	for sandboxCPU, want := range map[string]string{"2": "500m", "500m": "500m", "250m": "250m", "5m": "5m"} {
+		p := &Provider{limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(sandboxCPU)}}
+		r := p.installerResources()
+		if got := r.Limits[corev1.ResourceCPU]; got.String() != want {
+			t.Errorf("sandbox cpu %s: installer cpu limit %s, want %s", sandboxCPU, got.String(), want)
+		}
+		for name, req := range r.Requests {
+			if lim, ok := r.Limits[name]; !ok || req.Cmp(lim) > 0 {
+				t.Errorf("sandbox cpu %s: %s request %s above its limit %s", sandboxCPU, name, req.String(), lim.String())
+			}
+		}
 	}
 }
