@@ -115,8 +115,8 @@ func coldPhases(b *testing.B, pvc bool) {
 	p := newProviderT(b, cfg)
 	if pvc {
 		// Volumes for every call, made a second ahead: with each made
-		// just before its claim, two of 13 cold calls took 2.8 and 5 s
-		// (the Pod scheduled that late); with them made ahead, none of 12.
+		// just before its claim, two of 18 cold calls took 3.6 and 5.8 s
+		// (the Pod scheduled that late); with them made ahead, none of 24.
 		for i := range 24 { // -benchtime 24x at most
 			dir := b.TempDir()
 			os.Chown(dir, 1000, 1000)
