@@ -63,13 +63,13 @@ if ! want kubernetes; then
 elif [ -n "${KUBECONFIG:-}" ] && [ -n "${SANDBOX_MCP_K8S_SUPERVISOR_IMAGE:-}" ]; then
 	echo "bench: kubernetes provider" >&2
 	echo
-	echo "### kubernetes provider (\`go test -run '^\$' -bench 'WarmExecVsKubectl|ReadFileVsKubectlCat|GrepVsExecGrep' -benchtime 20x ./providers/kubernetes/\`; \`-bench ColdFirstCall -benchtime 5x\`)"
+	echo "### kubernetes provider (\`go test -run '^\$' -bench 'WarmExecVsKubectl|ReadFileVsKubectlCat|GrepVsExecGrep' -benchtime 20x ./providers/kubernetes/\`; \`-bench ColdFirstCall -benchtime 7x\`)"
 	echo
 	echo "| figure | ours | peer | ratio | target | met |"
 	echo "|---|---|---|---|---|---|"
 	{
 		go test -run '^$' -bench 'WarmExecVsKubectl|ReadFileVsKubectlCat|GrepVsExecGrep' -benchtime 20x ./providers/kubernetes/
-		go test -run '^$' -bench 'ColdFirstCall' -benchtime 5x ./providers/kubernetes/
+		go test -run '^$' -bench 'ColdFirstCall' -benchtime 7x ./providers/kubernetes/
 	} | awk '
 		function metrics() { delete v; for (i = 1; i < NF; i++) v[$(i+1)] = $i }
 		/^BenchmarkWarmExecVsKubectl/ { metrics()
@@ -78,7 +78,8 @@ elif [ -n "${KUBECONFIG:-}" ] && [ -n "${SANDBOX_MCP_K8S_SUPERVISOR_IMAGE:-}" ];
 			printf "| kubernetes: read a 1 KiB file (FS Open + read) | %.2f ms | `kubectl exec POD -- cat FILE`: %.1f ms | %.3f× | ≤ 0.1× | %s |\n", v["ours-ms"], v["kubectl-ms"], v["ratio"], (v["ratio"] <= 0.1 ? "yes" : "no") }
 		/^BenchmarkGrepVsExecGrep/ { metrics()
 			printf "| kubernetes: grep (count) over 10,000 files in the Pod | %.0f ms | `grep -rc` by one exec: %.0f ms | %.2f× | ≤ 2× | %s |\n", v["ours-ms"], v["exec-ms"], v["ratio"], (v["ratio"] <= 2 ? "yes" : "no") }
-		/^BenchmarkColdFirstCall/ { printf "| kubernetes: cold first call (Pod, init container, supervisor, channel, command) | %.0f ms | — | — | no slower than 922 ms (the exec path) | %s |\n", $3 / 1e6, ($3 / 1e6 <= 922 ? "yes" : "no") }'
+		/^BenchmarkColdFirstCall/ { metrics()
+			printf "| kubernetes: cold first call (Pod, installer, supervisor, channel, command; median of %d) | %.0f ms | — | — | no slower than 922 ms (the exec path) | %s |\n", $2, v["median-ms"], (v["median-ms"] <= 922 ? "yes" : "no") }'
 else
 	echo "bench: no cluster (KUBECONFIG and SANDBOX_MCP_K8S_SUPERVISOR_IMAGE; deploy/kubernetes/dev/cluster.sh): kubernetes rows skipped" >&2
 fi

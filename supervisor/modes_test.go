@@ -95,10 +95,68 @@ func TestInstallListenConnect(t *testing.T) {
 	}
 }
 
+// The kubernetes provider's installer: --install DEST --hold copies, then
+// runs until terminated (exit 0); --await DEST returns once DEST is there.
+func TestInstallHoldAwait(t *testing.T) {
+	exe, err := Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin", "sandbox-mcp")
+	await := exec.Command(exe, "supervise", "--await", bin)
+	if err := await.Start(); err != nil {
+		t.Fatal(err)
+	}
+	awaited := make(chan error, 1)
+	go func() { awaited <- await.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-awaited:
+		t.Fatalf("--await returned before the binary was there: %v", err)
+	default:
+	}
+	os.Mkdir(filepath.Dir(bin), 0o755)
+	installer := exec.Command(exe, "supervise", "--install", bin, "--hold")
+	if err := installer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-awaited:
+		if err != nil {
+			t.Fatalf("--await: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("--await still waits")
+	}
+	if got, _ := os.ReadFile(bin); len(got) == 0 {
+		t.Fatal("not installed")
+	}
+	held := make(chan error, 1)
+	go func() { held <- installer.Wait() }()
+	select {
+	case err := <-held:
+		t.Fatalf("--hold ended by itself: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	installer.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-held:
+		if err != nil {
+			t.Fatalf("--hold on SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("--hold ignores SIGTERM")
+	}
+}
+
 func TestSuperviseUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--mkdir", "/x"},
 		{"--listen", "s", "--install", "d"},
+		{"--hold"},
+		{"--connect", "s", "--hold"},
+		{"--await", "d", "--install", "d"},
 		{"--connect"},
 		{"--bogus", "x"},
 	} {

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -20,14 +23,21 @@ type options struct {
 	keepEnv []string // --keep-env "A B": commands get only these variables
 	keepSet bool
 	install string // --install DEST: copy this binary to DEST and exit
+	hold    bool   // --hold (with --install): then wait until terminated
+	await   string // --await DEST: wait until DEST exists
 	connect string // --connect SOCK: relay stdin and stdout to the socket SOCK
 }
 
-const usage = "usage: sandbox-mcp supervise [--listen SOCKET [--mkdir DIR]... [--keep-env NAMES]] | --install DEST | --connect SOCKET"
+const usage = "usage: sandbox-mcp supervise [--listen SOCKET [--mkdir DIR]... [--keep-env NAMES]] | --install DEST [--hold] | --await DEST | --connect SOCKET"
 
 func parseArgs(args []string) (options, error) {
 	var o options
 	for len(args) > 0 {
+		if args[0] == "--hold" {
+			o.hold = true
+			args = args[1:]
+			continue
+		}
 		if len(args) < 2 {
 			return o, errors.New(usage)
 		}
@@ -41,6 +51,8 @@ func parseArgs(args []string) (options, error) {
 			o.keepEnv, o.keepSet = strings.Fields(v), true
 		case "--install":
 			o.install = v
+		case "--await":
+			o.await = v
 		case "--connect":
 			o.connect = v
 		default:
@@ -49,12 +61,12 @@ func parseArgs(args []string) (options, error) {
 		args = args[2:]
 	}
 	modes := 0
-	for _, m := range []string{o.listen, o.install, o.connect} {
+	for _, m := range []string{o.listen, o.install, o.await, o.connect} {
 		if m != "" {
 			modes++
 		}
 	}
-	if modes > 1 || (o.listen == "" && (len(o.mkdirs) > 0 || o.keepSet)) {
+	if modes > 1 || (o.listen == "" && (len(o.mkdirs) > 0 || o.keepSet)) || (o.hold && o.install == "") {
 		return o, errors.New(usage)
 	}
 	return o, nil
@@ -78,9 +90,11 @@ func keepOnly(names []string) {
 
 // install copies this binary to dest, mode 0555, atomically (a temporary
 // file beside it, renamed; not synced: the volume dies with its Pod, and a
-// 32 MB fsync would only slow every Pod's start): an init container puts the supervisor into a
-// volume the sandbox container runs it from, so the sandbox's image needs
-// nothing of ours. The server image has no cp or sh, hence this mode.
+// 32 MB fsync would only slow every Pod's start): the kubernetes
+// provider's installer container puts the supervisor into a volume the
+// sandbox container runs it from, so the sandbox's image needs nothing of
+// ours; the rename means the sandbox container finds the whole binary or
+// none. The server image has no cp or sh, hence this mode.
 func install(dest string) error {
 	src, err := os.Open("/proc/self/exe")
 	if err != nil {
@@ -112,6 +126,38 @@ func install(dest string) error {
 	return os.Rename(tmp.Name(), dest)
 }
 
+// hold does nothing until the process is told to end (SIGTERM, SIGINT):
+// after --install, the main process of the kubernetes provider's installer
+// container, which runs for as long as its Pod (the kubelet runs the
+// container's postStart hook, --await, only in a running container), in an
+// image (this server's, FROM scratch) with nothing else to run.
+func hold() {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+	<-term
+}
+
+// awaitWait bounds how long --await waits for the installed binary.
+const awaitWait = time.Minute
+
+// await waits until dest exists: install renames it into place whole. The
+// kubernetes provider's installer container's postStart hook, so that the
+// kubelet starts the sandbox container (the next in the Pod) only once its
+// main process, the supervisor, is there to run.
+func await(dest string) error {
+	deadline := time.Now().Add(awaitWait)
+	for {
+		_, err := os.Stat(dest)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // connectWait bounds how long --connect waits for the supervisor's socket
 // (the container may just have started).
 const connectWait = 10 * time.Second
@@ -132,7 +178,7 @@ func relay(sock string, stdin io.Reader, stdout io.Writer) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("connect to the supervisor: %w", err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	defer c.Close()
 	done := make(chan error, 2)

@@ -43,8 +43,8 @@ func Main() {
 // on stdin and stdout and, when that ends, kills everything it started and
 // exits (the local provider). With --listen SOCK it serves every
 // connection to the unix socket SOCK for as long as it runs (the main
-// process of a docker or kubernetes sandbox). --install and --connect are
-// the kubernetes provider's (modes_unix.go).
+// process of a docker or kubernetes sandbox). --install, --await and
+// --connect are the kubernetes provider's (modes_unix.go).
 func Run(args []string, stdin io.Reader, stdout io.Writer) int {
 	o, err := parseArgs(args)
 	if err != nil {
@@ -55,6 +55,15 @@ func Run(args []string, stdin io.Reader, stdout io.Writer) int {
 	case o.install != "":
 		if err := install(o.install); err != nil {
 			fmt.Fprintln(os.Stderr, "sandbox-mcp supervise --install:", err)
+			return 1
+		}
+		if o.hold {
+			hold()
+		}
+		return 0
+	case o.await != "":
+		if err := await(o.await); err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox-mcp supervise --await:", err)
 			return 1
 		}
 		return 0

@@ -11,9 +11,11 @@
 // PersistentVolumeClaim per thread (mode pvc) — mounted at /mnt/user-data,
 // so a Pod may come and go and the files stay.
 //
-// bash goes through the Pod's supervisor: an init container of
-// supervisor_image (the server's own image) copies the binary into an
-// emptyDir, and the sandbox container runs it as its main process; the
+// bash goes through the Pod's supervisor: the Pod's first container, of
+// supervisor_image (the server's own image), copies the binary into an
+// emptyDir, its postStart hook holding the sandbox container's start until
+// the copy is whole (pods.go), and the sandbox container runs it as its
+// main process; the
 // server keeps one long-lived pods/exec per Pod of its relay (supervise
 // --connect) and runs every command as a stream of that channel
 // (exec.go). The file tools read and write through exec's stdout and stdin.

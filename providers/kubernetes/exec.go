@@ -184,9 +184,11 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 			return nil, err
 		}
 		uid := s.p.uidOf(s.name)
+		t0 := time.Now()
 		c, err := s.connect(ctx)
 		done()
 		if err == nil {
+			s.p.log.Debug("kubernetes provider: channel open", "pod", s.name, "connect", time.Since(t0))
 			s.mu.Lock()
 			s.dialed.c, s.dialed.uid = c, uid
 			s.mu.Unlock()

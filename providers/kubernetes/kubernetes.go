@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,7 +39,9 @@ const (
 	labelPrefix    = "sandbox-mcp/pod-prefix"
 	annThread      = "sandbox-mcp/thread"
 	annLastUsed    = "sandbox-mcp/last-used"
-	containerName  = "sandbox"
+
+	annDefaultContainer = "kubectl.kubernetes.io/default-container"
+	containerName       = "sandbox"
 )
 
 // Storage modes.
@@ -61,6 +64,8 @@ type Provider struct {
 
 	wrapRelay func(io.Reader) io.Reader // tests: what the relay's stdout passes through
 	mutatePod func(*corev1.Pod)         // tests: a change to every Pod made
+
+	noWatch atomic.Bool // the API refused to watch Pods: waitRunning polls
 
 	mu      sync.Mutex
 	threads threads.Table[*Sandbox] // acquired sandboxes

@@ -181,6 +181,18 @@ func acquire(t testing.TB, p *Provider, thread string) *Sandbox {
 	return sb.(*Sandbox)
 }
 
+// container is spec's container name.
+func container(t testing.TB, spec *corev1.PodSpec, name string) *corev1.Container {
+	t.Helper()
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == name {
+			return &spec.Containers[i]
+		}
+	}
+	t.Fatalf("no container %s", name)
+	return nil
+}
+
 func execOut(t testing.TB, sb sandbox.Sandbox, cmd string) (string, sandbox.ExecResult) {
 	t.Helper()
 	var out bytes.Buffer
@@ -278,7 +290,7 @@ func TestPodShape(t *testing.T) {
 		t.Errorf("pod meta: %s %v %v", pod.Name, pod.Labels, pod.Annotations)
 	}
 	spec := pod.Spec
-	c := spec.Containers[0]
+	c := container(t, &spec, containerName)
 	switch {
 	case spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken,
 		spec.EnableServiceLinks == nil || *spec.EnableServiceLinks,
@@ -289,18 +301,24 @@ func TestPodShape(t *testing.T) {
 		c.Resources.Limits.Memory().String() != "256Mi", c.Resources.Limits.Cpu().String() != "500m":
 		t.Errorf("pod spec not hardened: %+v / %+v", spec.SecurityContext, c)
 	}
-	// The supervisor's init container is as hardened; its binary is
-	// read-only for commands.
-	if len(spec.InitContainers) != 1 {
-		t.Fatalf("%d init containers", len(spec.InitContainers))
+	// The supervisor's installer is as hardened, first (started, and its
+	// hook done, before the sandbox container), and has no more CPU than
+	// the sandbox; its binary is read-only for commands.
+	if len(spec.InitContainers) != 0 || len(spec.Containers) != 2 || spec.Containers[0].Name != installerName {
+		t.Fatalf("containers: %d init, %d", len(spec.InitContainers), len(spec.Containers))
 	}
-	ic := spec.InitContainers[0]
+	ic := spec.Containers[0]
 	switch sc := ic.SecurityContext; {
 	case ic.Image != cfg.SupervisorImage,
 		sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation,
 		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem,
-		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
-		t.Errorf("init container not hardened: %+v", ic)
+		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL",
+		ic.Resources.Limits.Cpu().Cmp(*c.Resources.Limits.Cpu()) > 0,
+		ic.Lifecycle == nil || ic.Lifecycle.PostStart == nil || ic.Lifecycle.PostStart.Exec == nil:
+		t.Errorf("installer not hardened: %+v", ic)
+	}
+	if pod.Annotations[annDefaultContainer] != containerName {
+		t.Errorf("default container %q", pod.Annotations[annDefaultContainer])
 	}
 	if spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("restartPolicy %s", spec.RestartPolicy)
@@ -486,7 +504,7 @@ func TestIdleAndReplicas(t *testing.T) {
 	waitFor(t, 60*time.Second, "idle Pods deleted", func() bool { return len(f.pods(t)) == 0 })
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

@@ -12,24 +12,30 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
-// The supervisor in a sandbox Pod: an init container of
-// kubernetes.supervisor_image (this server's image) copies the binary into
-// an emptyDir, mounted read-only at supervisor.BinaryDir in the sandbox
-// container, whose main process it is; it listens on a socket in a second,
-// writable emptyDir. The sandbox's image needs nothing of ours.
+// The supervisor in a sandbox Pod: a container of
+// kubernetes.supervisor_image (this server's image), the Pod's first,
+// copies the binary into an emptyDir (supervise --install, then --hold),
+// mounted read-only at supervisor.BinaryDir in the sandbox container, whose
+// main process it is; it listens on a socket in a second, writable
+// emptyDir. The installer's postStart hook (supervise --await) returns once
+// the binary is in place, and the kubelet starts the sandbox container only
+// then. The sandbox's image needs nothing of ours.
 const (
 	supervisorBin  = supervisor.BinaryDir + "/sandbox-mcp"
 	supervisorRun  = "/.sandbox-mcp-run"
 	supervisorSock = supervisorRun + "/sock"
 
-	initContainerName = "install-supervisor"
+	installerName = "install-supervisor"
 )
 
 // supervisorArgs is the sandbox container's command: the supervisor, which
@@ -243,7 +249,7 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 			if old && pod.DeletionTimestamp == nil {
 				p.log.Info("kubernetes provider: Pod made by an older server, without the supervisor: making it again (the files stay)", "pod", sb.name)
 			}
-			if old || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+			if old || pod.DeletionTimestamp != nil || sandboxEnded(pod) {
 				if pod.DeletionTimestamp == nil {
 					p.deletePod(ctx, sb.name, pod.UID)
 				}
@@ -269,6 +275,7 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 		if p.mutatePod != nil {
 			p.mutatePod(spec)
 		}
+		t0 := time.Now()
 		created, err := pods.Create(ctx, spec, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			continue // another replica made it: use that one
@@ -277,9 +284,13 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 			return "", apiError(err)
 		}
 		p.log.Info("kubernetes provider: Pod created", "pod", sb.name, "namespace", p.cfg.Namespace)
+		t1 := time.Now()
 		uid, err := p.waitRunning(ctx, sb.name, created.UID, true)
 		if errors.Is(err, errRestart) {
 			continue
+		}
+		if err == nil {
+			p.log.Debug("kubernetes provider: Pod running", "pod", sb.name, "create", t1.Sub(t0), "running", time.Since(t1))
 		}
 		return uid, err
 	}
@@ -311,7 +322,7 @@ var stuck = map[string]bool{
 	"RunContainerError":          true,
 }
 
-// waitRunning polls the Pod until its sandbox container runs. A Pod stuck
+// waitRunning watches the Pod until its sandbox container runs. A Pod stuck
 // for good (no image, a spec the runtime refuses) is deleted, so that a
 // fixed configuration takes effect on the next call, and its reason
 // returned. So is a Pod just made (fresh) that ended before it ran (its
@@ -321,8 +332,13 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID, 
 	pods := p.cs.CoreV1().Pods(p.cfg.Namespace)
 	start := time.Now()
 	last := "Pending"
+	var changed *corev1.Pod // the Pod as the watch saw it change
 	for {
-		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+		pod, err := changed, error(nil)
+		if pod == nil {
+			pod, err = pods.Get(ctx, name, metav1.GetOptions{})
+		}
+		changed = nil
 		switch {
 		case apierrors.IsNotFound(err):
 			return "", errRestart
@@ -339,7 +355,7 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID, 
 				p.deletePod(context.WithoutCancel(ctx), name, uid)
 				return "", fmt.Errorf("kubernetes provider: Pod %s cannot start its supervisor (kubernetes.supervisor_image %s): %s", name, p.cfg.SupervisorImage, oneLine(why))
 			}
-			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+			if sandboxEnded(pod) {
 				if !fresh {
 					return "", errRestart
 				}
@@ -371,15 +387,83 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID, 
 			}
 			return "", fmt.Errorf("kubernetes provider: Pod %s not running after %s: %s", name, time.Since(start).Round(time.Second), oneLine(last))
 		}
-		wait := 50 * time.Millisecond
+		poll := 50 * time.Millisecond
 		if time.Since(start) > 2*time.Second {
-			wait = 250 * time.Millisecond
+			poll = 250 * time.Millisecond
+		}
+		if err == nil {
+			changed = p.podChange(ctx, name, pod.ResourceVersion, poll)
+			continue
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(wait):
+		case <-time.After(poll):
 		}
 	}
+}
+
+// podChange waits until Pod name changes after resourceVersion rv, and
+// returns it as changed: a watch, so that a Pod that starts is seen within
+// a few milliseconds, not a polling interval. It returns nil after a
+// while, when the Pod went away, and when the watch fails; after poll when
+// the server may not watch Pods (a Role from before it did): then
+// waitRunning polls.
+func (p *Provider) podChange(ctx context.Context, name, rv string, poll time.Duration) *corev1.Pod {
+	if p.noWatch.Load() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(poll):
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	w, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector(metav1.ObjectNameField, name).String(),
+		ResourceVersion: rv,
+	})
+	if err != nil {
+		if apierrors.IsForbidden(err) && !p.noWatch.Swap(true) {
+			p.log.Warn("kubernetes provider: may not watch Pods (deploy/kubernetes/rbac.yaml grants it): waiting for a Pod to start by polling, which is slower", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(poll):
+		}
+		return nil
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil
+			}
+			if pod, isPod := ev.Object.(*corev1.Pod); isPod && (ev.Type == watch.Modified || ev.Type == watch.Added) {
+				return pod
+			}
+			if ev.Type != watch.Bookmark {
+				return nil // deleted, or an error (the version too old): a Get says
+			}
+		}
+	}
+}
+
+// sandboxEnded reports whether the Pod's sandbox container (its
+// supervisor) ended: the Pod is done, even while its installer still runs
+// (the Pod's phase is then Running).
+func sandboxEnded(pod *corev1.Pod) bool {
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return true
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == containerName && cs.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // ended says how the Pod's sandbox container ended.
@@ -392,22 +476,34 @@ func ended(pod *corev1.Pod) string {
 	return string(pod.Status.Phase) + " " + pod.Status.Reason + " " + pod.Status.Message
 }
 
-// hasSupervisor reports whether the Pod runs the supervisor (made by this
-// version of the server: podSpec), not a Pod of an older one.
+// hasSupervisor reports whether the Pod runs the supervisor (made by a
+// server with one: podSpec, or an init container of the same name, as
+// servers before this one made it), not a Pod of an older one.
 func hasSupervisor(pod *corev1.Pod) bool {
-	for _, c := range pod.Spec.InitContainers {
-		if c.Name == initContainerName {
+	for _, c := range append(pod.Spec.Containers, pod.Spec.InitContainers...) {
+		if c.Name == installerName {
 			return true
 		}
 	}
 	return false
 }
 
-// initFailed says why the Pod's init container (the supervisor's install)
-// failed for good, or "".
+// initFailed says why the Pod's installer (the supervisor's install)
+// failed for good, or "": its hook failed (the kubelet kills it), its
+// main process ended, or it cannot start.
 func initFailed(pod *corev1.Pod) string {
-	for _, cs := range pod.Status.InitContainerStatuses {
-		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+	for i, cs := range append(pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses...) {
+		if cs.Name != installerName {
+			continue
+		}
+		t := cs.State.Terminated
+		switch {
+		case t != nil && i < len(pod.Status.ContainerStatuses):
+			// The installer container never ends by itself: its hook
+			// failed (the kubelet then kills it), or its main process
+			// could not run.
+			return fmt.Sprintf("its installer ended (%s): the image's /sandbox-mcp could not copy itself (supervise --install --hold), or its hook (supervise --await) failed", strings.TrimSpace(fmt.Sprintf("exit %d %s %s", t.ExitCode, t.Reason, t.Message)))
+		case t != nil && t.ExitCode != 0: // an init container, of a Pod made by an earlier server
 			return fmt.Sprintf("install exited %d: %s %s", t.ExitCode, t.Reason, t.Message)
 		}
 		if w := cs.State.Waiting; w != nil && stuck[w.Reason] {
@@ -415,6 +511,32 @@ func initFailed(pod *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// installerResources are the installer's: it copies the binary (about
+// 20 ms of CPU) with up to half a CPU, never more than the sandbox
+// container has, then sleeps. Its requests are small, and its ephemeral
+// storage limit too, so that the Pod's (the sum of its containers', which
+// the emptyDirs count against) stays about the sandbox container's, as
+// with an init container.
+func (p *Provider) installerResources() corev1.ResourceRequirements {
+	limits := corev1.ResourceList{
+		corev1.ResourceMemory:           resource.MustParse("64Mi"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("8Mi"),
+	}
+	requests := corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("10m"),
+		corev1.ResourceMemory:           resource.MustParse("16Mi"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("1Mi"),
+	}
+	limits[corev1.ResourceCPU] = resource.MustParse("500m")
+	if cpu, ok := p.limits[corev1.ResourceCPU]; ok && cpu.Cmp(limits[corev1.ResourceCPU]) < 0 {
+		limits[corev1.ResourceCPU] = cpu
+		if cpu.Cmp(requests[corev1.ResourceCPU]) < 0 {
+			requests[corev1.ResourceCPU] = cpu
+		}
+	}
+	return corev1.ResourceRequirements{Limits: limits, Requests: requests}
 }
 
 // waitGone waits until the Pod with uid is no longer in the API.
@@ -521,6 +643,9 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 			Annotations: map[string]string{
 				annThread:   sb.key,
 				annLastUsed: time.Now().UTC().Format(time.RFC3339Nano),
+				// kubectl exec, logs and cp pick the sandbox, not the
+				// installer, without -c.
+				annDefaultContainer: containerName,
 			},
 		},
 		Spec: corev1.PodSpec{
@@ -540,16 +665,25 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Volumes: volumes,
-			InitContainers: []corev1.Container{{
-				Name:            initContainerName,
+			// The installer first: the kubelet starts a Pod's containers
+			// in order, each only once the one before has started and
+			// its postStart hook returned, so the binary is in place
+			// before the sandbox container starts, in the same sync of
+			// the kubelet (an init container's end would be seen only
+			// on the kubelet's next relist of the runtime, up to a second
+			// later).
+			Containers: []corev1.Container{{
+				Name:            installerName,
 				Image:           p.cfg.SupervisorImage,
 				ImagePullPolicy: corev1.PullPolicy(p.cfg.ImagePullPolicy),
-				Command:         []string{"/sandbox-mcp", "supervise", "--install", supervisorBin},
+				Command:         []string{"/sandbox-mcp", "supervise", "--install", supervisorBin, "--hold"},
+				Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
+					Exec: &corev1.ExecAction{Command: []string{"/sandbox-mcp", "supervise", "--await", supervisorBin}},
+				}},
 				VolumeMounts:    []corev1.VolumeMount{{Name: "supervisor", MountPath: supervisor.BinaryDir}},
-				Resources:       corev1.ResourceRequirements{Limits: p.limits, Requests: requests},
+				Resources:       p.installerResources(),
 				SecurityContext: hardened(true),
-			}},
-			Containers: []corev1.Container{{
+			}, {
 				Name:            containerName,
 				Image:           p.cfg.Image,
 				ImagePullPolicy: corev1.PullPolicy(p.cfg.ImagePullPolicy),

@@ -18,8 +18,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -219,6 +222,42 @@ func TestBadSupervisorImage(t *testing.T) {
 	waitFor(t, 30*time.Second, "the Pod to go", func() bool { return len((&fixture{p: p, cfg: cfg}).pods(t)) == 0 })
 }
 
+// TestInstallerFails: an installer that cannot copy the binary, or one of
+// an image whose binary knows neither --install --hold nor --await (a
+// supervisor image of another version), is said in one line naming
+// kubernetes.supervisor_image, not waited for until start_timeout; the Pod
+// is deleted.
+func TestInstallerFails(t *testing.T) {
+	t.Parallel()
+	for name, mutate := range map[string]func(*corev1.Container){
+		"install": func(c *corev1.Container) {
+			c.Command = []string{"/sandbox-mcp", "supervise", "--install", "/no/such/dir/x", "--hold"}
+		},
+		"other version": func(c *corev1.Container) {
+			c.Command = []string{"/sandbox-mcp", "supervise", "--bogus", "x"}
+			c.Lifecycle.PostStart.Exec.Command = c.Command
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := newConfig(t)
+			p := newProviderT(t, cfg)
+			p.mutatePod = func(pod *corev1.Pod) { mutate(container(t, &pod.Spec, installerName)) }
+			sb := acquire(t, p, "bad-installer-"+randomHex(4))
+			start := time.Now()
+			_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
+			if err == nil || !strings.Contains(err.Error(), "kubernetes.supervisor_image "+cfg.SupervisorImage) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v", err)
+			}
+			if d := time.Since(start); d > 30*time.Second {
+				t.Errorf("the error came after %v", d)
+			}
+			t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+			waitFor(t, 30*time.Second, "the Pod to go", func() bool { return len((&fixture{p: p, cfg: cfg}).pods(t)) == 0 })
+		})
+	}
+}
+
 // oldHello replaces the supervisor's hello frame with one of another
 // protocol version, as an old supervisor image would say it (frame.go's
 // layout: "SM", kind, 0, stream, seq, length, payload, CRC-32C).
@@ -277,7 +316,7 @@ func TestSupervisorOfAnotherVersion(t *testing.T) {
 }
 
 // TestPodOfAnOlderServerIsReplaced: a thread's Pod made by a server before
-// the supervisor (no init container, a sleep loop as its main process) is
+// the supervisor (no installer, a sleep loop as its main process) is
 // made again on the next call; the thread's files stay.
 func TestPodOfAnOlderServerIsReplaced(t *testing.T) {
 	t.Parallel()
@@ -285,8 +324,9 @@ func TestPodOfAnOlderServerIsReplaced(t *testing.T) {
 	p := newProviderT(t, cfg)
 	sb := acquire(t, p, "older-"+randomHex(4))
 	old := p.podSpec(sb)
-	old.Spec.InitContainers = nil
-	old.Spec.Containers[0].Command = []string{"sh", "-c", "while :; do sleep 3600 & wait $!; done"}
+	c := *container(t, &old.Spec, containerName)
+	c.Command = []string{"sh", "-c", "while :; do sleep 3600 & wait $!; done"}
+	old.Spec.Containers = []corev1.Container{c}
 	created, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Create(t.Context(), old, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +347,7 @@ func TestSupervisorThatCannotStart(t *testing.T) {
 	cfg := newConfig(t)
 	p := newProviderT(t, cfg)
 	p.mutatePod = func(pod *corev1.Pod) {
-		pod.Spec.Containers[0].Command = []string{supervisorBin, "supervise", "--no-such-flag", "x"}
+		container(t, &pod.Spec, containerName).Command = []string{supervisorBin, "supervise", "--no-such-flag", "x"}
 	}
 	sb := acquire(t, p, "no-start-"+randomHex(4))
 	_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard})
@@ -353,5 +393,77 @@ func TestChannelToAnEarlierPodIsDropped(t *testing.T) {
 	}
 	if n := dials.Load(); n != 2 {
 		t.Fatalf("%d dials, want 2", n)
+	}
+}
+
+// TestStartWithoutWatch: a Pod's start is seen through a watch; a server
+// whose Role does not grant watch (one from before it was needed) polls
+// instead, and its calls work the same.
+func TestStartWithoutWatch(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	p := newProviderT(t, cfg)
+	execOut(t, acquire(t, p, "watch-"+randomHex(4)), "true")
+	if p.noWatch.Load() {
+		t.Fatal("the cluster admin may watch, and the provider polled")
+	}
+
+	user := "smcp-nowatch-" + randomHex(4)
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: cfg.Namespace},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "delete", "patch"}},
+			{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create", "get"}},
+			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"create"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: cfg.Namespace},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: user}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+	}
+	if _, err := cluster.cs.RbacV1().Roles(cfg.Namespace).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.cs.RbacV1().RoleBindings(cfg.Namespace).Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The cluster's kubeconfig, as that user.
+	kc, err := clientcmd.LoadFromFile(os.Getenv("KUBECONFIG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range kc.AuthInfos {
+		a.Impersonate = user
+	}
+	cfg.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, cfg.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	cfg.PodPrefix = "t-" + randomHex(4)
+	p = newProviderT(t, cfg)
+	if out, res := execOut(t, acquire(t, p, "nowatch-"+randomHex(4)), "echo ok"); out != "ok\n" || res.ExitCode != 0 {
+		t.Fatalf("without watch: %q %+v", out, res)
+	}
+	if !p.noWatch.Load() {
+		t.Fatal("the provider did not notice it may not watch")
+	}
+}
+
+// TestInstallerResources: the installer has at most half a CPU and never
+// more than the sandbox container, and its requests never exceed its
+// limits (the API refuses such a Pod).
+func TestInstallerResources(t *testing.T) {
+	for sandboxCPU, want := range map[string]string{"2": "500m", "500m": "500m", "250m": "250m", "5m": "5m"} {
+		p := &Provider{limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(sandboxCPU)}}
+		r := p.installerResources()
+		if got := r.Limits[corev1.ResourceCPU]; got.String() != want {
+			t.Errorf("sandbox cpu %s: installer cpu limit %s, want %s", sandboxCPU, got.String(), want)
+		}
+		for name, req := range r.Requests {
+			if lim, ok := r.Limits[name]; !ok || req.Cmp(lim) > 0 {
+				t.Errorf("sandbox cpu %s: %s request %s above its limit %s", sandboxCPU, name, req.String(), lim.String())
+			}
+		}
 	}
 }
