@@ -933,7 +933,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // serverNeeds is every call the provider makes (kubernetes.go, pods.go,
 // exec.go), by resource: the Role must grant exactly these.
 var serverNeeds = map[authzResource][]string{
-	{"", "pods", ""}: {"create", "delete", "get", "list", "patch", "watch"},
+	{"", "pods", ""}: {"create", "delete", "get", "list", "patch"},
 	// A WebSocket exec is a GET, and create is checked on top of it
 	// (AuthorizePodWebsocketUpgradeCreatePermission); SPDY is a POST.
 	{"", "pods", "exec"}:                         {"create", "get"},

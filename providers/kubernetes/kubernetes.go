@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,8 +63,6 @@ type Provider struct {
 
 	wrapRelay func(io.Reader) io.Reader // tests: what the relay's stdout passes through
 	mutatePod func(*corev1.Pod)         // tests: a change to every Pod made
-
-	noWatch atomic.Bool // the API refused to watch Pods: waitRunning polls
 
 	mu      sync.Mutex
 	threads threads.Table[*Sandbox] // acquired sandboxes

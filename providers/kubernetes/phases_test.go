@@ -166,8 +166,6 @@ func coldPhases(b *testing.B, pvc bool) {
 //   - hook: the installer's postStart hook copies it, its main process waits;
 //   - main: the installer's main process copies it, its hook waits for the
 //     copy (podSpec);
-//   - poll: main, its start seen by polling, not a watch (a Role without
-//     watch).
 func BenchmarkColdVariants(b *testing.B) {
 	cfg := newConfig(b)
 	var logs lines
@@ -176,7 +174,6 @@ func BenchmarkColdVariants(b *testing.B) {
 	variants := []struct {
 		name   string
 		mutate func(*corev1.Pod)
-		poll   bool
 	}{
 		{"init", func(pod *corev1.Pod) {
 			inst := *container(b, &pod.Spec, installerName)
@@ -185,20 +182,18 @@ func BenchmarkColdVariants(b *testing.B) {
 			inst.Resources = *container(b, &pod.Spec, containerName).Resources.DeepCopy()
 			pod.Spec.InitContainers = []corev1.Container{inst}
 			pod.Spec.Containers = []corev1.Container{*container(b, &pod.Spec, containerName)}
-		}, false},
+		}},
 		{"hook", func(pod *corev1.Pod) {
 			inst := container(b, &pod.Spec, installerName)
 			inst.Command = []string{"/sandbox-mcp", "supervise", "--await", "/nonexistent"} // waits a minute
 			inst.Lifecycle.PostStart.Exec.Command = []string{"/sandbox-mcp", "supervise", "--install", supervisorBin}
-		}, false},
-		{"main", nil, false},
-		{"poll", nil, true},
+		}},
+		{"main", nil},
 	}
 	times := map[string][]time.Duration{}
 	for b.Loop() {
 		for _, v := range variants {
 			p.mutatePod = v.mutate
-			p.noWatch.Store(v.poll)
 			thread := "bench-cold-" + randomHex(4)
 			sb, err := p.Acquire(b.Context(), thread)
 			if err != nil {

@@ -14,9 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -322,7 +320,7 @@ var stuck = map[string]bool{
 	"RunContainerError":          true,
 }
 
-// waitRunning watches the Pod until its sandbox container runs. A Pod stuck
+// waitRunning polls the Pod until its sandbox container runs. A Pod stuck
 // for good (no image, a spec the runtime refuses) is deleted, so that a
 // fixed configuration takes effect on the next call, and its reason
 // returned. So is a Pod just made (fresh) that ended before it ran (its
@@ -332,13 +330,8 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID, 
 	pods := p.cs.CoreV1().Pods(p.cfg.Namespace)
 	start := time.Now()
 	last := "Pending"
-	var changed *corev1.Pod // the Pod as the watch saw it change
 	for {
-		pod, err := changed, error(nil)
-		if pod == nil {
-			pod, err = pods.Get(ctx, name, metav1.GetOptions{})
-		}
-		changed = nil
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			return "", errRestart
@@ -387,66 +380,13 @@ func (p *Provider) waitRunning(ctx context.Context, name string, uid types.UID, 
 			}
 			return "", fmt.Errorf("kubernetes provider: Pod %s not running after %s: %s", name, time.Since(start).Round(time.Second), oneLine(last))
 		}
-		poll := 50 * time.Millisecond
+		wait := 50 * time.Millisecond
 		if time.Since(start) > 2*time.Second {
-			poll = 250 * time.Millisecond
-		}
-		if err == nil {
-			changed = p.podChange(ctx, name, pod.ResourceVersion, poll)
-			continue
+			wait = 250 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(poll):
-		}
-	}
-}
-
-// podChange waits until Pod name changes after resourceVersion rv, and
-// returns it as changed: a watch, so that a Pod that starts is seen within
-// a few milliseconds, not a polling interval. It returns nil after a
-// while, when the Pod went away, and when the watch fails; after poll when
-// the server may not watch Pods (a Role from before it did): then
-// waitRunning polls.
-func (p *Provider) podChange(ctx context.Context, name, rv string, poll time.Duration) *corev1.Pod {
-	if p.noWatch.Load() {
-		select {
-		case <-ctx.Done():
-		case <-time.After(poll):
-		}
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	w, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Watch(ctx, metav1.ListOptions{
-		FieldSelector:   fields.OneTermEqualSelector(metav1.ObjectNameField, name).String(),
-		ResourceVersion: rv,
-	})
-	if err != nil {
-		if apierrors.IsForbidden(err) && !p.noWatch.Swap(true) {
-			p.log.Warn("kubernetes provider: may not watch Pods (deploy/kubernetes/rbac.yaml grants it): waiting for a Pod to start by polling, which is slower", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(poll):
-		}
-		return nil
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil
-			}
-			if pod, isPod := ev.Object.(*corev1.Pod); isPod && (ev.Type == watch.Modified || ev.Type == watch.Added) {
-				return pod
-			}
-			if ev.Type != watch.Bookmark {
-				return nil // deleted, or an error (the version too old): a Get says
-			}
+		case <-time.After(wait):
 		}
 	}
 }

@@ -18,11 +18,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -393,60 +391,6 @@ func TestChannelToAnEarlierPodIsDropped(t *testing.T) {
 	}
 	if n := dials.Load(); n != 2 {
 		t.Fatalf("%d dials, want 2", n)
-	}
-}
-
-// TestStartWithoutWatch: a Pod's start is seen through a watch; a server
-// whose Role does not grant watch (one from before it was needed) polls
-// instead, and its calls work the same.
-func TestStartWithoutWatch(t *testing.T) {
-	t.Parallel()
-	cfg := newConfig(t)
-	p := newProviderT(t, cfg)
-	execOut(t, acquire(t, p, "watch-"+randomHex(4)), "true")
-	if p.noWatch.Load() {
-		t.Fatal("the cluster admin may watch, and the provider polled")
-	}
-
-	user := "smcp-nowatch-" + randomHex(4)
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: cfg.Namespace},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "delete", "patch"}},
-			{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create", "get"}},
-			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"create"}},
-		},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: cfg.Namespace},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: user}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
-	}
-	if _, err := cluster.cs.RbacV1().Roles(cfg.Namespace).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.cs.RbacV1().RoleBindings(cfg.Namespace).Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The cluster's kubeconfig, as that user.
-	kc, err := clientcmd.LoadFromFile(os.Getenv("KUBECONFIG"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range kc.AuthInfos {
-		a.Impersonate = user
-	}
-	cfg.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, cfg.Kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	cfg.PodPrefix = "t-" + randomHex(4)
-	p = newProviderT(t, cfg)
-	if out, res := execOut(t, acquire(t, p, "nowatch-"+randomHex(4)), "echo ok"); out != "ok\n" || res.ExitCode != 0 {
-		t.Fatalf("without watch: %q %+v", out, res)
-	}
-	if !p.noWatch.Load() {
-		t.Fatal("the provider did not notice it may not watch")
 	}
 }
 
