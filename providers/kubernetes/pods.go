@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -420,7 +421,7 @@ func ended(pod *corev1.Pod) string {
 // server with one: podSpec, or an init container of the same name, as
 // servers before this one made it), not a Pod of an older one.
 func hasSupervisor(pod *corev1.Pod) bool {
-	for _, c := range append(pod.Spec.Containers, pod.Spec.InitContainers...) {
+	for _, c := range slices.Concat(pod.Spec.Containers, pod.Spec.InitContainers) {
 		if c.Name == installerName {
 			return true
 		}
@@ -432,7 +433,7 @@ func hasSupervisor(pod *corev1.Pod) bool {
 // failed for good, or "": its hook failed (the kubelet kills it), its
 // main process ended, or it cannot start.
 func initFailed(pod *corev1.Pod) string {
-	for i, cs := range append(pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses...) {
+	for i, cs := range slices.Concat(pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses) {
 		if cs.Name != installerName {
 			continue
 		}
