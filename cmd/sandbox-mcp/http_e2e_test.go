@@ -195,6 +195,8 @@ func vmHWM(t *testing.T, pid int) int64 {
 
 // 80 calls of 10 MB at once cost the server a bounded amount of memory:
 // what does not fit waits, or gets 503 and is sent again; none is lost.
+// In sessions (clients naming no thread) and stateless (2026-07-28,
+// clients naming their thread: the server reads each body once more).
 func TestE2EHTTPConcurrentLargeCallsBoundedMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 800 MB")
@@ -202,6 +204,12 @@ func TestE2EHTTPConcurrentLargeCallsBoundedMemory(t *testing.T) {
 	if raceEnabled() {
 		t.Skip("measures the memory of the binary as shipped, not of a -race build")
 	}
+	for _, era := range []struct{ name, thread string }{{"session", ""}, {"stateless", "big"}} {
+		t.Run(era.name, func(t *testing.T) { concurrentLargeCalls(t, era.thread) })
+	}
+}
+
+func concurrentLargeCalls(t *testing.T, thread string) {
 	p := startHTTPBinary(t)
 	const calls = 80
 	content := strings.Repeat("0123456789abcdef", 10_000_000/16) // 10 MB, within the 10 MiB body cap
@@ -212,7 +220,7 @@ func TestE2EHTTPConcurrentLargeCallsBoundedMemory(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(),
-				&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1}, nil)
+				&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerRT{thread: thread}}}, nil)
 			if err != nil {
 				errs <- err
 				return
@@ -244,7 +252,7 @@ func TestE2EHTTPConcurrentLargeCallsBoundedMemory(t *testing.T) {
 		t.Error(err)
 	}
 	hwm := vmHWM(t, p.cmd.Process.Pid)
-	t.Logf("server peak RSS with %d concurrent 10 MB write_file calls: %d MB", calls, hwm>>20)
+	t.Logf("server peak RSS with %d concurrent 10 MB write_file calls (%s): %d MB", calls, map[bool]string{true: "stateless", false: "sessions"}[thread != ""], hwm>>20)
 	if hwm > 1<<30 {
 		t.Errorf("server peak RSS %d MB: want under 1 GB", hwm>>20)
 	}
