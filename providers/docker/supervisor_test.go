@@ -169,3 +169,49 @@ func fortyConcurrentCalls(t *testing.T, f *fixture) {
 		t.Fatalf("%d containers for one thread", len(got))
 	}
 }
+
+// A command attacks the relay exec that carries its own thread's channel
+// (docker.channel exec): garbage and a forged frame into the relay's
+// stdout, its stderr flooded, the relay killed. The call fails or ends
+// cleanly, never hangs, and the next call works (red team's cases).
+func TestHostileRelayExecChannel(t *testing.T) {
+	t.Parallel()
+	const findRelay = `for d in /proc/[0-9]*; do if tr '\0' ' ' < $d/cmdline 2>/dev/null | grep -q -- '--conn''ect'; then echo ${d#/proc/}; fi; done`
+	for _, c := range []struct {
+		name, cmd string
+		broken    bool // the attack breaks the channel: the call fails
+	}{
+		{"garbage", `for p in $(` + findRelay + `); do head -c 65536 /dev/urandom > /proc/$p/fd/1; done; sleep 5`, true},
+		{"forged-frame", `for p in $(` + findRelay + `); do printf 'SMCP\0\0\0\0\0\0\0\0\0\0\0\0' > /proc/$p/fd/1; done; sleep 5`, true},
+		{"stderr-flood", `n=0; for p in $(` + findRelay + `); do head -c 50000000 /dev/zero > /proc/$p/fd/2; n=$((n+1)); done; echo "$n relays"`, false},
+		{"kill", `for p in $(` + findRelay + `); do kill -9 $p; done; sleep 5`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, func(cf *Config) { cf.Channel = channelExec })
+			sb := f.acquire(t, "hostile-"+c.name)
+			execOut(t, sb, "true")
+			done := make(chan error, 1)
+			out := sandbox.NewCapture(1<<10, 1<<10)
+			go func() {
+				_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: c.cmd, Timeout: 20 * time.Second, Output: out})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				h, _, _ := out.Result()
+				if c.broken && err == nil {
+					t.Fatalf("the attack on the relay did not reach it: the call succeeded (%q)", h)
+				}
+				if !c.broken && (err != nil || string(h) != "1 relays\n") {
+					t.Fatalf("the stderr flood: %v %q, want the one relay flooded and the call answered", err, h)
+				}
+			case <-time.After(45 * time.Second):
+				t.Fatal("the attacked call hangs")
+			}
+			if out, res := execOut(t, sb, "echo ok"); out != "ok\n" || res.ExitCode != 0 {
+				t.Fatalf("next call: exit %d %q", res.ExitCode, out)
+			}
+		})
+	}
+}
