@@ -371,7 +371,9 @@ func TestJobsEndedKept(t *testing.T) {
 		}
 	}
 	var jobs []JobInfo
-	for range 500 {
+	// Until every `true` has ended: seconds under -race on a busy machine
+	// (5 s were once not enough in CI).
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		var err error
 		if jobs, err = l.Jobs(t.Context()); err != nil {
 			t.Fatal(err)
@@ -384,6 +386,9 @@ func TestJobsEndedKept(t *testing.T) {
 		}
 		if running == 0 {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the jobs still run after 60 s", running)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

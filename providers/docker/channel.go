@@ -77,11 +77,15 @@ func (p *Provider) relay(ctx context.Context, id, name string) (*supervisor.Conn
 		if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
 			return nil, errGone // removed, or not running
 		}
-		return nil, engineError(err)
+		// Perhaps the container stopping (connectExec looks at it).
+		return nil, fmt.Errorf("%w: container %s: %v", errNotListening, name, engineError(err))
 	}
 	hj, err := p.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return nil, engineError(err)
+		// The container stopped between the exec's creation and its
+		// start ("unable to upgrade to tcp, received 500"), or the engine
+		// failed: connectExec looks at the container.
+		return nil, fmt.Errorf("%w: container %s: %v", errNotListening, name, engineError(err))
 	}
 	// The exec's stdout and stderr come multiplexed on one stream: the
 	// frames go to the supervisor client, the relay's complaints (at most
@@ -127,8 +131,11 @@ func (s *Sandbox) connectExec(ctx context.Context, id string) (*supervisor.Conn,
 			return c, err
 		}
 		info, ierr := s.p.cli.ContainerInspect(ctx, id)
-		if cerrdefs.IsNotFound(ierr) || ierr == nil && (info.State == nil || !info.State.Running) {
+		switch {
+		case cerrdefs.IsNotFound(ierr) || ierr == nil && (info.State == nil || !info.State.Running):
 			return nil, errGone
+		case ierr != nil:
+			return nil, engineError(ierr)
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%w: %v", errNoSupervisor, err)

@@ -1,10 +1,20 @@
 package docker
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 func TestResolveChannel(t *testing.T) {
@@ -84,5 +94,59 @@ func TestOwnSupervisorBinaryBeside(t *testing.T) {
 	}
 	if bin, err := ownSupervisorBinary("linux", self); err != nil || bin.Path != self {
 		t.Errorf("on Linux: %v %v", bin, err)
+	}
+}
+
+// stoppingEngine stops the container between a relay exec's creation and
+// its attach, once armed: the race of a container that stops as the
+// channel is dialled (the engine answers the attach "unable to upgrade to
+// tcp, received 500").
+type stoppingEngine struct {
+	*client.Client
+	armed atomic.Bool
+	t     *testing.T
+}
+
+func (e *stoppingEngine) ContainerExecCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error) {
+	resp, err := e.Client.ContainerExecCreate(ctx, id, opts)
+	if err == nil && e.armed.CompareAndSwap(true, false) {
+		zero := 0
+		if err := e.Client.ContainerStop(ctx, id, container.StopOptions{Timeout: &zero}); err != nil {
+			e.t.Errorf("stop: %v", err)
+		}
+	}
+	return resp, err
+}
+
+func TestExecChannelContainerStopsWhileDialling(t *testing.T) {
+	t.Parallel()
+	requireDocker(t)
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &stoppingEngine{Client: cli, t: t}
+	cfg := Config{StateDir: t.TempDir(), ContainerPrefix: randomPrefix(t), Image: baseImage, Memory: "256m", Channel: channelExec}
+	setDefaults(&cfg)
+	if cfg.Locks, err = filelock.NewFileLocks(filepath.Join(cfg.StateDir, "locks")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := newProvider(t.Context(), cfg, eng, 256<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{p: p, cli: cli, cfg: cfg, prefix: cfg.ContainerPrefix}
+	t.Cleanup(func() { p.Close(); f.removeAll(); cli.Close() })
+	sb := f.acquire(t, "stops")
+	execOut(t, sb, "echo kept > /mnt/user-data/workspace/f")
+	// The channel's next dial: kill its relay, so the next call dials
+	// again, and stop the container under that dial.
+	sb.Exec(t.Context(), sandbox.ExecRequest{Command: `for d in /proc/[0-9]*; do tr '\0' ' ' < $d/cmdline 2>/dev/null | grep -q -- '--conn''ect' && kill -9 ${d#/proc/}; done; sleep 5`, Timeout: time.Minute, Output: io.Discard})
+	eng.armed.Store(true)
+	if out, res := execOut(t, sb, "cat /mnt/user-data/workspace/f"); out != "kept\n" || res.ExitCode != 0 {
+		t.Fatalf("the call after the container stopped under its dial: exit %d %q", res.ExitCode, out)
+	}
+	if eng.armed.Load() {
+		t.Fatal("the container was not stopped under a dial: the test did not test")
 	}
 }
