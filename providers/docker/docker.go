@@ -257,7 +257,7 @@ func (p *Provider) tryConnect() error {
 	img, err := p.cli.ImageInspect(ctx, cfg.Image)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("docker provider: image %s not found: build it with deploy/docker/build-images.sh (no registry is used)", cfg.Image)
+			return fmt.Errorf("docker provider: image %s not found: build it with deploy/docker/build-images.sh (Linux, as root; no registry is used), or set docker.image to any image with sh that the engine has (e.g. after docker pull debian:bookworm-slim)", cfg.Image)
 		}
 		return fmt.Errorf("docker provider: image %s: %w", cfg.Image, engineError(err))
 	}
