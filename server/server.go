@@ -43,9 +43,10 @@ type Config struct {
 
 // Server is the MCP server.
 type Server struct {
-	cfg      Config
-	mcp      *mcpserver.MCPServer
-	sessions *Sessions
+	cfg       Config
+	mcp       *mcpserver.MCPServer
+	sessions  *Sessions
+	toolOrder map[string]int // each tool's place in tools.All(): tools/list's order
 
 	owners    sync.Map     // session id -> credential it was made with (HTTP)
 	sessionN  sessionCount // sessions registered or being made, in all and per credential
@@ -106,9 +107,11 @@ func New(cfg Config) *Server {
 		mcpserver.WithResourceCapabilities(false, true),
 		mcpserver.WithInstructions(instructions),
 		mcpserver.WithIcons(tools.Icon("sandbox")),
-		mcpserver.WithToolFilter(toolsFor),
+		mcpserver.WithToolFilter(s.toolsFor),
 	)
-	for _, t := range tools.All() {
+	s.toolOrder = map[string]int{}
+	for i, t := range tools.All() {
+		s.toolOrder[t.Def.Name] = i
 		if t.RunsCommands && off != nil {
 			t.Def.Description = "OFF in this server: " + reason + ". Calls answer an error saying so; " +
 				"use the file tools (read_file, write_file, str_replace, ls, glob, grep) instead."
@@ -162,28 +165,14 @@ func maskFacts(v any, mask func(string) string) any {
 	return walk(out)
 }
 
-// offerOrder is each tool's place in tools.All(): the order tools/list
-// gives them in (mcp-go's is by name), the most used first. No pagination
+// toolsFor is the tool list a request gets: in the order of tools.All()
+// (mcp-go's is by name), the most used first, and — for a session (any
+// revision before 2026-07-28) — without the thread argument, which there
+// can only repeat the session's own thread: an agent shown it would fill
+// it in, and get an error for a thread name it made up. No pagination
 // limit is set: mcp-go's cursors assume a list sorted by name.
-var offerOrder = func() map[string]int {
-	m := map[string]int{}
-	for i, t := range tools.All() {
-		m[t.Def.Name] = i
-	}
-	return m
-}()
-
-func inOfferOrder(_ context.Context, list []mcp.Tool) []mcp.Tool {
-	slices.SortStableFunc(list, func(a, b mcp.Tool) int { return offerOrder[a.Name] - offerOrder[b.Name] })
-	return list
-}
-
-// toolsFor is the tool list a request gets: in offer order, and — for a
-// session (any revision before 2026-07-28) — without the thread argument,
-// which there can only repeat the session's own thread: an agent shown it
-// would fill it in, and get an error for a thread name it made up.
-func toolsFor(ctx context.Context, list []mcp.Tool) []mcp.Tool {
-	list = inOfferOrder(ctx, list)
+func (s *Server) toolsFor(ctx context.Context, list []mcp.Tool) []mcp.Tool {
+	slices.SortStableFunc(list, func(a, b mcp.Tool) int { return s.toolOrder[a.Name] - s.toolOrder[b.Name] })
 	if mcpserver.IsModernRequest(ctx) {
 		return list
 	}

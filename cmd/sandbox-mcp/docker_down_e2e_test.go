@@ -28,14 +28,9 @@ func TestE2EDockerEngineDownAtStart(t *testing.T) {
 	sock := filepath.Join(dir, "engine.sock")
 	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", "down")
 	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix://"+sock)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect with the engine down: %v\n%s", err, stderr)
-	}
+	cs, stderr := stdioSession(t, ctx, cmd)
 	defer cs.Close()
 	bash := func() (string, bool) {
 		t.Helper()

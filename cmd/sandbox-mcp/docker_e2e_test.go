@@ -41,6 +41,19 @@ func dockerE2EConfig(t *testing.T) (dir, cfgFile, prefix string) {
 	return dir, cfgFile, prefix
 }
 
+// stdioSession starts cmd (the server over stdio, its stderr kept for
+// failure messages) and connects a go-sdk client to it.
+func stdioSession(t *testing.T, ctx context.Context, cmd *exec.Cmd) (*mcp.ClientSession, *syncBuffer) {
+	t.Helper()
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr)
+	}
+	return cs, stderr
+}
+
 // The real binary with --provider docker, driven over stdio: the tools
 // work in a container, and nothing names a host path.
 func TestE2EDockerProvider(t *testing.T) {
@@ -48,14 +61,9 @@ func TestE2EDockerProvider(t *testing.T) {
 	dir, cfgFile, prefix := dockerE2EConfig(t)
 	state := filepath.Join(dir, "state")
 	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", state, "--audit-log", "off", "--thread", "dock")
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, stderr)
-	}
+	cs, _ := stdioSession(t, ctx, cmd)
 	callText := func(name string, args map[string]any) (string, bool) {
 		t.Helper()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
@@ -108,14 +116,9 @@ func TestE2EDockerExecChannelStaticSupervisor(t *testing.T) {
 		"  channel: exec\n  supervisor_binary: "+static+"\n  image: sandbox-mcp-test:busybox-sh\n"), 0o644)
 	state := filepath.Join(dir, "state")
 	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", state, "--audit-log", "off", "--thread", "desk")
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, stderr)
-	}
+	cs, stderr := stdioSession(t, ctx, cmd)
 	defer cs.Close()
 	call := func(name string, args map[string]any) string {
 		t.Helper()

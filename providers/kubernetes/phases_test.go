@@ -138,23 +138,7 @@ func coldPhases(b *testing.B, pvc bool) {
 	}
 	var all []time.Duration
 	for b.Loop() {
-		thread := "bench-cold-" + randomHex(4)
-		sb, err := p.Acquire(b.Context(), thread)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(b.Context())
-		ph := watchPhases(ctx, b, p, sb.(*Sandbox).name)
-		execOut(b, sb, "true")
-		d := time.Since(ph.start)
-		all = append(all, d)
-		b.StopTimer()
-		time.Sleep(1500 * time.Millisecond) // let the watch see the rest
-		cancel()
-		b.Logf("cold %dms:%s; provider:%s", d.Milliseconds(), ph, logs.take("create", "running", "connect"))
-		p.Release(thread)
-		dropAndWait(b, p, sb.(*Sandbox).name)
-		b.StartTimer()
+		all = append(all, coldCall(b, p, &logs, "", 1500*time.Millisecond))
 	}
 	b.ReportMetric(float64(median(all))/1e6, "median-ms")
 }
@@ -194,23 +178,7 @@ func BenchmarkColdVariants(b *testing.B) {
 	for b.Loop() {
 		for _, v := range variants {
 			p.mutatePod = v.mutate
-			thread := "bench-cold-" + randomHex(4)
-			sb, err := p.Acquire(b.Context(), thread)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(b.Context())
-			ph := watchPhases(ctx, b, p, sb.(*Sandbox).name)
-			execOut(b, sb, "true")
-			d := time.Since(ph.start)
-			times[v.name] = append(times[v.name], d)
-			b.StopTimer()
-			time.Sleep(time.Second) // let the watch see the rest
-			cancel()
-			b.Logf("%s: cold %dms:%s; provider:%s", v.name, d.Milliseconds(), ph, logs.take("create", "running", "connect"))
-			p.Release(thread)
-			dropAndWait(b, p, sb.(*Sandbox).name)
-			b.StartTimer()
+			times[v.name] = append(times[v.name], coldCall(b, p, &logs, v.name+": ", time.Second))
 		}
 	}
 	for _, v := range variants {
@@ -219,6 +187,30 @@ func BenchmarkColdVariants(b *testing.B) {
 }
 
 // lines keeps what a text slog handler writes.
+// coldCall is one cold first call of a new thread, timed from the
+// Pod's creation as the watch saw it; its phases and the provider's
+// timing logs are logged (after settle, for the watch to see the rest),
+// and the Pod is gone before it returns.
+func coldCall(b *testing.B, p *Provider, logs *lines, label string, settle time.Duration) time.Duration {
+	thread := "bench-cold-" + randomHex(4)
+	sb, err := p.Acquire(b.Context(), thread)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.Context())
+	ph := watchPhases(ctx, b, p, sb.(*Sandbox).name)
+	execOut(b, sb, "true")
+	d := time.Since(ph.start)
+	b.StopTimer()
+	time.Sleep(settle)
+	cancel()
+	b.Logf("%scold %dms:%s; provider:%s", label, d.Milliseconds(), ph, logs.take("create", "running", "connect"))
+	p.Release(thread)
+	dropAndWait(b, p, sb.(*Sandbox).name)
+	b.StartTimer()
+	return d
+}
+
 type lines struct {
 	mu  sync.Mutex
 	buf strings.Builder
