@@ -47,9 +47,14 @@ type HTTPConfig struct {
 	// A session's stream (SSE, or Streamable HTTP's GET) holds one while the
 	// session lives, so the cap is above MaxSessions by default.
 	MaxConnections int
-	HeaderTimeout  time.Duration // to read a request's headers (default 10 s)
-	BodyTimeout    time.Duration // to read a request's body (default 15 s)
-	IdleTimeout    time.Duration // a kept-alive connection without a request is closed (default 30 s)
+	// MaxUnauthenticatedConnections caps, when tokens are configured, the
+	// connections that have not shown a valid token (default: a sixteenth
+	// of MaxConnections, at least 8): past it the oldest of them is closed,
+	// and each is closed once answered (SPEC §16).
+	MaxUnauthenticatedConnections int
+	HeaderTimeout                 time.Duration // to read a request's headers (default 10 s)
+	BodyTimeout                   time.Duration // to read a request's body (default 15 s)
+	IdleTimeout                   time.Duration // a kept-alive connection without a request is closed (default 30 s)
 
 	// MaxBodyBytesInFlight caps the request bytes held at once, from
 	// reading a body until its call answers (default 64 MiB, at least
@@ -59,6 +64,13 @@ type HTTPConfig struct {
 	// (a call over SSE, already answered 202, gets a "server busy" error).
 	MaxBodyBytesInFlight int64
 	MaxCalls             int
+
+	// ThreadsPerToken caps the threads with a live sandbox per token
+	// (without tokens: in all), sessions and stateless leases together
+	// (limits.threads_per_token, SPEC §16); 0: no cap. Past it a new
+	// thread's call is a tool error, once no idle lease of the token can
+	// make room.
+	ThreadsPerToken int
 
 	// KeepAnonymousThreads keeps the files of a session without
 	// X-Thread-ID when it ends (by default they are removed: no one can
@@ -75,6 +87,11 @@ const (
 	DefaultMaxBodyBytesInFlight = 64 << 20
 	DefaultMaxCalls             = 64
 )
+
+// threadFiles is what the budget of open files counts for a live thread
+// (measured: about 10 on the local provider with bubblewrap; fewer on
+// docker and kubernetes).
+const threadFiles = 16
 
 // drainGrace is how long a shutdown waits, after the last call in flight
 // answered, before it closes the sessions' streams.
@@ -118,20 +135,13 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	if cfg.MaxCalls <= 0 {
 		cfg.MaxCalls = DefaultMaxCalls
 	}
-	// Every connection is a file: the cap, its reserve and what else the
-	// server opens (the audit log, thread files, bash pipes) stay below
-	// the limit, or a flood of connections would starve all of them.
-	if lim := openFileLimit(); lim > 0 && cfg.MaxConnections+reserveConns+256 > lim {
-		max := max(lim-reserveConns-256, lim/2)
-		s.cfg.Logger.Warn("http.max_connections lowered below the open-file limit", "max_connections", cfg.MaxConnections, "open_file_limit", lim, "now", max)
-		cfg.MaxConnections = max
-	}
 	tokens := make([][32]byte, 0, len(cfg.AuthTokens))
 	for _, t := range cfg.AuthTokens {
 		if t != "" {
 			tokens = append(tokens, sha256.Sum256([]byte(t)))
 		}
 	}
+	s.budgetFiles(&cfg, max(1, len(tokens)))
 	// Every token's share takes a body of the largest size.
 	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxBodyBytes*int64(max(1, len(tokens))))
 	switch {
@@ -141,13 +151,15 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		cfg.MaxSessionsPerToken = max(1, cfg.MaxSessions/len(tokens))
 	}
 	s.sessions.removeAnonymous = !cfg.KeepAnonymousThreads
+	s.sessions.threadsPerTenant = cfg.ThreadsPerToken
+	s.sessions.reclaim = s.reclaimLease
 	threads := func(session string, header http.Header) ThreadRef {
 		id := strings.TrimSpace(header.Get(ThreadHeader))
 		anonymous := id == ""
 		if anonymous {
 			id = session
 		}
-		ref := ThreadRef{ID: id, Key: id, Anonymous: anonymous}
+		ref := ThreadRef{ID: id, Key: id, Anonymous: anonymous, Tenant: credential(header, len(tokens) > 0)}
 		// A thread id is the first configured token's own, at its plain
 		// place (threads/<id>); any other token gets the same id in a
 		// directory level of its own, which no thread id can name. The
@@ -273,6 +285,18 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 				refuse(w, r, http.StatusServiceUnavailable, "too many connections")
 				return
 			}
+			if len(tokens) > 0 {
+				// A connection whose request shows a valid token leaves the
+				// unauthenticated share; one whose request does not is
+				// answered and closed (no keep-alive holds a slot).
+				if guard.authorized(r) {
+					if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+						lc.authenticated()
+					}
+				} else {
+					w.Header().Set("Connection", "close")
+				}
+			}
 			if r.ContentLength != 0 {
 				// The body comes within BodyTimeout or the connection goes
 				// (the guard lifts the deadline once it has the body). No
@@ -288,7 +312,14 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		ConnContext:       connContext,
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(newLimitListener(ln, cfg.MaxConnections)) }()
+	maxUnauth := 0
+	if len(tokens) > 0 {
+		if maxUnauth = cfg.MaxUnauthenticatedConnections; maxUnauth <= 0 {
+			maxUnauth = max(8, cfg.MaxConnections/16)
+		}
+		maxUnauth = min(maxUnauth, cfg.MaxConnections)
+	}
+	go func() { errc <- srv.Serve(newLimitListener(ln, cfg.MaxConnections, maxUnauth, guard.validToken)) }()
 	s.cfg.Logger.Info("serving MCP over HTTP", "addr", ln.Addr().String(), "streamable", "/mcp", "sse", "/sse", "auth", len(tokens) > 0)
 
 	select {
@@ -329,6 +360,38 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	return nil
 }
 
+// budgetFiles fits the connections and every tenant's live threads in the
+// process's open-file limit (SPEC §16): every connection is a file, every
+// live thread holds several (its files' roots, the link to its sandbox),
+// and with what else the server opens (the audit log, the files of calls,
+// bash's pipes) they stay below the limit, so that neither a flood of
+// connections nor one token at its cap of threads starves another token's
+// calls of files. Where both do not fit, the connections get at least
+// half of what there is and the threads the rest.
+func (s *Server) budgetFiles(cfg *HTTPConfig, tenants int) {
+	lim := openFileLimit()
+	if lim <= 0 {
+		return
+	}
+	avail := max(2, lim-reserveConns-256)
+	need := 0
+	if cfg.ThreadsPerToken > 0 {
+		need = tenants * cfg.ThreadsPerToken * threadFiles
+	}
+	if cfg.MaxConnections+need > avail {
+		conns := min(cfg.MaxConnections, max(avail/2, avail-need))
+		if conns < cfg.MaxConnections {
+			s.cfg.Logger.Warn("http.max_connections lowered to fit the open-file limit", "max_connections", cfg.MaxConnections, "open_file_limit", lim, "now", conns)
+			cfg.MaxConnections = conns
+		}
+	}
+	fit := max(1, (avail-cfg.MaxConnections)/threadFiles/tenants)
+	if cfg.ThreadsPerToken == 0 || cfg.ThreadsPerToken > fit {
+		s.cfg.Logger.Warn("limits.threads_per_token lowered to fit the open-file limit", "threads_per_token", cfg.ThreadsPerToken, "tokens", tenants, "open_file_limit", lim, "now", fit)
+		cfg.ThreadsPerToken = fit
+	}
+}
+
 // tokenNamespace is the directory that keeps the threads of one token
 // apart from the same thread ids of another token (see sandbox.ValidThreadKey).
 func tokenNamespace(token string) string {
@@ -339,6 +402,16 @@ func tokenNamespace(token string) string {
 // credentialKey marks a request's context with the credential it came
 // with, so the session it creates is bound to it.
 type credentialKey struct{}
+
+// credential names the tenant of a request (SPEC §16): its token's hash
+// when tokens are configured (the token was checked), else "" (one tenant).
+func credential(h http.Header, tokens bool) string {
+	if !tokens {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(bearer(h)))
+	return hex.EncodeToString(sum[:])
+}
 
 // bearer is the token of an "Authorization: Bearer" header.
 func bearer(h http.Header) string {
@@ -384,11 +457,7 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 		}
 		// A session belongs to the credential that made it: another token
 		// naming its id finds nothing.
-		cred := ""
-		if len(g.tokens) > 0 {
-			sum := sha256.Sum256([]byte(bearer(r.Header)))
-			cred = hex.EncodeToString(sum[:])
-		}
+		cred := credential(r.Header, len(g.tokens) > 0)
 		if newSession(r) {
 			if g.draining.Load() {
 				refuse(w, r, http.StatusServiceUnavailable, "shutting down")
@@ -470,8 +539,11 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 
 // authorized compares the request's token with every configured token in
 // constant time (hashes, so lengths do not leak either).
-func (g *httpGuard) authorized(r *http.Request) bool {
-	tok := bearer(r.Header)
+func (g *httpGuard) authorized(r *http.Request) bool { return g.validToken(r.Header) }
+
+// validToken: the header's bearer token is a configured one.
+func (g *httpGuard) validToken(h http.Header) bool {
+	tok := bearer(h)
 	if tok == "" {
 		return false
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -20,12 +21,13 @@ type leases struct {
 
 type lease struct {
 	key      string // the registry session
+	tenant   string // whose thread it is (ThreadRef.Tenant)
 	inflight int
 	last     time.Time
 }
 
 // take returns the registry session of the thread's lease; done gives it back.
-func (l *leases) take(threadKey string) (session string, done func()) {
+func (l *leases) take(threadKey, tenant string) (session string, done func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m == nil {
@@ -36,7 +38,7 @@ func (l *leases) take(threadKey string) (session string, done func()) {
 		// A new generation for every lease: a request never gets a binding
 		// the sweeper is ending.
 		l.seq++
-		ls = &lease{key: fmt.Sprintf("\x00lease-%d/%s", l.seq, threadKey)}
+		ls = &lease{key: fmt.Sprintf("\x00lease-%d/%s", l.seq, threadKey), tenant: tenant}
 		l.m[threadKey] = ls
 	}
 	ls.inflight++
@@ -71,4 +73,40 @@ func (l *leases) sweep(ctx context.Context, ttl time.Duration, end func(session 
 			end(s)
 		}
 	}
+}
+
+// idle lists the registry sessions of the tenant's leases that no request
+// uses, least recently used first.
+func (l *leases) idle(tenant string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var idle []*lease
+	for _, ls := range l.m {
+		if ls.tenant == tenant && ls.inflight == 0 {
+			idle = append(idle, ls)
+		}
+	}
+	slices.SortFunc(idle, func(a, b *lease) int { return a.last.Compare(b.last) })
+	keys := make([]string, len(idle))
+	for i, ls := range idle {
+		keys[i] = ls.key
+	}
+	return keys
+}
+
+// drop forgets the lease whose registry session is key if no request uses
+// it, and reports whether it did: the caller then ends the session.
+func (l *leases) drop(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, ls := range l.m {
+		if ls.key == key {
+			if ls.inflight > 0 {
+				return false
+			}
+			delete(l.m, k)
+			return true
+		}
+	}
+	return false
 }

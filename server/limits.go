@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bytes"
+	"container/list"
 	"context"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -28,10 +32,140 @@ type limitListener struct {
 	net.Listener
 	slots   chan struct{}
 	reserve chan struct{}
+	// unauth, when tokens are configured, holds the connections that have
+	// not yet shown a valid token: a small share of the slots (SPEC §16).
+	unauth *unauthConns
 }
 
-func newLimitListener(ln net.Listener, max int) *limitListener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, max), reserve: make(chan struct{}, reserveConns)}
+// newLimitListener caps ln's connections at max; with maxUnauth > 0, at
+// most that many of them may be without a valid token (as valid says) at
+// once.
+func newLimitListener(ln net.Listener, max, maxUnauth int, valid func(http.Header) bool) *limitListener {
+	l := &limitListener{Listener: ln, slots: make(chan struct{}, max), reserve: make(chan struct{}, reserveConns)}
+	if maxUnauth > 0 {
+		l.unauth = &unauthConns{max: maxUnauth, valid: valid}
+	}
+	return l
+}
+
+// unauthConns are the connections that have not yet carried a request
+// with a valid token, oldest first. Every new connection is one until its
+// first request shows a token; past the share, the oldest is closed. A
+// client with a token sends it in its first request, a few milliseconds
+// after connecting, so a flood of connections that never authenticate
+// churns through its own share and leaves the rest of the slots to the
+// token holders. A request without a valid token is answered and its
+// connection closed (connection: close), so no keep-alive holds a slot.
+type unauthConns struct {
+	mu    sync.Mutex
+	max   int
+	list  list.List              // of *limitedConn
+	valid func(http.Header) bool // the request's token is a configured one
+}
+
+// unauthGrace is how long a new connection may stay in the share before
+// the share's cap can close it: long enough for any client to have sent
+// its first request (and a token holder's to have left the share), short
+// enough that silent connections cost the server moments.
+const unauthGrace = 250 * time.Millisecond
+
+// add counts c as unauthenticated, closing the oldest past their grace
+// beyond the share.
+func (u *unauthConns) add(c *limitedConn) {
+	u.mu.Lock()
+	c.unauth = u
+	c.born = time.Now()
+	c.elem = u.list.PushBack(c)
+	var evict []*limitedConn
+	for u.list.Len() > u.max {
+		// The oldest that has sent nothing goes first: a client with a
+		// token writes its request as soon as it is connected, so its
+		// connection speaks and leaves the share within moments, while a
+		// flood of silent connections churns through itself. Without a
+		// silent one, the oldest (a request being answered, or trickled
+		// byte by byte). None younger than unauthGrace: the share may
+		// overflow by the connections of the last moments (the slots bound
+		// them, see evictOne).
+		e := u.oldest(c.born.Add(-unauthGrace), true)
+		if e == nil {
+			e = u.oldest(c.born.Add(-unauthGrace), false)
+		}
+		if e == nil {
+			break
+		}
+		evict = append(evict, u.take(e))
+	}
+	u.mu.Unlock()
+	for _, oc := range evict {
+		oc.Close()
+	}
+}
+
+// oldest is the oldest connection of the share born before t (only a
+// silent one, with silent), or nil. u.mu is held.
+func (u *unauthConns) oldest(t time.Time, silent bool) *list.Element {
+	for e := u.list.Front(); e != nil; e = e.Next() {
+		c := e.Value.(*limitedConn)
+		if !c.born.Before(t) {
+			return nil // the list is in order of birth
+		}
+		if !silent || !c.spoke.Load() {
+			return e
+		}
+	}
+	return nil
+}
+
+// take removes e from the share and returns its connection. u.mu is held.
+func (u *unauthConns) take(e *list.Element) *limitedConn {
+	u.list.Remove(e)
+	c := e.Value.(*limitedConn)
+	c.elem = nil
+	return c
+}
+
+// evictOne closes the oldest unauthenticated connection, silent ones
+// first, whatever its age, and reports whether there was one: every slot
+// is taken, and a new connection (maybe a token holder's) takes its place
+// rather than the reserve's.
+func (u *unauthConns) evictOne() bool {
+	u.mu.Lock()
+	e := u.oldest(time.Now().Add(time.Hour), true)
+	if e == nil {
+		e = u.list.Front()
+	}
+	if e == nil {
+		u.mu.Unlock()
+		return false
+	}
+	c := u.take(e)
+	u.mu.Unlock()
+	c.Close() // gives its slot back
+	return true
+}
+
+// tokenWaiting looks, without waiting or taking anything, at what a new
+// connection has already sent: a client with a token has usually written
+// its request by the time the connection is accepted, and such a
+// connection is never counted in the share (a flood of new connections
+// could otherwise push it out before its first read).
+func (u *unauthConns) tokenWaiting(c net.Conn) bool {
+	head := peekWaiting(c, peekMax)
+	if len(head) == 0 || u.valid == nil {
+		return false
+	}
+	auth, found, _ := authorizationLine(head)
+	return found && u.valid(http.Header{"Authorization": {auth}})
+}
+
+// remove takes c out of the share (it authenticated, or closed).
+func (u *unauthConns) remove(c *limitedConn) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if c.elem != nil {
+		u.list.Remove(c.elem)
+		c.elem = nil
+	}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -40,9 +174,17 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		if l.unauth != nil && len(l.slots) == cap(l.slots) {
+			// Every slot is taken: an unauthenticated connection makes room.
+			l.unauth.evictOne()
+		}
 		select {
 		case l.slots <- struct{}{}:
-			return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+			lc := &limitedConn{Conn: c, release: func() { <-l.slots }}
+			if l.unauth != nil && !l.unauth.tokenWaiting(c) {
+				l.unauth.add(lc)
+			}
+			return lc, nil
 		default:
 		}
 		select {
@@ -63,13 +205,94 @@ type limitedConn struct {
 	release func()
 	once    sync.Once
 	hard    time.Time
+
+	unauth *unauthConns  // the share it is counted in until it authenticates
+	elem   *list.Element // its place there (under unauth.mu); nil: not counted
+	spoke  atomic.Bool   // a read returned bytes
+	born   time.Time     // when it was counted in the share
+	// What peek read of the first request's headers (Read's goroutine only).
+	head     []byte
+	peekDone bool
+}
+
+// Read marks the connection as one that spoke and, while it is counted
+// unauthenticated, looks for a valid token in the headers of its first
+// request as they arrive: a token holder's connection leaves the share at
+// its first read, before any flood can push it out (the guard checks the
+// token again, as for every request; this only classifies).
+func (c *limitedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.unauth != nil {
+		c.spoke.Store(true)
+		c.peek(p[:n])
+	}
+	return n, err
+}
+
+// peekMax bounds the bytes of a connection's first request looked at for
+// its token.
+const peekMax = 8 << 10
+
+// peek adds b to what was read of the first request's headers and, once
+// an Authorization line is whole, authenticates the connection if its
+// token is valid. It stops at the end of the headers or at peekMax.
+func (c *limitedConn) peek(b []byte) {
+	if c.peekDone {
+		return
+	}
+	c.head = append(c.head, b[:min(len(b), peekMax-len(c.head))]...)
+	auth, found, done := authorizationLine(c.head)
+	if found && c.unauth.valid != nil && c.unauth.valid(http.Header{"Authorization": {auth}}) {
+		c.authenticated()
+	}
+	if c.peekDone = found || done || len(c.head) >= peekMax; c.peekDone {
+		c.head = nil
+	}
+}
+
+// authorizationLine finds the Authorization header in the start of a
+// request (head): its value and whether it was found, and whether head
+// holds the headers' end (nothing more to look for).
+func authorizationLine(head []byte) (value string, found, done bool) {
+	end := bytes.Index(head, []byte("\r\n\r\n"))
+	lines := head
+	if end >= 0 {
+		lines = head[:end+2]
+	}
+	for {
+		i := bytes.Index(lines, []byte("\r\n"))
+		if i < 0 {
+			return "", false, end >= 0
+		}
+		name, v, ok := bytes.Cut(lines[:i], []byte(":"))
+		if ok && strings.EqualFold(string(name), "Authorization") {
+			return strings.TrimSpace(string(v)), true, true
+		}
+		lines = lines[i+2:]
+	}
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() {
+		if c.unauth != nil {
+			c.unauth.remove(c)
+		}
+		c.release()
+	})
 	return err
 }
+
+// authenticated takes the connection out of the unauthenticated share: a
+// request on it carried a valid token.
+func (c *limitedConn) authenticated() {
+	if c.unauth != nil {
+		c.unauth.remove(c)
+	}
+}
+
+// connKey holds a request's connection in its context.
+type connKey struct{}
 
 func (c *limitedConn) clamp(t time.Time) time.Time {
 	if !c.hard.IsZero() && (t.IsZero() || t.After(c.hard)) {
@@ -90,10 +313,14 @@ func (c *limitedConn) SetWriteDeadline(t time.Time) error {
 type reserveKey struct{}
 
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if lc, ok := c.(*limitedConn); ok && !lc.hard.IsZero() {
-		return context.WithValue(ctx, reserveKey{}, true)
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return ctx
 	}
-	return ctx
+	if !lc.hard.IsZero() {
+		ctx = context.WithValue(ctx, reserveKey{}, true)
+	}
+	return context.WithValue(ctx, connKey{}, lc)
 }
 
 // refuse answers an error without waiting for the request's body: the

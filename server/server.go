@@ -392,8 +392,25 @@ func (s *Server) modernSession(thread ThreadRef) (session string, done func(), e
 	if thread.Anonymous || thread.ID == "" {
 		return "", nil, errNoThread
 	}
-	session, done = s.leases.take(thread.Key)
+	session, done = s.leases.take(thread.Key, thread.Tenant)
 	return session, done, nil
+}
+
+// reclaimLease ends the tenant's least recently used lease that no request
+// uses and whose sandbox runs no job, making room under the tenant's cap
+// of live threads; it reports whether it ended one. (A lease only keeps a
+// thread's sandbox open between requests: ending it loses nothing.)
+func (s *Server) reclaimLease(tenant string) bool {
+	for _, key := range s.leases.idle(tenant) {
+		if s.sessions.jobsRunning(key) {
+			continue
+		}
+		if s.leases.drop(key) {
+			s.sessions.End(key)
+			return true
+		}
+	}
+	return false
 }
 
 // threadResolver picks the thread of a session's first request that needs

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -32,17 +33,30 @@ type Sessions struct {
 	removeAnonymous bool
 	logger          *slog.Logger
 
+	// threadsPerTenant caps the threads a tenant (a token) holds live at
+	// once, sessions and stateless leases together (SPEC §16,
+	// limits.threads_per_token); 0: no cap. At the cap, reclaim is asked to
+	// end one of the tenant's idle leases before the new thread is refused.
+	threadsPerTenant int
+	reclaim          func(tenant string) bool
+
 	mu       sync.Mutex
 	sessions map[string]*binding
 	threads  map[string]*threadUse // by thread key, while a session holds it
+	tenants  map[string]int        // live threads by tenant
 }
 
 // threadUse is what the sessions holding a thread know of it.
 type threadUse struct {
-	sessions int  // sessions bound to it
-	named    bool // some session named it (X-Thread-ID): it is not anonymous
-	existed  bool // its directory was there before an anonymous session made it
+	sessions int    // sessions bound to it
+	tenant   string // whose thread it is (a key is one tenant's: see ThreadRef)
+	named    bool   // some session named it (X-Thread-ID): it is not anonymous
+	existed  bool   // its directory was there before an anonymous session made it
 }
+
+// ErrThreadLimit refuses a new thread of a tenant that holds
+// limits.threads_per_token live ones.
+var ErrThreadLimit = errors.New("too many threads")
 
 // ThreadRef names a session's thread: ID as the client named it, Key as the
 // provider knows it (the ID, namespaced by the client's token when tokens
@@ -53,6 +67,10 @@ type ThreadRef struct {
 	// Anonymous: the session's own thread (its id is the session id), not
 	// one the client named.
 	Anonymous bool
+	// Tenant is whose thread it is: the credential of the request (a
+	// token's hash; "" without tokens, and on stdio). The tenant's live
+	// threads are capped (Sessions.threadsPerTenant).
+	Tenant string
 }
 
 // binding is one session's thread and sandbox.
@@ -78,6 +96,7 @@ func NewSessions(p sandbox.Provider, stateDir string) *Sessions {
 		mounts:   mounts,
 		sessions: map[string]*binding{},
 		threads:  map[string]*threadUse{},
+		tenants:  map[string]int{},
 		logger:   slog.New(slog.DiscardHandler),
 	}
 }
@@ -106,13 +125,24 @@ func (r *Sessions) get(ctx context.Context, session string, thread ThreadRef, ca
 			r.mu.Unlock()
 			return nil, err
 		}
+		use := r.threads[thread.Key]
+		if use == nil && r.threadsPerTenant > 0 && r.tenants[thread.Tenant] >= r.threadsPerTenant {
+			// A new thread past the tenant's cap: one of its idle leases
+			// makes room, or the call is refused (never another tenant's).
+			r.mu.Unlock()
+			if r.reclaim != nil && r.reclaim(thread.Tenant) {
+				return r.get(ctx, session, thread, call)
+			}
+			return nil, fmt.Errorf("%w: this token already has %d threads with a live sandbox (limits.threads_per_token); "+
+				"end a session, or wait until an idle thread is released, then try again", ErrThreadLimit, r.threadsPerTenant)
+		}
 		b = &binding{thread: thread, ready: make(chan struct{})}
 		b.ctx, b.cancel = context.WithCancel(context.Background())
 		r.sessions[session] = b
-		use := r.threads[thread.Key]
 		if use == nil {
-			use = &threadUse{}
+			use = &threadUse{tenant: thread.Tenant}
 			r.threads[thread.Key] = use
+			r.tenants[thread.Tenant]++
 			if thread.Anonymous && r.stateDir != "" {
 				// A thread directory there already is not this session's
 				// own: it is never removed for it.
@@ -172,6 +202,9 @@ func (r *Sessions) dropUse(key string) (last bool, use threadUse) {
 		return false, *u
 	}
 	delete(r.threads, key)
+	if r.tenants[u.tenant]--; r.tenants[u.tenant] <= 0 {
+		delete(r.tenants, u.tenant)
+	}
 	return true, *u
 }
 
@@ -202,20 +235,111 @@ func (r *Sessions) End(session string) {
 	case <-time.After(callsStopWait):
 		r.logger.Warn("a session's calls did not stop; its thread is kept", "thread", b.thread.ID)
 	}
+	callsStopped := false
+	select {
+	case <-stopped:
+		callsStopped = true
+	default:
+	}
+	// An anonymous thread no one else holds or named can never be named
+	// again: its processes end with it (SPEC §16), whatever is kept of its
+	// files — a job left running would be one nobody can see or end.
+	r.mu.Lock()
+	u := r.threads[b.thread.Key]
+	gone := b.thread.Anonymous && u != nil && u.sessions == 1 && !u.named && !u.existed
+	r.mu.Unlock()
+	if gone && callsStopped {
+		r.endJobs(b)
+	}
 	r.provider.Release(b.thread.Key)
 	r.mu.Lock()
 	last, use := r.dropUse(b.thread.Key)
 	r.mu.Unlock()
-	select {
-	case <-stopped:
-	default:
+	if !callsStopped || !r.removeAnonymous || !b.thread.Anonymous || !last || use.named || use.existed {
 		return
 	}
-	if !r.removeAnonymous || !b.thread.Anonymous || !last || use.named || use.existed {
-		return
+	// Its sandbox goes now, not after an idle time (a container or Pod of
+	// a thread no one can name would only wait to be reaped).
+	if d, ok := r.provider.(discarder); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), discardWait)
+		err := d.Discard(ctx, b.thread.Key)
+		cancel()
+		if err != nil {
+			r.logger.Warn("anonymous thread's sandbox not removed", "thread", b.thread.ID, "err", err)
+		}
 	}
 	if err := r.removeThread(b.thread.Key); err != nil {
 		r.logger.Warn("anonymous thread not removed", "thread", b.thread.ID, "err", err)
+	}
+}
+
+// jobsRunning says whether the sandbox of a session runs a job (an error
+// asking says no: a sandbox whose supervisor does not answer runs nothing
+// worth keeping it for).
+func (r *Sessions) jobsRunning(session string) bool {
+	r.mu.Lock()
+	b := r.sessions[session]
+	r.mu.Unlock()
+	if b == nil {
+		return false
+	}
+	select {
+	case <-b.ready:
+	default:
+		return true // still being made: in use
+	}
+	if b.err != nil {
+		return false
+	}
+	j, ok := b.sb.(sandbox.Jobs)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	list, err := j.Jobs(ctx)
+	if err != nil {
+		return false
+	}
+	for _, info := range list {
+		if info.State == sandbox.JobRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// discarder is a provider that can end a thread's sandbox at once (docker
+// removes its container, kubernetes its Pod and volume): for a thread that
+// no one can name again.
+type discarder interface {
+	Discard(ctx context.Context, thread string) error
+}
+
+// discardWait bounds the end of an anonymous thread's jobs and sandbox.
+const discardWait = 30 * time.Second
+
+// endJobs kills every running job of the binding's sandbox (its process
+// group, with KILL).
+func (r *Sessions) endJobs(b *binding) {
+	j, ok := b.sb.(sandbox.Jobs)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), discardWait)
+	defer cancel()
+	list, err := j.Jobs(ctx)
+	if err != nil {
+		r.logger.Warn("anonymous thread's jobs not listed", "thread", b.thread.ID, "err", err)
+		return
+	}
+	for _, info := range list {
+		if info.State != sandbox.JobRunning {
+			continue
+		}
+		if _, err := j.KillJob(ctx, info.ID, "KILL"); err != nil {
+			r.logger.Warn("anonymous thread's job not killed", "thread", b.thread.ID, "job", info.ID, "err", err)
+		}
 	}
 }
 

@@ -61,6 +61,21 @@ type LimitsConfig struct {
 	// JobsMax: jobs running per thread (SPEC §15); 0: the supervisor's
 	// own cap (256).
 	JobsMax *int `yaml:"jobs_max"`
+	// ThreadsPerToken: threads with a live sandbox per token (HTTP),
+	// sessions and stateless leases together (SPEC §16; default 32, 0: no
+	// cap).
+	ThreadsPerToken *int `yaml:"threads_per_token"`
+}
+
+// defaultThreadsPerToken is limits.threads_per_token's default.
+const defaultThreadsPerToken = 32
+
+// threadsPerToken is limits.threads_per_token as the server takes it.
+func (l LimitsConfig) threadsPerToken() int {
+	if l.ThreadsPerToken == nil {
+		return defaultThreadsPerToken
+	}
+	return *l.ThreadsPerToken
 }
 
 // HTTPConfig configures the HTTP transports.
@@ -84,10 +99,13 @@ func (h HTTPConfig) stateless() bool { return h.Stateless == nil || *h.Stateless
 // HTTPLimits bound what clients can hold of an HTTP server (SPEC §10); 0
 // keeps the default. Times are in seconds.
 type HTTPLimits struct {
-	MaxConnections  int `yaml:"max_connections"`
-	HeaderTimeout   int `yaml:"header_timeout"`
-	BodyTimeout     int `yaml:"body_timeout"`
-	ConnIdleTimeout int `yaml:"conn_idle_timeout"`
+	MaxConnections int `yaml:"max_connections"`
+	// MaxUnauthenticatedConnections: connections without a valid token at
+	// once, with tokens configured (default a sixteenth of max_connections).
+	MaxUnauthenticatedConnections int `yaml:"max_unauthenticated_connections"`
+	HeaderTimeout                 int `yaml:"header_timeout"`
+	BodyTimeout                   int `yaml:"body_timeout"`
+	ConnIdleTimeout               int `yaml:"conn_idle_timeout"`
 	// MaxSessions caps the sessions open at once (default 1000);
 	// MaxSessionsPerToken those of one token (default: an even share).
 	MaxSessions         int `yaml:"max_sessions"`
@@ -107,7 +125,8 @@ func (l HTTPLimits) check() error {
 		name string
 		val  int64
 	}{
-		{"max_connections", int64(l.MaxConnections)}, {"header_timeout", int64(l.HeaderTimeout)},
+		{"max_connections", int64(l.MaxConnections)}, {"max_unauthenticated_connections", int64(l.MaxUnauthenticatedConnections)},
+		{"header_timeout", int64(l.HeaderTimeout)},
 		{"body_timeout", int64(l.BodyTimeout)}, {"conn_idle_timeout", int64(l.ConnIdleTimeout)},
 		{"max_sessions", int64(l.MaxSessions)}, {"max_sessions_per_token", int64(l.MaxSessionsPerToken)},
 		{"max_body_bytes_in_flight", l.MaxBodyBytesInFlight}, {"max_calls", int64(l.MaxCalls)},
@@ -128,6 +147,7 @@ func (l HTTPLimits) check() error {
 func (l HTTPLimits) server(cfg *server.HTTPConfig) {
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	cfg.MaxConnections = l.MaxConnections
+	cfg.MaxUnauthenticatedConnections = l.MaxUnauthenticatedConnections
 	cfg.HeaderTimeout = sec(l.HeaderTimeout)
 	cfg.BodyTimeout = sec(l.BodyTimeout)
 	cfg.IdleTimeout = sec(l.ConnIdleTimeout)
@@ -310,6 +330,7 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		{"ls_output_max_chars", c.Limits.LsOutputMaxChars},
 		{"bash_timeout_max", c.Limits.BashTimeoutMax},
 		{"jobs_max", c.Limits.JobsMax},
+		{"threads_per_token", c.Limits.ThreadsPerToken},
 	} {
 		if l.v != nil && *l.v < 0 {
 			return fmt.Errorf("limits.%s %d: want 0 (no limit) or more", l.name, *l.v)

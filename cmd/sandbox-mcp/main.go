@@ -283,6 +283,8 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 			AllowedOrigins: cfg.HTTP.AllowedOrigins,
 			AllowedHosts:   cfg.HTTP.AllowedHosts,
 			MaxBodyBytes:   cfg.HTTP.MaxBodyBytes,
+			// Every tenant's live threads are capped (SPEC §16).
+			ThreadsPerToken: cfg.Limits.threadsPerToken(),
 		}
 		cfg.HTTP.HTTPLimits.server(&hc)
 		return srv.ServeHTTP(ctx, hc, ln)
