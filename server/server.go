@@ -19,6 +19,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
+	"github.com/sandbox-mcp/sandbox-mcp/masking"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
@@ -39,6 +40,10 @@ type Config struct {
 	// (X-Thread-ID, or the thread argument every tool then takes) and any
 	// replica serves it. Off, a modern client negotiates a session.
 	Stateless bool
+	// Hidden are host paths that a sandbox may show and that are not a
+	// mount of the agent's — the binary bound into it as its supervisor —
+	// with what the agent sees instead (SPEC §16: masked like the rest).
+	Hidden []masking.Pair
 }
 
 // Server is the MCP server.
@@ -70,7 +75,7 @@ func New(cfg Config) *Server {
 	if cfg.Audit == nil {
 		cfg.Audit = audit.Discard{}
 	}
-	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir)}
+	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir, cfg.Hidden...)}
 	s.sessions.logger = cfg.Logger
 	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
 	hooks := &mcpserver.Hooks{}

@@ -26,6 +26,7 @@ type Sessions struct {
 	// host dirs relative to their file system, and those forms are masked
 	// too.
 	mounts *masking.Mounts
+	hidden []masking.Pair // host paths in sandboxes that are no mount (NewSessions)
 
 	// removeAnonymous: an anonymous session's thread (HTTP without
 	// X-Thread-ID) is removed when the session ends: no one can name it
@@ -85,13 +86,16 @@ type binding struct {
 	err    error
 }
 
-// NewSessions returns an empty registry.
-func NewSessions(p sandbox.Provider, stateDir string) *Sessions {
+// NewSessions returns an empty registry. hidden are host paths bound into
+// sandboxes that are not a mount of the agent's (the server's binary, run
+// there as the supervisor), masked with the rest.
+func NewSessions(p sandbox.Provider, stateDir string, hidden ...masking.Pair) *Sessions {
 	mounts, _ := masking.ReadMounts() // none to read: no such forms to mask
-	state := []masking.Pair{{Host: stateDir, Virtual: StateDirMask}}
+	state := append([]masking.Pair{{Host: stateDir, Virtual: StateDirMask}}, hidden...)
 	return &Sessions{
 		provider: p,
 		stateDir: stateDir,
+		hidden:   hidden,
 		base:     masking.New(append(state, mounts.Pairs(state)...)...),
 		mounts:   mounts,
 		sessions: map[string]*binding{},
@@ -389,6 +393,7 @@ func (r *Sessions) masker(sb sandbox.Sandbox) *masking.Masker {
 			masking.Pair{Host: r.stateDir, Virtual: StateDirMask},
 		)
 	}
+	pairs = append(pairs, r.hidden...)
 	return masking.New(append(pairs, r.mounts.Pairs(pairs)...)...)
 }
 

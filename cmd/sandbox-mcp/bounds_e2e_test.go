@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -325,5 +326,50 @@ func TestE2EHTTPAnonymousJobsEndWithSession(t *testing.T) {
 			t.Fatalf("an ended anonymous session's jobs %v still run 20 s later\n%s", pids, p.stderr)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Issue #24 item 8: the server's binary, bound into every sandbox as its
+// supervisor, does not show its host path in /proc/self/mountinfo (a home
+// directory names its user), on bubblewrap and on docker, through bash and
+// read_file.
+func TestE2EBinaryPathMasked(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{"local", "docker"} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			args := []string{"--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", "mi"}
+			if provider == "docker" {
+				_, cfgFile, _ := dockerE2EConfig(t)
+				args = append(args, "--config", cfgFile)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			cs, stderr := stdioSession(t, ctx, exec.Command(binary(t), args...))
+			defer cs.Close()
+			bash, _ := tryCall(ctx, cs, "bash", map[string]any{"command": "cat /proc/self/mountinfo"})
+			if strings.Contains(bash, "bash is off") {
+				t.Skip("SKIPPED: bash is off here (no bubblewrap)")
+			}
+			if !strings.Contains(bash, "[exit code 0]") {
+				t.Fatalf("cat /proc/self/mountinfo: %s\n%s", bash, stderr)
+			}
+			read, _ := tryCall(ctx, cs, "read_file", map[string]any{"path": "/proc/self/mountinfo"})
+			// The binary lives in a directory of its own (sandbox-mcp-e2e-N):
+			// its name in any form — as given, resolved, relative to its
+			// file system — is the host path showing.
+			secret := filepath.Base(filepath.Dir(binary(t)))
+			for what, out := range map[string]string{"bash": bash, "read_file": read} {
+				for _, line := range strings.Split(out, "\n") {
+					if strings.Contains(line, secret) {
+						t.Errorf("%s of /proc/self/mountinfo shows the binary's host path: %s", what, line)
+					}
+				}
+			}
+			if provider == "docker" && !strings.Contains(bash, binaryVirtual) {
+				t.Errorf("the binary's mount is not shown as %s:\n%s", binaryVirtual, bash)
+			}
+		})
 	}
 }

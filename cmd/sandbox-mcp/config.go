@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sandbox-mcp/sandbox-mcp/masking"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/kubernetes"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
@@ -492,4 +493,26 @@ func parseMount(s string) (MountConfig, error) {
 	}
 	m.HostPath, m.ContainerPath = parts[0], parts[1]
 	return m, nil
+}
+
+// binaryVirtual is what the agent sees in place of the server's binary,
+// which sandboxes run as their supervisor: where docker binds it.
+const binaryVirtual = "/.sandbox-mcp/sandbox-mcp"
+
+// binaryPaths are the host paths of the binaries bound into sandboxes as
+// their supervisor (this one, and docker.supervisor_binary): a sandbox's
+// /proc/self/mountinfo names them, and a host path says who and where
+// (a home directory), so the server masks them (SPEC §16).
+func (c *Config) binaryPaths() []masking.Pair {
+	var pairs []masking.Pair
+	if exe, err := os.Executable(); err == nil {
+		pairs = append(pairs,
+			masking.Pair{Host: exe, Virtual: binaryVirtual},
+			// The Linux build beside a macOS or Windows server (docker).
+			masking.Pair{Host: filepath.Join(filepath.Dir(exe), "linux", "sandbox-mcp"), Virtual: binaryVirtual})
+	}
+	if c.Docker.SupervisorBinary != "" {
+		pairs = append(pairs, masking.Pair{Host: c.Docker.SupervisorBinary, Virtual: binaryVirtual})
+	}
+	return pairs
 }

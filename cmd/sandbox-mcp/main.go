@@ -267,6 +267,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		StateDir:  cfg.StateDir,
 		Version:   versionString(),
 		Stateless: cfg.HTTP.stateless() && cfg.HTTP.Addr != "",
+		Hidden:    cfg.binaryPaths(),
 	})
 	defer srv.Close()
 	// What start-up left behind (package initialisation, mostly client-go's
