@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,15 +51,6 @@ func procCPU(pid int) time.Duration {
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on Linux.
 const clockTicks = 100
-
-// selfCPU is this process's CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // measureLoad starts a server, opens sessions concurrent sessions (each its
 // own thread), lets each write its file, then has every session make calls
