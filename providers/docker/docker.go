@@ -107,6 +107,12 @@ type run struct {
 
 var _ sandbox.Provider = (*Provider)(nil)
 
+// The server ends an anonymous thread's sandbox through Discard, found
+// with this assertion.
+var _ interface {
+	Discard(context.Context, string) error
+} = (*Provider)(nil)
+
 // New connects to the engine (DOCKER_HOST and friends from the
 // environment, API version negotiated), checks the image, adopts the
 // containers a previous run left, and starts the reaper.

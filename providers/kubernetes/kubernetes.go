@@ -95,6 +95,12 @@ type podUse struct {
 
 var _ sandbox.Provider = (*Provider)(nil)
 
+// The server ends an anonymous thread's sandbox through Discard, found
+// with this assertion.
+var _ interface {
+	Discard(context.Context, string) error
+} = (*Provider)(nil)
+
 var prefixRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,42}[a-z0-9])?$`)
 
 // New connects to the cluster, checks that the namespace answers, makes
