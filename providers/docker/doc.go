@@ -16,7 +16,11 @@
 // never replace each other's containers; created
 // on a thread's first use, kept warm after its sessions end, stopped and
 // removed after IdleTimeout, capped at Replicas running (least recently
-// used goes first), and found again by label when the server restarts.
+// used goes first, never one in use — a call in flight, its thread held,
+// a job running — nor another token's within that token's share; when
+// none may go the new thread's call says so: package replicas), removed at
+// once when the server discards a thread (Discard), and found again by
+// label when the server restarts.
 // Their main process is the thread's supervisor (package supervisor): this
 // binary, bound read-only, whatever the image's CMD, which runs their
 // commands and which the server reaches through a unix socket in a bound

@@ -33,6 +33,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cmdenv"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/replicas"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -91,18 +92,26 @@ type Provider struct {
 	threads threads.Table[*Sandbox] // acquired sandboxes
 	running map[string]*run         // our containers, by name
 
+	admitting chan struct{} // one admission (admit) at a time
+
 	stop chan struct{}
 	done chan struct{}
 }
 
 // run is what the provider knows of one container.
 type run struct {
-	id, key  string
+	id, key  string // id "": its place, held while it starts (admit)
 	lastUsed time.Time
 	busy     int // execs and file operations in flight
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
+
+// The server ends an anonymous thread's sandbox through Discard, found
+// with this assertion.
+var _ interface {
+	Discard(context.Context, string) error
+} = (*Provider)(nil)
 
 // New connects to the engine (DOCKER_HOST and friends from the
 // environment, API version negotiated), checks the image, adopts the
@@ -158,10 +167,11 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	}
 	p := &Provider{
 		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem, env: envList(cfg), bin: bin, channel: channel,
-		stateTag: tag,
-		running:  map[string]*run{},
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		stateTag:  tag,
+		running:   map[string]*run{},
+		admitting: make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -547,7 +557,7 @@ func (p *Provider) reap() {
 		p.mu.Unlock()
 		for name, r := range idle {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if p.takeIdle(ctx, name, r, true) {
+			if p.takeIdle(ctx, name, r, false) {
 				p.log.Info("docker provider: idle container removed", "id", shortID(r.id))
 				p.remove(ctx, r.id)
 			}
@@ -557,16 +567,20 @@ func (p *Provider) reap() {
 }
 
 // takeIdle forgets container name (known as r) to remove it, unless a
-// call here uses it (busy) or, when askSupervisor, its supervisor runs
-// something — a job, or a command of another server on the state dir. One
-// in use counts as used now, so its supervisor is asked again only after
-// another IdleTimeout.
-func (p *Provider) takeIdle(ctx context.Context, name string, r *run, askSupervisor bool) bool {
-	used := askSupervisor && p.supervisorBusy(ctx, name) // not under p.mu: it dials
+// call here uses it (busy, or its place held while it starts), or, with
+// held, a user holds its thread (an Acquire not yet released: a session
+// that may call again at any moment), or its supervisor runs something — a
+// job, or a command of another server on the state dir. One whose
+// supervisor runs something counts as used now, so that it is asked again
+// only after another IdleTimeout.
+func (p *Provider) takeIdle(ctx context.Context, name string, r *run, held bool) bool {
+	used := p.supervisorBusy(ctx, name) // not under p.mu: it dials
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case p.running[name] != r || r.busy > 0:
+	case p.running[name] != r || r.busy > 0 || r.id == "":
+		return false
+	case held && p.threads.Held(r.key):
 		return false
 	case used:
 		r.lastUsed = time.Now()
@@ -576,39 +590,58 @@ func (p *Provider) takeIdle(ctx context.Context, name string, r *run, askSupervi
 	return true
 }
 
-// enforceReplicas removes the least recently used idle containers beyond
-// Replicas, never keep and never one a call uses. A running job does not
-// keep its container beyond the cap (SPEC §15: the cap releases it; its
-// use counts through lastUsed), and the supervisors are not asked: making
-// a sandbox waits for no other's answer.
-func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
-	if p.cfg.Replicas < 0 {
-		return
+// admit makes room under Replicas for container name of thread key, about
+// to be made or started (replicas.MakeRoom: never a container in use —
+// a call in flight, its thread held, a job or command running — nor, for
+// another token, one within that token's share), and holds its place: a
+// run in use without an id, which the container's own run replaces once
+// it runs, or release drops. Admissions take turns, so that two new
+// threads never both count the last free place. When nothing may go the
+// error is a *replicas.FullError naming docker.replicas.
+func (p *Provider) admit(ctx context.Context, name, key string) (release func(), err error) {
+	select {
+	case p.admitting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
+	defer func() { <-p.admitting }()
 	p.mu.Lock()
-	type cand struct {
-		name string
-		r    *run
-	}
-	var idle []cand
-	for name, r := range p.running {
-		if name != keep && r.busy == 0 {
-			idle = append(idle, cand{name, r})
+	var boxes []replicas.Box
+	runs := map[string]*run{}
+	for n, r := range p.running {
+		if n == name {
+			continue
 		}
+		boxes = append(boxes, replicas.Box{Name: n, Thread: r.key, LastUsed: r.lastUsed, InUse: r.busy > 0 || r.id == "" || p.threads.Held(r.key)})
+		runs[n] = r
 	}
-	sort.Slice(idle, func(i, j int) bool { return idle[i].r.lastUsed.Before(idle[j].r.lastUsed) })
-	over := len(p.running) - p.cfg.Replicas
 	p.mu.Unlock()
-	for _, c := range idle {
-		if over <= 0 {
-			break
+	err = replicas.MakeRoom("docker.replicas", p.cfg.Replicas, boxes, key, func(b replicas.Box) bool {
+		r := runs[b.Name]
+		if !p.takeIdle(ctx, b.Name, r, true) {
+			return false
 		}
-		if p.takeIdle(ctx, c.name, c.r, false) {
-			p.log.Info("docker provider: least recently used container removed (replicas)", "id", shortID(c.r.id))
-			p.remove(ctx, c.r.id)
-			over--
-		}
+		p.log.Info("docker provider: least recently used container removed (replicas)", "id", shortID(r.id), "for", name)
+		p.remove(ctx, r.id)
+		return true
+	})
+	if err != nil {
+		p.log.Info("docker provider: no container may go to make room (replicas)", "name", name, "replicas", p.cfg.Replicas)
+		return nil, err
 	}
+	place := &run{key: key, lastUsed: time.Now(), busy: 1}
+	p.mu.Lock()
+	if p.running[name] == nil {
+		p.running[name] = place
+	}
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if p.running[name] == place {
+			delete(p.running, name)
+		}
+		p.mu.Unlock()
+	}, nil
 }
 
 // Acquire returns the thread's sandbox, creating its directories; the
@@ -648,6 +681,56 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 // Release drops one user of the thread's sandbox. The container stays warm.
 func (p *Provider) Release(thread string) { p.threads.Release(thread) }
 
+// Discard ends the thread's sandbox for good, whatever idle_timeout says:
+// its container is removed now, and every process in it — its jobs too —
+// ends with it (SPEC §16: an anonymous thread takes its processes with
+// it). The server calls it when a thread no one can name again ends; the
+// thread's files are the server's to remove. Every container labelled
+// with the thread on this state dir goes, this server's and any made with
+// other settings. A thread without a container is no error. It takes the
+// thread's creation lock, so a first use racing it makes no container
+// behind it; one that comes after it makes a new one, as for any thread.
+// A user still holding the thread (its last Release under way) is left
+// alone: only its container goes.
+func (p *Provider) Discard(ctx context.Context, thread string) error {
+	if err := sandbox.ValidThreadKey(thread); err != nil {
+		return err
+	}
+	if err := p.connect(ctx); err != nil {
+		return err
+	}
+	name := p.containerName(thread)
+	unlock, err := p.cfg.Locks.Lock(ctx, "container\x00"+name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	p.mu.Lock()
+	if r := p.running[name]; r != nil && r.key == thread {
+		delete(p.running, name)
+	}
+	p.mu.Unlock()
+	f := p.ourFilters()
+	f.Add("label", labelThread+"="+thread)
+	list, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return engineError(err)
+	}
+	for _, c := range list {
+		if c.Labels[labelThread] != thread {
+			continue
+		}
+		if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return engineError(err)
+		}
+		p.log.Info("docker provider: container removed (thread discarded)", "name", strings.TrimPrefix(firstName(c.Names), "/"), "id", shortID(c.ID))
+	}
+	// Its supervisor's run directory (socket channel): a container made
+	// for the thread after this makes it again.
+	os.RemoveAll(filepath.Join(p.cfg.StateDir, "supervisors", name))
+	return nil
+}
+
 // Close stops the reaper and, with RemoveOnExit, removes this server's
 // containers; otherwise they stay warm for the next run to adopt.
 func (p *Provider) Close() error {
@@ -668,7 +751,9 @@ func (p *Provider) Close() error {
 	var ids []string
 	if p.cfg.RemoveOnExit {
 		for name, r := range p.running {
-			ids = append(ids, r.id)
+			if r.id != "" {
+				ids = append(ids, r.id)
+			}
 			delete(p.running, name)
 		}
 	}
@@ -697,14 +782,24 @@ func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbo
 	if id, done := p.use(name, key); id != "" {
 		return id, done, nil
 	}
-	id, err = p.startContainer(ctx, name, key, mounts)
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
+	id, err = p.startContainer(ctx, name, key, mounts, func() (err error) {
+		if release == nil {
+			release, err = p.admit(ctx, name, key)
+		}
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}
 	p.mu.Lock()
-	p.running[name] = &run{id: id, key: key, lastUsed: time.Now()}
+	p.running[name] = &run{id: id, key: key, lastUsed: time.Now()} // in place of the one admit held
 	p.mu.Unlock()
-	p.enforceReplicas(ctx, name)
 	id, done = p.use(name, key)
 	if id == "" {
 		return "", nil, errors.New("docker provider: container went away while starting")
@@ -717,7 +812,7 @@ func (p *Provider) use(name, key string) (string, func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.running[name]
-	if r == nil || r.key != key {
+	if r == nil || r.key != key || r.id == "" {
 		return "", nil
 	}
 	r.busy++
@@ -744,8 +839,9 @@ func (p *Provider) forget(name, id string) {
 }
 
 // startContainer finds the thread's container by name or makes it, and
-// makes sure it runs.
-func (p *Provider) startContainer(ctx context.Context, name, key string, mounts []sandbox.Mount) (string, error) {
+// makes sure it runs. admit is called before a container is made or
+// started (not for one found running): its error is the call's.
+func (p *Provider) startContainer(ctx context.Context, name, key string, mounts []sandbox.Mount, admit func() error) (string, error) {
 	for attempt := 0; ; attempt++ {
 		info, err := p.cli.ContainerInspect(ctx, name)
 		switch {
@@ -756,6 +852,9 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 			if info.State != nil && info.State.Running {
 				return info.ID, nil
 			}
+			if err := admit(); err != nil {
+				return "", err
+			}
 			if err := p.cli.ContainerStart(ctx, info.ID, container.StartOptions{}); err == nil {
 				return info.ID, nil
 			}
@@ -763,6 +862,9 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 			continue
 		case !cerrdefs.IsNotFound(err):
 			return "", engineError(err)
+		}
+		if err := admit(); err != nil {
+			return "", err
 		}
 		var run string // the socket's host directory; exec: none
 		if p.channel == channelSocket {

@@ -139,15 +139,20 @@ func execOut(t testing.TB, sb sandbox.Sandbox, cmd string) (string, sandbox.Exec
 	return string(h) + string(tl), res
 }
 
+// noCap lifts the replicas cap: the contract's subtests each hold a thread
+// of their own at once, as many as run in parallel, and a cap that never
+// takes a held sandbox would fail the ones beyond it.
+func noCap(c *Config) { c.Replicas = -1 }
+
 func TestContract(t *testing.T) {
-	contract(t, newFixture(t))
+	contract(t, newFixture(t, noCap))
 }
 
 // TestContractExecChannel: the whole contract with the supervisor reached
 // through a relay exec (docker.channel: exec, as on Docker Desktop), on
 // the stock busybox image whose CMD exits.
 func TestContractExecChannel(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.Channel = channelExec })
+	f := newFixture(t, noCap, func(c *Config) { c.Channel = channelExec })
 	contract(t, f)
 	f2 := newFixture(t, func(c *Config) { c.Channel = channelExec; c.Image = busyboxShImage })
 	sb := f2.acquire(t, "busybox")
@@ -283,7 +288,12 @@ func TestIdleTimeoutAndReplicas(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *Config) { c.IdleTimeout = 2 * time.Second; c.Replicas = 2 })
 	for _, th := range []string{"r1", "r2", "r3"} {
-		execOut(t, f.acquire(t, th), "true")
+		sb, err := f.p.Acquire(t.Context(), th)
+		if err != nil {
+			t.Fatal(err)
+		}
+		execOut(t, sb, "true")
+		f.p.Release(th) // a held thread's container is never taken
 		time.Sleep(50 * time.Millisecond)
 	}
 	running := f.ours(t, false)

@@ -11,11 +11,11 @@ import (
 )
 
 func TestJobsContract(t *testing.T) {
-	jobsContract(t, newFixture(t))
+	jobsContract(t, newFixture(t, noCap))
 }
 
 func TestJobsContractExecChannel(t *testing.T) {
-	jobsContract(t, newFixture(t, func(c *Config) { c.Channel = channelExec }))
+	jobsContract(t, newFixture(t, noCap, func(c *Config) { c.Channel = channelExec }))
 }
 
 func jobsContract(t *testing.T, f *fixture) {

@@ -26,7 +26,12 @@
 // they hold across server replicas and go away with a replica that dies.
 //
 // Last use is kept in an annotation on the Pod, so any replica may reap an
-// idle Pod or, beyond Replicas running, the least recently used one. Jobs
+// idle Pod or, beyond Replicas running, the least recently used one that
+// no replica uses: each replica says in an annotation of its own, while
+// a call is in flight there or the thread is held there, that it uses the
+// Pod (package replicas has the rest of the cap's rules: a token's share,
+// and the new thread's error when nothing may go). Discard deletes a
+// thread's Pod and its files at once, for a thread no one can name again. Jobs
 // (sandbox.Jobs) belong to the Pod's supervisor and outlive the call and
 // any replica; before deleting a Pod as unused, the reaper asks its
 // supervisor over a channel of its own, and a Pod running a job counts as

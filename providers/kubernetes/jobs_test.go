@@ -10,6 +10,7 @@ import (
 
 func TestJobsContract(t *testing.T) {
 	cfg := newConfig(t)
+	cfg.Replicas = -1 // its subtests each hold a thread, as many at once as run in parallel
 	p := newProviderT(t, cfg)
 	sandboxtest.Jobs(t, func(t *testing.T) sandbox.Sandbox {
 		return acquire(t, p, "jobs-"+randomHex(4))

@@ -2,11 +2,13 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -38,6 +40,7 @@ const (
 	labelPrefix    = "sandbox-mcp/pod-prefix"
 	annThread      = "sandbox-mcp/thread"
 	annLastUsed    = "sandbox-mcp/last-used"
+	annInUsePrefix = "sandbox-mcp/in-use." // + a replica's id: it uses the Pod (inUseKey)
 
 	annDefaultContainer = "kubectl.kubernetes.io/default-container"
 	containerName       = "sandbox"
@@ -55,6 +58,7 @@ type Provider struct {
 	cs     k8s.Interface
 	rest   *rest.Config
 	log    *slog.Logger
+	id     string          // this replica's, random: its in-use annotation (inUseKey)
 	locks  *filelock.Locks // in-process: Pod creation, edits
 	limits corev1.ResourceList
 	size   resource.Quantity
@@ -67,6 +71,11 @@ type Provider struct {
 	mu      sync.Mutex
 	threads threads.Table[*Sandbox] // acquired sandboxes
 	pods    map[string]*podUse      // Pods known running, by name
+	// starting: the Pods this replica is making, by name, with their
+	// threads (admit holds their place under Replicas).
+	starting map[string]string
+
+	admitting chan struct{} // one admission (admit) at a time
 
 	stop chan struct{}
 	done chan struct{}
@@ -77,12 +86,20 @@ type podUse struct {
 	uid      types.UID
 	key      string // the thread it serves
 	lastUsed time.Time
-	patched  time.Time // when last-used was last written
-	patching bool
-	busy     int // execs and file operations in flight
+	patched  time.Time // when the annotations were last written (syncLocked)
+	patching bool      // a write in flight
+	again    bool      // write again after it: whether this replica uses the Pod changed
+	said     bool      // this replica's in-use annotation is on the Pod (as last written)
+	busy     int       // execs and file operations in flight
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
+
+// The server ends an anonymous thread's sandbox through Discard, found
+// with this assertion.
+var _ interface {
+	Discard(context.Context, string) error
+} = (*Provider)(nil)
 
 var prefixRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,42}[a-z0-9])?$`)
 
@@ -130,11 +147,13 @@ func restConfig(cfg Config) (*rest.Config, error) {
 
 func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Config) (*Provider, error) {
 	p := &Provider{
-		cfg: cfg, cs: cs, rest: rc, log: cfg.Logger,
-		locks: filelock.NewLocks(),
-		pods:  map[string]*podUse{},
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		cfg: cfg, cs: cs, rest: rc, log: cfg.Logger, id: strings.ToLower(rand.Text()[:12]),
+		locks:     filelock.NewLocks(),
+		pods:      map[string]*podUse{},
+		starting:  map[string]string{},
+		admitting: make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	p.limits = corev1.ResourceList{}
 	for _, r := range []struct {
@@ -243,8 +262,23 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		}
 		mounts = append(mounts, p.cfg.Mounts...)
 		sb := newSandbox(p, thread, mounts)
-		return sb, sb.link.Close, nil // the channel ends; the Pod stays warm
+		return sb, func() {
+			sb.link.Close() // the channel ends; the Pod stays warm
+			p.released(sb)
+		}, nil
 	})
+}
+
+// released: sb's thread is no longer held here. Its Pod's in-use
+// annotation of this replica goes at once (syncLocked) unless a call is
+// still in flight, so that every replica may take it for the replicas
+// cap from now on.
+func (p *Provider) released(sb *Sandbox) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if u := p.pods[sb.name]; u != nil && u.key == sb.key {
+		p.syncLocked(sb.name, u)
+	}
 }
 
 // makeThreadDir makes a thread directory owned by the Pods' user.
@@ -267,6 +301,77 @@ func (p *Provider) makeThreadDir(dir string) error {
 
 // Release drops one user of the thread's sandbox. The Pod stays warm.
 func (p *Provider) Release(thread string) { p.threads.Release(thread) }
+
+// Discard ends the thread's sandbox for good, whatever idle_timeout says:
+// its Pod is deleted and waited for, so every process in it — its jobs
+// too — has ended when it returns (SPEC §16: an anonymous thread takes its
+// processes with it). No one can name the thread again, so its files go
+// too: its claim (pvc mode), or its node directory (host_path mode, where
+// the server sees it). The server calls it when such a thread ends. Only
+// objects whose annotation names the thread are deleted; a thread without
+// a Pod is no error. It takes the thread's creation lock in this replica,
+// so a first use racing it makes no Pod behind it; one after it makes a
+// new one, as for any thread. A user still holding the thread (its last
+// Release under way) is left alone: only its Pod goes.
+func (p *Provider) Discard(ctx context.Context, thread string) error {
+	if err := sandbox.ValidThreadKey(thread); err != nil {
+		return err
+	}
+	name := PodName(p.cfg.PodPrefix, thread)
+	unlock, err := p.locks.Lock(ctx, "pod\x00"+name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	p.forget(name)
+	pod, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return apiError(err)
+	case p.mine(pod.ObjectMeta, "Pod", thread) == nil:
+		if err := p.deletePod(ctx, name, pod.UID); err != nil {
+			return apiError(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := p.waitGone(wctx, name, pod.UID)
+		cancel()
+		if err != nil {
+			return err
+		}
+		p.log.Info("kubernetes provider: Pod deleted (thread discarded)", "pod", name)
+	}
+	switch p.cfg.Storage.Mode {
+	case StoragePVC:
+		claims := p.cs.CoreV1().PersistentVolumeClaims(p.cfg.Namespace)
+		c, err := claims.Get(ctx, claimName(name), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return apiError(err)
+		case p.mine(c.ObjectMeta, "claim", thread) == nil:
+			uid := c.UID
+			err := claims.Delete(ctx, c.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return apiError(err)
+			}
+		}
+	case StorageHostPath:
+		// Confined to <host_path>/threads (os.Root: no symlink leads out).
+		root, err := os.OpenRoot(filepath.Join(p.cfg.Storage.HostPath, "threads"))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kubernetes provider: thread %s: %w", thread, err)
+		}
+		defer root.Close()
+		if err := root.RemoveAll(filepath.FromSlash(thread)); err != nil {
+			return fmt.Errorf("kubernetes provider: thread %s: %w", thread, err)
+		}
+	}
+	return nil
+}
 
 // Close stops the reaper and, with RemoveOnExit, deletes the Pods this
 // server used; otherwise they stay warm for any replica to use.

@@ -242,6 +242,7 @@ func (f *fixture) pods(t *testing.T) []corev1.Pod {
 
 func TestContract(t *testing.T) {
 	cfg := newConfig(t)
+	cfg.Replicas = -1 // its subtests each hold a thread, as many at once as run in parallel
 	p := newProviderT(t, cfg)
 	sandboxtest.Run(t, sandboxtest.Options{ReadOnlyEnforced: true}, func(t *testing.T) sandbox.Sandbox {
 		return acquire(t, p, "contract-"+randomHex(4))
@@ -480,28 +481,44 @@ func TestPodDeletedBehindTheServersBack(t *testing.T) {
 }
 
 // TestIdleAndReplicas: an idle Pod is deleted after IdleTimeout; beyond
-// Replicas the least recently used goes; files stay either way.
+// Replicas the least recently used goes (once its thread is released: a
+// held one never goes); files stay either way.
 func TestIdleAndReplicas(t *testing.T) {
 	t.Parallel()
 	cfg := newConfig(t)
-	cfg.IdleTimeout = 20 * time.Second // heartbeat 5 s: "maybe in use elsewhere" means used within 11 s
+	cfg.IdleTimeout = 20 * time.Second
 	cfg.Replicas = 1
 	p := newProviderT(t, cfg)
 	f := &fixture{p: p, cfg: cfg}
-	a := acquire(t, p, "lru-a-"+randomHex(4))
-	b := acquire(t, p, "lru-b-"+randomHex(4))
-	writeFile(t, a, sandbox.WorkspaceDir+"/a.txt", []byte("a"))
-	time.Sleep(12 * time.Second)
-	execOut(t, b, "true") // a second Pod: beyond replicas, a goes (long before it idles out)
+	a, b := "lru-a-"+randomHex(4), "lru-b-"+randomHex(4)
+	sa := acquireNow(t, p, a)
+	writeFile(t, sa, sandbox.WorkspaceDir+"/a.txt", []byte("a"))
+	p.Release(a)
+	sb := acquireNow(t, p, b)
+	execOut(t, sb, "true") // a second Pod: beyond replicas, a goes (long before it idles out)
+	p.Release(b)
 	waitFor(t, 5*time.Second, "least recently used Pod deleted", func() bool {
 		pods := f.pods(t)
-		return len(pods) == 1 && pods[0].Name == b.PodName()
+		return len(pods) == 1 && pods[0].Name == sb.PodName()
 	})
-	if got := readFile(t, a, sandbox.WorkspaceDir+"/a.txt"); string(got) != "a" {
+	sa = acquireNow(t, p, a)
+	if got := readFile(t, sa, sandbox.WorkspaceDir+"/a.txt"); string(got) != "a" {
 		t.Fatalf("a after eviction: %q", got)
 	}
-	// Now a is back and b is the older; both idle out.
+	p.Release(a)
+	// Now a is back and b is gone; a idles out.
 	waitFor(t, 60*time.Second, "idle Pods deleted", func() bool { return len(f.pods(t)) == 0 })
+}
+
+// acquireNow is acquire without the release at the end: the test
+// releases.
+func acquireNow(t testing.TB, p *Provider, thread string) *Sandbox {
+	t.Helper()
+	sb, err := p.Acquire(t.Context(), thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb.(*Sandbox)
 }
 
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {

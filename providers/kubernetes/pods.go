@@ -2,10 +2,10 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/replicas"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -64,18 +65,24 @@ func (p *Provider) ensure(ctx context.Context, sb *Sandbox) (done func(), err er
 	if done := p.use(sb.name, sb.key); done != nil {
 		return done, nil
 	}
-	uid, err := p.startPod(ctx, sb)
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
+	uid, err := p.startPod(ctx, sb, func() (err error) {
+		if release == nil {
+			release, err = p.admit(ctx, sb)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
 	p.pods[sb.name] = &podUse{uid: uid, key: sb.key, lastUsed: time.Now()}
 	p.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		p.enforceReplicas(ctx, sb.name)
-	}()
 	if done = p.use(sb.name, sb.key); done == nil {
 		return nil, errors.New("kubernetes provider: Pod went away while starting")
 	}
@@ -93,22 +100,22 @@ func (p *Provider) use(name, key string) func() {
 	}
 	u.busy++
 	u.lastUsed = time.Now()
-	p.touchLocked(name, u)
+	p.syncLocked(name, u)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			p.mu.Lock()
 			u.busy--
 			u.lastUsed = time.Now()
-			p.touchLocked(name, u)
+			p.syncLocked(name, u)
 			p.mu.Unlock()
 		})
 	}
 }
 
-// heartbeat is how often the last-used annotation of a Pod in use is
-// written at most: often enough that no replica takes a Pod in use for
-// idle, rarely enough to cost little.
+// heartbeat is how often the annotations of a Pod in use are written at
+// most: often enough that no replica takes a Pod in use for idle or for
+// the replicas cap, rarely enough to cost little.
 func (p *Provider) heartbeat() time.Duration {
 	if p.cfg.IdleTimeout < 0 {
 		return 10 * time.Second
@@ -116,35 +123,80 @@ func (p *Provider) heartbeat() time.Duration {
 	return min(max(p.cfg.IdleTimeout/4, 200*time.Millisecond), 10*time.Second)
 }
 
-// touchLocked writes the Pod's last-used annotation in the background, at
-// most once per heartbeat. p.mu is held.
-func (p *Provider) touchLocked(name string, u *podUse) {
-	if u.patching || time.Since(u.patched) < p.heartbeat() {
+// inUseKey is the annotation by which this replica says it uses a Pod: a
+// call in flight here, or its thread held here (an Acquire not yet
+// released). Each replica has its own, set while it uses the Pod (kept
+// fresh every heartbeat) and removed when it stops, so that the others
+// know at once when no one uses it any more; one of a replica that died
+// goes stale after two heartbeats.
+func (p *Provider) inUseKey() string { return annInUsePrefix + p.id }
+
+// syncLocked writes this replica's annotations of the Pod in the
+// background: last-used, and inUseKey while a call is in flight or the
+// thread is held here, removed once neither. A write that only refreshes
+// them waits a heartbeat since the last; one that says this replica began
+// or stopped using the Pod goes at once (after the one in flight). p.mu is
+// held.
+func (p *Provider) syncLocked(name string, u *podUse) {
+	change := (u.busy > 0 || p.threads.Held(u.key)) != u.said
+	if !change && time.Since(u.patched) < p.heartbeat() {
+		return
+	}
+	if u.patching {
+		u.again = u.again || change
 		return
 	}
 	u.patching = true
-	at := u.lastUsed
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		err := p.patchLastUsed(ctx, name, at)
-		p.mu.Lock()
-		u.patching = false
-		if err == nil {
-			u.patched = time.Now()
+		for {
+			p.mu.Lock()
+			inUse := u.busy > 0 || p.threads.Held(u.key)
+			at := u.lastUsed
+			p.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := p.patchAnnotations(ctx, name, map[string]any{annLastUsed: at.UTC().Format(time.RFC3339Nano), p.inUseKey(): inUseValue(inUse)})
+			cancel()
+			p.mu.Lock()
+			if err == nil {
+				u.patched, u.said = time.Now(), inUse
+			}
+			if err != nil || !u.again {
+				u.patching, u.again = false, false
+				p.mu.Unlock()
+				return
+			}
+			u.again = false
+			p.mu.Unlock()
 		}
-		p.mu.Unlock()
 	}()
+}
+
+// inUseValue is inUseKey's value: now while in use, else null (a merge
+// patch then removes it).
+func inUseValue(inUse bool) any {
+	if !inUse {
+		return nil
+	}
+	return time.Now().UTC().Format(time.RFC3339Nano)
+}
+
+// patchAnnotations merges annotations into Pod name's (a nil value
+// removes one).
+func (p *Provider) patchAnnotations(ctx context.Context, name string, annotations map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		return err
+	}
+	_, err = p.cs.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		p.log.Debug("kubernetes provider: annotations", "pod", name, "err", err)
+	}
+	return err
 }
 
 // patchLastUsed writes Pod name's last-used annotation: at.
 func (p *Provider) patchLastUsed(ctx context.Context, name string, at time.Time) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annLastUsed, at.UTC().Format(time.RFC3339Nano))
-	_, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		p.log.Debug("kubernetes provider: last-used annotation", "pod", name, "err", err)
-	}
-	return err
+	return p.patchAnnotations(ctx, name, map[string]any{annLastUsed: at.UTC().Format(time.RFC3339Nano)})
 }
 
 // supervisorBusy asks the supervisor of Pod name, over a channel of its
@@ -229,8 +281,9 @@ func running(pod *corev1.Pod) bool {
 }
 
 // startPod finds the sandbox's Pod by name or makes it, and waits until it
-// runs.
-func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error) {
+// runs. admit is called before a Pod is made (not for one found, which
+// runs already or is another replica's to start): its error is the call's.
+func (p *Provider) startPod(ctx context.Context, sb *Sandbox, admit func() error) (types.UID, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
 	defer cancel()
 	pods := p.cs.CoreV1().Pods(p.cfg.Namespace)
@@ -241,7 +294,7 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 		pod, err := pods.Get(ctx, sb.name, metav1.GetOptions{})
 		switch {
 		case err == nil:
-			if err := p.mine(pod.ObjectMeta, "Pod", sb); err != nil {
+			if err := p.mine(pod.ObjectMeta, "Pod", sb.key); err != nil {
 				return "", err
 			}
 			old := !hasSupervisor(pod)
@@ -264,6 +317,9 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 			return uid, err
 		case !apierrors.IsNotFound(err):
 			return "", apiError(err)
+		}
+		if err := admit(); err != nil {
+			return "", err
 		}
 		if p.cfg.Storage.Mode == StoragePVC {
 			if err := p.ensureClaim(ctx, sb); err != nil {
@@ -295,15 +351,15 @@ func (p *Provider) startPod(ctx context.Context, sb *Sandbox) (types.UID, error)
 	}
 }
 
-// mine checks that an object found by the name of sb's Pod (or claim) is
-// that thread's: its annotation, not its name, says whose it is. Another
-// thread's (a colliding name) or another program's is never used, and
-// never deleted.
-func (p *Provider) mine(m metav1.ObjectMeta, kind string, sb *Sandbox) error {
+// mine checks that an object found by the name of thread key's Pod (or
+// claim) is that thread's: its annotation, not its name, says whose it is.
+// Another thread's (a colliding name) or another program's is never used,
+// and never deleted.
+func (p *Provider) mine(m metav1.ObjectMeta, kind string, key string) error {
 	switch {
 	case m.Labels[labelManagedBy] != managedBy || m.Labels[labelPrefix] != p.cfg.PodPrefix:
 		return fmt.Errorf("kubernetes provider: %s %s/%s is not a sandbox-mcp sandbox of this pod_prefix; left alone, so this thread has no sandbox until it is removed or kubernetes.pod_prefix changed", kind, p.cfg.Namespace, m.Name)
-	case m.Annotations[annThread] != sb.key:
+	case m.Annotations[annThread] != key:
 		return fmt.Errorf("kubernetes provider: %s %s/%s is another thread's sandbox (its annotation names another thread); it is never used for this thread", kind, p.cfg.Namespace, m.Name)
 	}
 	return nil
@@ -584,6 +640,9 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 			Annotations: map[string]string{
 				annThread:   sb.key,
 				annLastUsed: time.Now().UTC().Format(time.RFC3339Nano),
+				// Its maker's first call: no replica takes it from
+				// Running to that call's own annotations (use).
+				p.inUseKey(): time.Now().UTC().Format(time.RFC3339Nano),
 				// kubectl exec, logs and cp pick the sandbox, not the
 				// installer, without -c.
 				annDefaultContainer: containerName,
@@ -649,7 +708,7 @@ func (p *Provider) ensureClaim(ctx context.Context, sb *Sandbox) error {
 	name := claimName(sb.name)
 	c, err := claims.Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
-		return p.mine(c.ObjectMeta, "claim", sb)
+		return p.mine(c.ObjectMeta, "claim", sb.key)
 	}
 	if !apierrors.IsNotFound(err) {
 		return apiError(err)
@@ -692,11 +751,15 @@ func (p *Provider) ensureNetworkPolicy(ctx context.Context) error {
 
 // ourPod is a Pod of ours as the reaper sees it.
 type ourPod struct {
-	name     string
-	uid      types.UID
-	rv       string
-	lastUsed time.Time
-	busy     bool // in use by this replica
+	name      string
+	key       string // its thread (annotation)
+	uid       types.UID
+	rv        string
+	lastUsed  time.Time
+	busy      bool      // in use by this replica: a call in flight
+	held      bool      // its thread held here: an Acquire not yet released
+	starting  bool      // Pending, made within StartTimeout: a replica waits for it to run
+	elsewhere time.Time // when another replica last said it uses it (inUseKey), zero if none
 }
 
 // listOurs lists the live (not deleting) sandbox Pods of this prefix, with
@@ -707,31 +770,55 @@ func (p *Provider) listOurs(ctx context.Context) ([]ourPod, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var out []ourPod
-	for _, pod := range list.Items {
-		if pod.DeletionTimestamp != nil || !strings.HasPrefix(pod.Name, p.cfg.PodPrefix+"-") {
-			continue
+	for i := range list.Items {
+		if o, ok := p.ourPod(&list.Items[i]); ok {
+			out = append(out, o)
 		}
-		o := ourPod{name: pod.Name, uid: pod.UID, rv: pod.ResourceVersion, lastUsed: pod.CreationTimestamp.Time}
-		if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[annLastUsed]); err == nil {
-			o.lastUsed = t
-		}
-		if u := p.pods[pod.Name]; u != nil {
-			o.busy = u.busy > 0
-			if u.lastUsed.After(o.lastUsed) {
-				o.lastUsed = u.lastUsed
-			}
-		}
-		out = append(out, o)
 	}
 	return out, nil
 }
 
+// ourPod is how the reaper and the replicas cap see pod, unless it is
+// deleting or not of this prefix.
+func (p *Provider) ourPod(pod *corev1.Pod) (ourPod, bool) {
+	if pod.DeletionTimestamp != nil || !strings.HasPrefix(pod.Name, p.cfg.PodPrefix+"-") {
+		return ourPod{}, false
+	}
+	o := ourPod{name: pod.Name, key: pod.Annotations[annThread], uid: pod.UID, rv: pod.ResourceVersion, lastUsed: pod.CreationTimestamp.Time}
+	if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[annLastUsed]); err == nil {
+		o.lastUsed = t
+	}
+	for k, v := range pod.Annotations {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil && strings.HasPrefix(k, annInUsePrefix) && k != p.inUseKey() && t.After(o.elsewhere) {
+			o.elsewhere = t
+		}
+	}
+	o.starting = pod.Status.Phase == corev1.PodPending && time.Since(pod.CreationTimestamp.Time) < p.cfg.StartTimeout
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	o.held = o.key != "" && p.threads.Held(o.key)
+	if u := p.pods[pod.Name]; u != nil {
+		o.busy = u.busy > 0
+		if u.lastUsed.After(o.lastUsed) {
+			o.lastUsed = u.lastUsed
+		}
+	}
+	return o, true
+}
+
+// capInUse reports whether the replicas cap must leave o alone without
+// asking its supervisor: a call in flight or its thread held here, still
+// starting, or another replica said it uses it within two heartbeats
+// (each keeps its in-use annotation that fresh).
+func (p *Provider) capInUse(o ourPod) bool {
+	return o.busy || o.held || o.starting || time.Since(o.elsewhere) < 2*p.heartbeat()+time.Second
+}
+
 // deleteIfUnchanged deletes a Pod only if nobody wrote it (a last-used
-// annotation from another replica) since it was listed.
-func (p *Provider) deleteIfUnchanged(ctx context.Context, o ourPod, why string) {
+// annotation from another replica) since it was listed, and reports
+// whether it went, or whether it was written since (conflict).
+func (p *Provider) deleteIfUnchanged(ctx context.Context, o ourPod, why string) (gone, conflict bool) {
 	grace := int64(1)
 	err := p.cs.CoreV1().Pods(p.cfg.Namespace).Delete(ctx, o.name, metav1.DeleteOptions{
 		GracePeriodSeconds: &grace,
@@ -741,18 +828,24 @@ func (p *Provider) deleteIfUnchanged(ctx context.Context, o ourPod, why string) 
 	case err == nil:
 		p.log.Info("kubernetes provider: Pod deleted ("+why+")", "pod", o.name)
 		p.forget(o.name)
+		return true, false
 	case apierrors.IsNotFound(err):
 		p.forget(o.name)
+		return true, false
 	case apierrors.IsConflict(err):
-		// used meanwhile
+		return false, true // used meanwhile, or another write (a heartbeat)
 	default:
 		p.log.Warn("kubernetes provider: delete Pod", "pod", o.name, "err", err)
 	}
+	return false, false
 }
 
 // reap deletes Pods unused for IdleTimeout — any replica's, by their
-// last-used annotation, unless their supervisor runs a job (inUse) — and keeps the last-used annotation of Pods busy
-// here fresh, every few seconds.
+// last-used annotation, unless their supervisor runs a job (inUse) — and
+// keeps fresh, every few seconds, the annotations of Pods in use here
+// (syncLocked: last-used while a call is in flight, this replica's in-use
+// while one is or their thread is held; a held thread does not keep its
+// Pod from idling out).
 func (p *Provider) reap() {
 	defer close(p.done)
 	every := min(max(p.cfg.IdleTimeout/4, 100*time.Millisecond), 30*time.Second)
@@ -773,7 +866,9 @@ func (p *Provider) reap() {
 		for name, u := range p.pods {
 			if u.busy > 0 {
 				u.lastUsed = time.Now()
-				p.touchLocked(name, u)
+			}
+			if u.busy > 0 || u.said || p.threads.Held(u.key) {
+				p.syncLocked(name, u)
 			}
 		}
 		p.mu.Unlock()
@@ -795,38 +890,88 @@ func (p *Provider) reap() {
 	}
 }
 
-// enforceReplicas deletes the least recently used Pods beyond Replicas,
-// never keep and never one in use: in use here, or used by
-// any replica within two heartbeats (a replica keeps the annotation of a Pod it uses
-// that fresh).
-func (p *Provider) enforceReplicas(ctx context.Context, keep string) {
+// admit makes room under Replicas for sb's Pod, about to be made
+// (replicas.MakeRoom over every replica's Pods of this prefix), and holds
+// its place among them until release. Never taken: a Pod in use here (a
+// call in flight, its thread held), one another replica says it uses
+// (its in-use annotation, fresh within two heartbeats), one still
+// starting, one whose supervisor runs a command or job (asked as it is
+// taken: it then counts as used now), and another token's within that
+// token's share. Admissions in this replica take turns, so that two new
+// threads never both count the last free place; two replicas admitting
+// at once may each count it (the cap holds over all of them to within one
+// Pod per replica admitting at that moment). When nothing may go the
+// error is a *replicas.FullError naming kubernetes.replicas.
+func (p *Provider) admit(ctx context.Context, sb *Sandbox) (release func(), err error) {
 	if p.cfg.Replicas < 0 {
-		return
+		return func() {}, nil
 	}
+	select {
+	case p.admitting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.admitting }()
 	pods, err := p.listOurs(ctx)
 	if err != nil {
-		p.log.Debug("kubernetes provider: list Pods", "err", err)
-		return
+		return nil, apiError(err)
 	}
-	over := len(pods) - p.cfg.Replicas
-	if over <= 0 {
-		return
-	}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].lastUsed.Before(pods[j].lastUsed) })
-	fresh := 2*p.heartbeat() + time.Second
+	var boxes []replicas.Box
+	byName := map[string]ourPod{}
 	for _, o := range pods {
-		if over <= 0 {
-			break
-		}
-		// A running job does not keep its Pod beyond the cap (SPEC §15:
-		// the cap releases it), and no supervisor is asked: making a
-		// sandbox waits for no other's answer.
-		if o.name == keep || o.busy || time.Since(o.lastUsed) < fresh {
+		if o.name == sb.name {
 			continue
 		}
-		p.deleteIfUnchanged(ctx, o, "least recently used, beyond replicas")
-		over--
+		boxes = append(boxes, replicas.Box{Name: o.name, Thread: o.key, LastUsed: o.lastUsed, InUse: p.capInUse(o)})
+		byName[o.name] = o
 	}
+	p.mu.Lock()
+	for name, key := range p.starting { // made here, not listed yet
+		if _, listed := byName[name]; !listed && name != sb.name {
+			boxes = append(boxes, replicas.Box{Name: name, Thread: key, LastUsed: time.Now(), InUse: true})
+		}
+	}
+	p.mu.Unlock()
+	err = replicas.MakeRoom("kubernetes.replicas", p.cfg.Replicas, boxes, sb.key, func(b replicas.Box) bool {
+		o := byName[b.Name]
+		if p.inUse(ctx, o) {
+			return false
+		}
+		for attempt := 0; ; attempt++ {
+			if p.capInUse(o) {
+				return false
+			}
+			gone, conflict := p.deleteIfUnchanged(ctx, o, "least recently used, beyond replicas, for "+sb.name)
+			if !conflict || attempt == 2 {
+				return gone
+			}
+			// Written since it was listed: a use, or only a heartbeat
+			// or the end of one. Look again.
+			pod, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(ctx, o.name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true
+			}
+			var ok bool
+			if err != nil || pod.UID != o.uid {
+				return false
+			}
+			if o, ok = p.ourPod(pod); !ok {
+				return true // deleting
+			}
+		}
+	})
+	if err != nil {
+		p.log.Info("kubernetes provider: no Pod may go to make room (replicas)", "pod", sb.name, "replicas", p.cfg.Replicas)
+		return nil, err
+	}
+	p.mu.Lock()
+	p.starting[sb.name] = sb.key
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		delete(p.starting, sb.name)
+		p.mu.Unlock()
+	}, nil
 }
 
 func oneLine(s string) string {

@@ -1,0 +1,246 @@
+package docker
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/replicas"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// tokenB is a second token's namespace, as the server's token resolver
+// makes it: the first token's threads have plain keys.
+const tokenB = "@0123456789abcdef"
+
+// running is the id of thread's running container, or "".
+func (f *fixture) running(t testing.TB, thread string) string {
+	t.Helper()
+	for _, c := range f.ours(t, false) {
+		if c.Labels[labelThread] == thread {
+			return c.ID
+		}
+	}
+	return ""
+}
+
+// use acquires thread, runs true in it and, unless hold, releases it.
+func (f *fixture) use(t testing.TB, thread string, hold bool) error {
+	t.Helper()
+	sb, err := f.p.Acquire(t.Context(), thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hold {
+		t.Cleanup(func() { f.p.Release(thread) })
+	} else {
+		defer f.p.Release(thread)
+	}
+	_, err = sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: sandbox.NewCapture(1<<10, 1<<10)})
+	return err
+}
+
+// startJob starts `sleep 300` as a job of thread, released after.
+func (f *fixture) startJob(t testing.TB, thread string) sandbox.JobInfo {
+	t.Helper()
+	sb, err := f.p.Acquire(t.Context(), thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.p.Release(thread)
+	j, err := sb.(sandbox.Jobs).StartJob(t.Context(), sandbox.JobRequest{Command: "sleep 300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// jobState is the state of thread's job id.
+func (f *fixture) jobState(t testing.TB, thread, id string) string {
+	t.Helper()
+	sb, err := f.p.Acquire(t.Context(), thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.p.Release(thread)
+	list, err := sb.(sandbox.Jobs).Jobs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range list {
+		if j.ID == id {
+			return j.State
+		}
+	}
+	return "missing"
+}
+
+// Issue #24 item 4: another token's new threads never take a container
+// whose job runs, nor one within its token's share; the new token's own
+// idle one goes instead, and once nothing may go its call says so.
+func TestReplicasAcrossTokensSpareAnothersJob(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.Replicas = 2; c.IdleTimeout = -1 })
+	job := f.startJob(t, "a1") // A's dev server; A's session ended
+	a1 := f.running(t, "a1")
+	for i, th := range []string{tokenB + "/b1", tokenB + "/b2", tokenB + "/b3"} {
+		if err := f.use(t, th, false); err != nil {
+			t.Fatalf("B's thread %d: %v", i+1, err)
+		}
+		if got := f.running(t, "a1"); got != a1 {
+			t.Fatalf("after B's thread %d: A's container %.12s, want %.12s still running", i+1, got, a1)
+		}
+	}
+	// Two tenants, replicas 2: a share of one each. B's third took B's
+	// own idle second, never A's.
+	if f.running(t, tokenB+"/b2") != "" || f.running(t, tokenB+"/b1") != "" || f.running(t, tokenB+"/b3") == "" {
+		t.Fatalf("B's containers: b1 %q b2 %q b3 %q; want only b3 running", f.running(t, tokenB+"/b1"), f.running(t, tokenB+"/b2"), f.running(t, tokenB+"/b3"))
+	}
+	if s := f.jobState(t, "a1", job.ID); s != sandbox.JobRunning {
+		t.Fatalf("A's job: %s", s)
+	}
+	// B holds b3 (a session open): nothing may go for b4.
+	if err := f.use(t, tokenB+"/b3", true); err != nil {
+		t.Fatal(err)
+	}
+	err := f.use(t, tokenB+"/b4", false)
+	if !errors.Is(err, replicas.ErrFull) || !strings.Contains(err.Error(), "docker.replicas (2) reached") {
+		t.Fatalf("B's fourth with b3 held and A's job running: %v, want docker.replicas (2) reached", err)
+	}
+	if f.running(t, "a1") != a1 || f.running(t, tokenB+"/b3") == "" || f.running(t, tokenB+"/b4") != "" {
+		t.Fatal("a container went, or b4's was made, though nothing could go")
+	}
+	if s := f.jobState(t, "a1", job.ID); s != sandbox.JobRunning {
+		t.Fatalf("A's job at the end: %s", s)
+	}
+}
+
+// One tenant: the least recently used container goes unless its job runs
+// or its thread is held (a call may come at any moment); with every one
+// so, the new thread's call is a tool error naming docker.replicas, and
+// goes through once one is released.
+func TestReplicasSpareJobsAndHeldThreads(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.Replicas = 2; c.IdleTimeout = -1 })
+	job := f.startJob(t, "j1") // the least recently used, with a job
+	j1 := f.running(t, "j1")
+	if err := f.use(t, "h1", true); err != nil { // held
+		t.Fatal(err)
+	}
+	h1 := f.running(t, "h1")
+	err := f.use(t, "n1", false)
+	if !errors.Is(err, replicas.ErrFull) || !strings.Contains(err.Error(), "docker.replicas (2) reached") || !strings.Contains(err.Error(), "raise docker.replicas") {
+		t.Fatalf("a third thread with a job and a held thread running: %v", err)
+	}
+	if f.running(t, "j1") != j1 || f.running(t, "h1") != h1 || f.running(t, "n1") != "" {
+		t.Fatal("a container in use went, or n1's was made")
+	}
+	if s := f.jobState(t, "j1", job.ID); s != sandbox.JobRunning {
+		t.Fatalf("the job: %s", s)
+	}
+	f.p.Release("h1") // its session ends: h1 may go now (j1 still may not)
+	if err := f.use(t, "n1", false); err != nil {
+		t.Fatal(err)
+	}
+	if f.running(t, "h1") != "" || f.running(t, "j1") != j1 || f.running(t, "n1") == "" {
+		t.Fatalf("after h1's release: h1 %q j1 %q n1 %q; want h1 gone", f.running(t, "h1"), f.running(t, "j1"), f.running(t, "n1"))
+	}
+	if s := f.jobState(t, "j1", job.ID); s != sandbox.JobRunning {
+		t.Fatalf("the job at the end: %s", s)
+	}
+}
+
+// Concurrent first calls of new threads never both take the last place.
+func TestReplicasConcurrentNewThreadsStayUnderTheCap(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.Replicas = 2; c.IdleTimeout = -1 })
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = f.use(t, "c"+string(rune('0'+i)), true) })
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, replicas.ErrFull):
+			t.Fatal(err)
+		}
+	}
+	if n := len(f.ours(t, false)); ok != 2 || n != 2 {
+		t.Fatalf("%d calls went through, %d containers running; replicas 2, every thread held", ok, n)
+	}
+}
+
+// Discard removes the thread's container now, ending its job, while its
+// last Release happens; a thread without a container is no error; a
+// thread used again gets a new container.
+func TestDiscard(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.IdleTimeout = -1 })
+	if err := f.p.Discard(t.Context(), "never-used"); err != nil {
+		t.Fatalf("a thread without a sandbox: %v", err)
+	}
+	if err := f.p.Discard(t.Context(), "../x"); err == nil {
+		t.Fatal("a bad thread key passed")
+	}
+	const th = "anon-1"
+	sb, err := f.p.Acquire(t.Context(), th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := sb.(sandbox.Jobs).StartJob(t.Context(), sandbox.JobRequest{Command: "while :; do echo x >> /mnt/user-data/outputs/tick; sleep 0.1; done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tick string
+	for _, m := range sb.Mounts() {
+		if m.Virtual == sandbox.OutputsDir {
+			tick = filepath.Join(m.Host, "tick")
+		}
+	}
+	if f.running(t, th) == "" {
+		t.Fatal("no container")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(tick); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job wrote no tick: %s", f.jobState(t, th, j.ID))
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { f.p.Release(th) })
+	if err := f.p.Discard(t.Context(), th); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if n := len(f.ours(t, true)); n != 0 {
+		t.Fatalf("%d containers of the thread after Discard", n)
+	}
+	size := func() int64 {
+		fi, err := os.Stat(tick)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	time.Sleep(500 * time.Millisecond)
+	if after := size(); after != before {
+		t.Fatalf("the job still writes after Discard: %d -> %d bytes", before, after)
+	}
+	if err := f.p.Discard(t.Context(), th); err != nil {
+		t.Fatalf("a second Discard: %v", err)
+	}
+	if err := f.use(t, th, false); err != nil {
+		t.Fatalf("the thread used again: %v", err)
+	}
+}
