@@ -457,13 +457,16 @@ func (s *supervisor) startJob(req JobRequest) JobReply {
 	var p *proc
 	l, err := s.state.prepare(req.Argv, req.Dir, req.Shell, false, false)
 	if err == nil {
-		p, err = s.startFrom(l, ExecMsg{Argv: req.Argv, Dir: req.Dir}, in, pw)
+		p, l, err = s.startFrom(l, ExecMsg{Argv: req.Argv, Dir: req.Dir}, in, pw)
 	}
 	pw.Close()
 	if in != nil {
 		in.Close()
 	}
 	if err != nil {
+		if l.file != "" {
+			removeState(l.file)
+		}
 		pr.Close()
 		if inW != nil {
 			inW.Close()
@@ -472,6 +475,7 @@ func (s *supervisor) startJob(req JobRequest) JobReply {
 	}
 	j := newJob(id, req.Argv, p.pid, req.JobSettings, log)
 	j.stdin = inW
+	j.stateFile = l.file // its start file, if any
 	s.jobs.add(j)
 	copied := make(chan struct{})
 	go func() {
