@@ -79,7 +79,7 @@ func TestShellStateAttacks(t *testing.T) {
 			kept:  `echo "$LD_PRELOAD"`, keptOut: "@D/missing.so\n"},
 		{name: "PATH emptied, with a function", attack: `f() { :; }; export -f f; export PATH=/nowhere`,
 			probe: `echo probe; exit 7`,
-			kept: `echo "$PATH"; type -t f`, keptOut: "/nowhere\nfunction\n"},
+			kept:  `echo "$PATH"; type -t f`, keptOut: "/nowhere\nfunction\n"},
 		{name: "a variable too large to exec with", attack: `export BIG=$(head -c 200000 /dev/zero | tr '\0' a)`},
 		{name: "the private directory replaced", shells: []string{bash}, attack: `t=$(trap -p EXIT); f=${t#*'>|"'}; f=${f%%'"'*}; rm -rf "${f%/*}"; ln -s @D "${f%/*}"`},
 
