@@ -25,7 +25,7 @@ type jobTable struct {
 	order   []*job // by start, for List and for dropping the oldest ended
 	running int    // jobs running, and starts under way
 	groups  map[int]bool
-	scan    sync.Once // next counts the logs an earlier supervisor left (lastLoggedJob)
+	scan    sync.Once // next counts the logs in the log directory (lastLoggedJob)
 }
 
 // job is one job.
@@ -74,39 +74,165 @@ func (s *supervisor) jobGroup(pgid int) bool {
 	return t.groups[pgid]
 }
 
-// reserve takes a running slot under limit and the job's id (known before
-// it starts, so that its log can be named by it), or says why not.
-func (t *jobTable) reserve(set JobSettings) (string, *JobReply) {
+// reserve takes a running slot under limit, the job's id and its log,
+// or says why not. With set.LogDir the id is the one whose log it creates
+// there (claimLog); else the next of the supervisor's own.
+func (t *jobTable) reserve(set JobSettings) (string, *os.File, *JobReply) {
 	limit := set.MaxJobs
 	if limit <= 0 || limit > maxJobsRunning {
 		limit = maxJobsRunning
 	}
-	if set.LogDir != "" {
-		// Outside the lock: the directory is the sandbox's to plant.
-		t.scan.Do(func() {
-			last := lastLoggedJob(set.LogDir)
-			t.mu.Lock()
-			t.next = max(t.next, last)
-			t.mu.Unlock()
-		})
-	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.running >= limit {
-		return "", &JobReply{Err: codeLimit, Msg: fmt.Sprintf("%d jobs are running; at most %d", t.running, limit), Running: t.running, Max: limit}
+		defer t.mu.Unlock()
+		return "", nil, &JobReply{Err: codeLimit, Msg: fmt.Sprintf("%d jobs are running; at most %d", t.running, limit), Running: t.running, Max: limit}
 	}
 	t.running++
-	t.next++
-	return jobID(t.next), nil
+	if set.LogDir == "" || set.LogPath != "" {
+		t.next++
+		id := jobID(t.next)
+		t.mu.Unlock()
+		if set.LogPath == "" {
+			return id, nil, nil
+		}
+		log, err := openLog(set.LogPath)
+		if err != nil {
+			t.release()
+			return "", nil, &JobReply{Err: codeLog, Msg: err.Error()}
+		}
+		return id, log, nil
+	}
+	t.mu.Unlock()
+	// Outside the lock: the directory is the sandbox's to plant.
+	id, log, err := t.claimLog(set.LogDir)
+	if err != nil {
+		t.release()
+		return "", nil, &JobReply{Err: codeLog, Msg: err.Error()}
+	}
+	return id, log, nil
+}
+
+// Job ids and logs (SPEC §16). A thread's job log directory may be shared
+// by several supervisors at once — the local provider's, one per server
+// process on the state dir — and by the supervisors of its sandbox one
+// after another (a restarted container, a Pod made again). An id is taken
+// by creating its log, j<N>.log, with O_EXCL: a log is never overwritten,
+// and no two supervisors hand out one id while its log is there. N goes
+// on from the highest of: the supervisor's own last; the number in
+// lastIDFile, read and written under flock by every supervisor, so that
+// an id whose log was removed (an ended job's, oldest first, past the
+// saved results' bound) is not handed out again; and, once per
+// supervisor, the logs in the directory (lastLoggedJob: logs from before
+// the counter).
+
+// lastIDFile, in the log directory, holds the last id handed out there.
+const lastIDFile = ".last-id"
+
+// maxIDs bounds the ids tried for one job (logs planted ahead).
+const maxIDs = 1000
+
+// claimLog takes the next id of dir, creating its log.
+func (t *jobTable) claimLog(dir string) (string, *os.File, error) {
+	if !validPath(dir) {
+		return "", nil, errors.New("log dir: not a clean absolute path")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	t.scan.Do(func() {
+		last := lastLoggedJob(dir)
+		t.mu.Lock()
+		t.next = max(t.next, last)
+		t.mu.Unlock()
+	})
+	ids := openLastID(dir)
+	defer ids.close()
+	t.mu.Lock()
+	n := max(t.next, ids.last)
+	t.mu.Unlock()
+	for range maxIDs {
+		n++
+		if n >= 1e9 {
+			break
+		}
+		f, err := createLog(filepath.Join(dir, jobID(n)+".log"))
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		ids.store(n)
+		t.mu.Lock()
+		t.next = max(t.next, n)
+		t.mu.Unlock()
+		return jobID(n), f, nil
+	}
+	return "", nil, fmt.Errorf("%s: no free job id", dir)
+}
+
+// lastID is lastIDFile, open and locked (f nil: none could be).
+type lastID struct {
+	f    *os.File
+	last uint64
+}
+
+// openLastID opens and locks dir's lastIDFile and reads it: never through
+// a symlink, only a plain file, waiting at most a second for the lock (a
+// command may hold it: the ids are then those of the logs alone).
+func openLastID(dir string) lastID {
+	f, err := os.OpenFile(filepath.Join(dir, lastIDFile), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return lastID{}
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return lastID{}
+	}
+	locked := false
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			locked = true
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	if !locked {
+		f.Close()
+		return lastID{}
+	}
+	var b [24]byte
+	n, _ := f.ReadAt(b[:], 0)
+	l := lastID{f: f}
+	if v, err := strconv.ParseUint(strings.TrimSpace(string(b[:n])), 10, 64); err == nil && v < 1e9 {
+		l.last = v
+	}
+	return l
+}
+
+// store records n as the last id handed out.
+func (l lastID) store(n uint64) {
+	if l.f == nil || n <= l.last {
+		return
+	}
+	if l.f.Truncate(0) == nil {
+		l.f.WriteAt([]byte(strconv.FormatUint(n, 10)+"\n"), 0)
+	}
+}
+
+func (l lastID) close() {
+	if l.f != nil {
+		l.f.Close() // and the lock
+	}
 }
 
 // lastLoggedJob is the highest N of the j<N>.log files in dir: the jobs of
 // an earlier supervisor of this sandbox (a restarted container, a Pod made
-// again), whose logs stay in the thread's files. Ids go on after them, so
-// an id names one job for the sandbox's whole life and no job's log is
-// overwritten by a later one. Numbers from 10^9 on are not taken (a
-// planted name cannot push ids past ten digits), nor more than 100000
-// entries read.
+// again), whose logs stay in the thread's files. Numbers from 10^9 on are
+// not taken (a planted name cannot push ids past ten digits), nor more
+// than 100000 entries read.
 func lastLoggedJob(dir string) uint64 {
 	// Only a directory, never through a symlink, and never waiting (a
 	// FIFO planted there would block the open).
@@ -120,12 +246,7 @@ func lastLoggedJob(dir string) uint64 {
 	for read := 0; read < 100000; {
 		names, err := f.Readdirnames(1024)
 		for _, n := range names {
-			num, okj := strings.CutPrefix(n, "j")
-			num, oklog := strings.CutSuffix(num, ".log")
-			if !okj || !oklog || num == "" || num[0] == '0' {
-				continue
-			}
-			if v, err := strconv.ParseUint(num, 10, 64); err == nil && v < 1e9 {
+			if v, ok := logNumber(n); ok {
 				last = max(last, v)
 			}
 		}
@@ -135,6 +256,17 @@ func lastLoggedJob(dir string) uint64 {
 		}
 	}
 	return last
+}
+
+// logNumber is N of a job log's name, j<N>.log (N < 10^9, no leading 0).
+func logNumber(name string) (uint64, bool) {
+	num, okj := strings.CutPrefix(name, "j")
+	num, oklog := strings.CutSuffix(num, ".log")
+	if !okj || !oklog || num == "" || num[0] == '0' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(num, 10, 64)
+	return v, err == nil && v < 1e9
 }
 
 func (t *jobTable) release() {
@@ -187,19 +319,8 @@ func (t *jobTable) ended(j *job) {
 	}
 }
 
-// jobLog opens the log set asks for, if any: LogPath, or LogDir/<id>.log.
-func jobLog(set JobSettings, id string) (*os.File, error) {
-	switch {
-	case set.LogPath != "":
-		return openLog(set.LogPath)
-	case set.LogDir != "":
-		return openLog(filepath.Join(set.LogDir, id+".log"))
-	}
-	return nil, nil
-}
-
-// openLog makes the job's log file: its parents, then the file itself,
-// emptied, never through a symlink, and only a plain file.
+// openLog makes the job's log file named by LogPath: its parents, then
+// the file itself (createLog).
 func openLog(name string) (*os.File, error) {
 	if !validPath(name) {
 		return nil, errors.New("log path: not a clean absolute path")
@@ -207,7 +328,13 @@ func openLog(name string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	return createLog(name)
+}
+
+// createLog creates a job's log: new (never another's, never through a
+// symlink), only a plain file, mode 0644 whatever the umask.
+func createLog(name string) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +342,7 @@ func openLog(name string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: not a regular file", name)
 	}
-	f.Chmod(0o644) // whatever the umask
+	f.Chmod(0o644)
 	return f, nil
 }
 
@@ -426,18 +553,14 @@ func (s *supervisor) startJob(req JobRequest) JobReply {
 	if len(req.Argv) == 0 {
 		return JobReply{Err: codeInval, Msg: "no command"}
 	}
-	id, rep := s.jobs.reserve(req.JobSettings)
+	id, log, rep := s.jobs.reserve(req.JobSettings)
 	if rep != nil {
 		return *rep
-	}
-	log, err := jobLog(req.JobSettings, id)
-	if err != nil {
-		s.jobs.release()
-		return JobReply{Err: codeLog, Msg: err.Error()}
 	}
 	fail := func(code string, err error) JobReply {
 		if log != nil {
 			log.Close()
+			os.Remove(log.Name()) // no job had this id
 		}
 		s.jobs.release()
 		return JobReply{Err: code, Msg: err.Error()}
@@ -631,13 +754,8 @@ func (c *channel) yieldJob(st *stream, m ExecMsg, p *proc, pr *os.File, copied <
 		return ""
 	default:
 	}
-	id, rep := s.jobs.reserve(m.JobSettings)
+	id, log, rep := s.jobs.reserve(m.JobSettings)
 	if rep != nil {
-		return ""
-	}
-	log, err := jobLog(m.JobSettings, id)
-	if err != nil {
-		s.jobs.release()
 		return ""
 	}
 	j := newJob(id, m.Argv, p.pid, m.JobSettings, log)
