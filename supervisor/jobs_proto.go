@@ -65,6 +65,12 @@ type JobSettings struct {
 	LogPath     string `json:"log_path,omitempty"`      // the output also goes here, a new file; "": nowhere
 	LogDir      string `json:"log_dir,omitempty"`       // without LogPath: LogDir/<id>.log, the id the first whose log is new there
 	LogMaxBytes int64  `json:"log_max_bytes,omitempty"` // then one truncation line; 0: no limit
+	// The bound of the thread's saved results, LogDir's parent and the
+	// logs in LogDir (sandbox.SavedDir), kept when the job starts and
+	// ends: the oldest saved outputs and ended jobs' logs go first
+	// (pruneSaved); 0: no limit.
+	SavedMaxFiles int   `json:"saved_max_files,omitempty"`
+	SavedMaxBytes int64 `json:"saved_max_bytes,omitempty"`
 }
 
 // JobRequest is one job request.

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 // The supervisor's side of jobs (jobs_proto.go).
@@ -47,10 +49,15 @@ type job struct {
 	log     *os.File
 	logLeft int64 // bytes the log may still take; <0: no limit
 	logMax  int64
-	state   string
-	ended   time.Time
-	code    int
-	signal  string
+	// saved: the log is LogDir's, kept in the bound of the thread's saved
+	// results when the job ends (pruneSaved); "": LogPath's, or none.
+	saved      string
+	savedFiles int
+	savedBytes int64
+	state      string
+	ended      time.Time
+	code       int
+	signal     string
 }
 
 func newJobTable() *jobTable {
@@ -109,6 +116,7 @@ func (t *jobTable) reserve(set JobSettings) (string, *os.File, *JobReply) {
 		t.release()
 		return "", nil, &JobReply{Err: codeLog, Msg: err.Error()}
 	}
+	pruneSaved(set.LogDir, set.SavedMaxFiles, set.SavedMaxBytes)
 	return id, log, nil
 }
 
@@ -246,7 +254,7 @@ func lastLoggedJob(dir string) uint64 {
 	for read := 0; read < 100000; {
 		names, err := f.Readdirnames(1024)
 		for _, n := range names {
-			if v, ok := logNumber(n); ok {
+			if v, ok := sandbox.JobLogNumber(n); ok {
 				last = max(last, v)
 			}
 		}
@@ -256,17 +264,6 @@ func lastLoggedJob(dir string) uint64 {
 		}
 	}
 	return last
-}
-
-// logNumber is N of a job log's name, j<N>.log (N < 10^9, no leading 0).
-func logNumber(name string) (uint64, bool) {
-	num, okj := strings.CutPrefix(name, "j")
-	num, oklog := strings.CutSuffix(num, ".log")
-	if !okj || !oklog || num == "" || num[0] == '0' {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(num, 10, 64)
-	return v, err == nil && v < 1e9
 }
 
 func (t *jobTable) release() {
@@ -343,7 +340,88 @@ func createLog(name string) (*os.File, error) {
 		return nil, fmt.Errorf("%s: not a regular file", name)
 	}
 	f.Chmod(0o644)
+	syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) // written: runningLog
 	return f, nil
+}
+
+// The bound of a thread's saved results (sandbox.SavedDir, PruneSaved):
+// the saved outputs in a log directory's parent and the ended jobs' logs
+// in it (a running job's log is neither counted nor removed: LogMaxBytes
+// and MaxJobs bound those). A log is a running job's while it is writable
+// (its job's end makes it read-only) and — the supervisor that writes it
+// may have ended without that: a crash, a restart — its writer holds a
+// lock on it (createLog's LOCK_SH), or it was written in the last
+// staleLog.
+
+// staleLog: a writable log nobody locks, written this recently, is
+// taken for a log being made.
+const staleLog = 10 * time.Second
+
+// maxSavedRead bounds the entries read of each directory.
+const maxSavedRead = 100000
+
+// pruneSaved keeps dir's saved results within maxFiles files and maxBytes
+// bytes (0: no limit), removing the oldest that may go.
+func pruneSaved(dir string, maxFiles int, maxBytes int64) {
+	if maxFiles <= 0 && maxBytes <= 0 {
+		return
+	}
+	files := appendSaved(nil, filepath.Dir(dir), false)
+	files = appendSaved(files, dir, true)
+	for _, f := range sandbox.PruneSaved(files, maxFiles, maxBytes) {
+		os.Remove(f.Name)
+	}
+}
+
+// appendSaved appends dir's saved outputs (not logs) or ended jobs' logs
+// (logs): plain files only, never through a symlink, never waiting on a
+// FIFO.
+func appendSaved(files []sandbox.Saved, dir string, logs bool) []sandbox.Saved {
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return files
+	}
+	d := os.NewFile(uintptr(fd), dir)
+	defer d.Close()
+	for read := 0; read < maxSavedRead; {
+		names, err := d.Readdirnames(1024)
+		read += len(names)
+		for _, n := range names {
+			if _, log := sandbox.JobLogNumber(n); logs && !log || !logs && !sandbox.SavedOutput(n) {
+				continue
+			}
+			p := filepath.Join(dir, n)
+			fi, err := os.Lstat(p)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if logs && fi.Mode().Perm()&0o200 != 0 && runningLog(p, fi) {
+				continue // neither counted nor removed
+			}
+			files = append(files, sandbox.Saved{Name: p, Size: fi.Size(), ModTime: fi.ModTime()})
+		}
+		if err != nil {
+			break
+		}
+	}
+	return files
+}
+
+// runningLog reports whether a writable log is a running job's; one
+// that is not is made read-only (ended).
+func runningLog(p string, fi os.FileInfo) bool {
+	if time.Since(fi.ModTime()) < staleLog {
+		return true
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return true // its writer holds it
+	}
+	return f.Chmod(0o444) != nil
 }
 
 // newJob makes a job's state for a started process.
@@ -358,6 +436,9 @@ func newJob(id string, argv []string, pid int, set JobSettings, log *os.File) *j
 	j := &job{id: id, command: cmd, pid: pid, started: time.Now(), changed: make(chan struct{}), log: log, logLeft: -1, state: JobRunning}
 	if set.LogMaxBytes > 0 {
 		j.logLeft, j.logMax = set.LogMaxBytes, set.LogMaxBytes
+	}
+	if log != nil && set.LogPath == "" {
+		j.saved, j.savedFiles, j.savedBytes = set.LogDir, set.SavedMaxFiles, set.SavedMaxBytes
 	}
 	return j
 }
@@ -432,7 +513,10 @@ func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{})
 		j.state, j.code, j.signal = JobKilled, 128+int(p.ws.Signal()), signalName(p.ws.Signal())
 	}
 	if j.log != nil {
-		j.log.Close()
+		if j.saved != "" {
+			j.log.Chmod(0o444) // ended: any reader of the files can tell
+		}
+		j.log.Close() // and its lock
 		j.log = nil
 	}
 	j.out.shrink()
@@ -441,6 +525,9 @@ func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{})
 	j.mu.Unlock()
 	s.jobs.ended(j)
 	s.killOrphans()
+	if j.saved != "" {
+		pruneSaved(j.saved, j.savedFiles, j.savedBytes)
+	}
 }
 
 // copyJob reads a job's output until its pipe ends.
