@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -151,4 +152,37 @@ func TestJobLogsBounded(t *testing.T) {
 		t.Errorf("the running job's log: %v", err)
 	}
 	l.KillJob(t.Context(), r.ID, "KILL")
+}
+
+// A counter or a log planted at the top of the ids, or a counter that is
+// not a file, stops no job.
+func TestJobIDsPlanted(t *testing.T) {
+	for name, plant := range map[string]func(dir string){
+		"high": func(dir string) {
+			os.WriteFile(filepath.Join(dir, lastIDFile), []byte("999999999\n"), 0o644)
+			os.WriteFile(filepath.Join(dir, "j999999999.log"), nil, 0o644)
+		},
+		"garbage":   func(dir string) { os.WriteFile(filepath.Join(dir, lastIDFile), []byte("-1x\n\x00"), 0o644) },
+		"directory": func(dir string) { os.Mkdir(filepath.Join(dir, lastIDFile), 0o755) },
+		"symlink":   func(dir string) { os.Symlink("/etc/passwd", filepath.Join(dir, lastIDFile)) },
+		"fifo":      func(dir string) { syscall.Mkfifo(filepath.Join(dir, lastIDFile), 0o644) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "jobs")
+			os.Mkdir(dir, 0o755)
+			plant(dir)
+			l := jobLink(t, listen(t))
+			var ids []string
+			for range 2 {
+				j, err := l.StartJob(t.Context(), JobSpec{Argv: []string{"true"}, Dir: "/", JobSettings: JobSettings{LogDir: dir}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !validJobID(j.ID) || len(j.ID) > 11 || slices.Contains(ids, j.ID) {
+					t.Fatalf("id %q after %v", j.ID, ids)
+				}
+				ids = append(ids, j.ID)
+			}
+		})
+	}
 }

@@ -116,7 +116,7 @@ func (t *jobTable) reserve(set JobSettings) (string, *os.File, *JobReply) {
 		t.release()
 		return "", nil, &JobReply{Err: codeLog, Msg: err.Error()}
 	}
-	pruneSaved(set.LogDir, set.SavedMaxFiles, set.SavedMaxBytes)
+	go pruneSaved(set.LogDir, set.SavedMaxFiles, set.SavedMaxBytes) // what others left (the job's own end prunes too)
 	return id, log, nil
 }
 
@@ -160,9 +160,6 @@ func (t *jobTable) claimLog(dir string) (string, *os.File, error) {
 	t.mu.Unlock()
 	for range maxIDs {
 		n++
-		if n >= 1e9 {
-			break
-		}
 		f, err := createLog(filepath.Join(dir, jobID(n)+".log"))
 		if errors.Is(err, os.ErrExist) {
 			continue
