@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -153,5 +154,38 @@ func TestShellStateAttacks(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// What the shell the supervisor starts is given, and what its start
+// file gives back.
+func TestHeldVars(t *testing.T) {
+	env := []string{"PATH=/bin", "BASH_ENV=/h", "LD_PRELOAD=/x.so", "SHELLOPTS=braceexpand:xtrace:noexec:onecmd:errexit:bad$(x)", "BASHOPTS=extdebug:extglob",
+		"POSIXLY_CORRECT=1", "BASH_FUNC_builtin%%=() { :; }", "BASH_FUNC_builtin()=() { :; }", "BASH_FUNC_f%%=() { :; }"}
+	out, script, held := heldVars(env, true)
+	if want := "PATH=/bin BASH_FUNC_f%%=() { :; } __smcp_v_BASH_ENV=/h __smcp_v_LD_PRELOAD=/x.so __smcp_v_POSIXLY_CORRECT=1"; strings.Join(out, " ") != want || !held {
+		t.Errorf("bash's environment: %q, want %q", strings.Join(out, " "), want)
+	}
+	want := []string{
+		"BASH_ENV=$__smcp_v_BASH_ENV; builtin export BASH_ENV; builtin unset __smcp_v_BASH_ENV",
+		"LD_PRELOAD=$__smcp_v_LD_PRELOAD; builtin export LD_PRELOAD; builtin unset __smcp_v_LD_PRELOAD",
+		"builtin export BASHOPTS",
+		"builtin shopt -s extglob 2>/dev/null",
+		"POSIXLY_CORRECT=$__smcp_v_POSIXLY_CORRECT; builtin export POSIXLY_CORRECT; builtin unset __smcp_v_POSIXLY_CORRECT",
+		"builtin export SHELLOPTS",
+		"builtin set -o braceexpand 2>/dev/null",
+		"builtin set -o errexit 2>/dev/null",
+		"builtin set -o xtrace",
+	}
+	if !slices.Equal(script, want) {
+		t.Errorf("bash's start file:\n%s\nwant\n%s", strings.Join(script, "\n"), strings.Join(want, "\n"))
+	}
+	out, script, _ = heldVars(env, false)
+	if strings.Join(out, " ") != "PATH=/bin BASH_ENV=/h SHELLOPTS=braceexpand:xtrace:noexec:onecmd:errexit:bad$(x) BASHOPTS=extdebug:extglob POSIXLY_CORRECT=1 BASH_FUNC_builtin%%=() { :; } BASH_FUNC_builtin()=() { :; } BASH_FUNC_f%%=() { :; } __smcp_v_LD_PRELOAD=/x.so" ||
+		!slices.Equal(script, []string{"LD_PRELOAD=$__smcp_v_LD_PRELOAD; export LD_PRELOAD; unset __smcp_v_LD_PRELOAD"}) {
+		t.Errorf("another shell's: %q %q", out, script)
+	}
+	if out, script, held := heldVars([]string{"PATH=/bin"}, true); len(out) != 1 || script != nil || held {
+		t.Errorf("nothing held: %q %q %v", out, script, held)
 	}
 }

@@ -309,7 +309,7 @@ func heldVars(env []string, bash bool) (out, script []string, held bool) {
 			held = true
 			continue
 		}
-		if bash && k == "BASH_FUNC_builtin%%" {
+		if bash && (k == "BASH_FUNC_builtin%%" || k == "BASH_FUNC_builtin()") { // Debian's, Red Hat's
 			held = true
 			continue
 		}
