@@ -33,9 +33,10 @@ type Jobs interface {
 }
 
 // JobLogDir is where a job's whole output is kept, as <id>.log (bounded
-// by JobLimits.LogMaxBytes): beside the tools' other spilled results, so
-// the agent can read it with the file tools.
-const JobLogDir = OutputsDir + "/.tool-results/jobs"
+// by JobLimits.LogMaxBytes): among the tools' other saved results
+// (SavedDir), so the agent can read it with the file tools; an ended
+// job's log counts in their bound.
+const JobLogDir = SavedDir + "/jobs"
 
 // Unshown as JobOutput's offset reads what no caller was shown yet.
 const Unshown int64 = -1
@@ -44,6 +45,10 @@ const Unshown int64 = -1
 type JobLimits struct {
 	MaxJobs     int   // the job is refused (ErrJobLimit) when this many run; 0: the provider's own cap
 	LogMaxBytes int64 // the log keeps the first this many bytes; 0: no limit
+	// The bound of the thread's saved results (SavedDir), kept when the
+	// job starts and when it ends (PruneSaved); 0: no limit.
+	SavedMaxFiles int
+	SavedMaxBytes int64
 }
 
 // JobRequest starts a job.

@@ -10,7 +10,8 @@ import (
 // job belongs to the supervisor, not to a channel: a channel that ends
 // leaves it running, and any channel (of any server replica, before or
 // after a restart) may read, feed or kill it by its id, "j1", "j2", …
-// (monotonic for the supervisor's lifetime).
+// (monotonic for the supervisor's lifetime; with a log directory, unique
+// among every supervisor that logs there: claimLog).
 //
 // Each job request is a stream, like a command:
 //
@@ -61,9 +62,15 @@ const (
 // or an exec with YieldAfterMS).
 type JobSettings struct {
 	MaxJobs     int    `json:"max_jobs,omitempty"`      // refused when this many run; 0: maxJobsRunning
-	LogPath     string `json:"log_path,omitempty"`      // the output also goes here; "": nowhere
-	LogDir      string `json:"log_dir,omitempty"`       // without LogPath: LogDir/<id>.log (the id is the supervisor's)
+	LogPath     string `json:"log_path,omitempty"`      // the output also goes here, a new file; "": nowhere
+	LogDir      string `json:"log_dir,omitempty"`       // without LogPath: LogDir/<id>.log, the id the first whose log is new there
 	LogMaxBytes int64  `json:"log_max_bytes,omitempty"` // then one truncation line; 0: no limit
+	// The bound of the thread's saved results, LogDir's parent and the
+	// logs in LogDir (sandbox.SavedDir), kept when the job starts and
+	// ends: the oldest saved outputs and ended jobs' logs go first
+	// (pruneSaved); 0: no limit.
+	SavedMaxFiles int   `json:"saved_max_files,omitempty"`
+	SavedMaxBytes int64 `json:"saved_max_bytes,omitempty"`
 }
 
 // JobRequest is one job request.

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 // The supervisor's side of jobs (jobs_proto.go).
@@ -25,7 +27,7 @@ type jobTable struct {
 	order   []*job // by start, for List and for dropping the oldest ended
 	running int    // jobs running, and starts under way
 	groups  map[int]bool
-	scan    sync.Once // next counts the logs an earlier supervisor left (lastLoggedJob)
+	scan    sync.Once // next counts the logs in the log directory (lastLoggedJob)
 }
 
 // job is one job.
@@ -47,10 +49,15 @@ type job struct {
 	log     *os.File
 	logLeft int64 // bytes the log may still take; <0: no limit
 	logMax  int64
-	state   string
-	ended   time.Time
-	code    int
-	signal  string
+	// saved: the log is LogDir's, kept in the bound of the thread's saved
+	// results when the job ends (pruneSaved); "": LogPath's, or none.
+	saved      string
+	savedFiles int
+	savedBytes int64
+	state      string
+	ended      time.Time
+	code       int
+	signal     string
 }
 
 func newJobTable() *jobTable {
@@ -74,39 +81,163 @@ func (s *supervisor) jobGroup(pgid int) bool {
 	return t.groups[pgid]
 }
 
-// reserve takes a running slot under limit and the job's id (known before
-// it starts, so that its log can be named by it), or says why not.
-func (t *jobTable) reserve(set JobSettings) (string, *JobReply) {
+// reserve takes a running slot under limit, the job's id and its log,
+// or says why not. With set.LogDir the id is the one whose log it creates
+// there (claimLog); else the next of the supervisor's own.
+func (t *jobTable) reserve(set JobSettings) (string, *os.File, *JobReply) {
 	limit := set.MaxJobs
 	if limit <= 0 || limit > maxJobsRunning {
 		limit = maxJobsRunning
 	}
-	if set.LogDir != "" {
-		// Outside the lock: the directory is the sandbox's to plant.
-		t.scan.Do(func() {
-			last := lastLoggedJob(set.LogDir)
-			t.mu.Lock()
-			t.next = max(t.next, last)
-			t.mu.Unlock()
-		})
-	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.running >= limit {
-		return "", &JobReply{Err: codeLimit, Msg: fmt.Sprintf("%d jobs are running; at most %d", t.running, limit), Running: t.running, Max: limit}
+		defer t.mu.Unlock()
+		return "", nil, &JobReply{Err: codeLimit, Msg: fmt.Sprintf("%d jobs are running; at most %d", t.running, limit), Running: t.running, Max: limit}
 	}
 	t.running++
-	t.next++
-	return jobID(t.next), nil
+	if set.LogDir == "" || set.LogPath != "" {
+		t.next++
+		id := jobID(t.next)
+		t.mu.Unlock()
+		if set.LogPath == "" {
+			return id, nil, nil
+		}
+		log, err := openLog(set.LogPath)
+		if err != nil {
+			t.release()
+			return "", nil, &JobReply{Err: codeLog, Msg: err.Error()}
+		}
+		return id, log, nil
+	}
+	t.mu.Unlock()
+	// Outside the lock: the directory is the sandbox's to plant.
+	id, log, err := t.claimLog(set.LogDir)
+	if err != nil {
+		t.release()
+		return "", nil, &JobReply{Err: codeLog, Msg: err.Error()}
+	}
+	go pruneSaved(set.LogDir, set.SavedMaxFiles, set.SavedMaxBytes) // what others left (the job's own end prunes too)
+	return id, log, nil
+}
+
+// Job ids and logs (SPEC §16). A thread's job log directory may be shared
+// by several supervisors at once — the local provider's, one per server
+// process on the state dir — and by the supervisors of its sandbox one
+// after another (a restarted container, a Pod made again). An id is taken
+// by creating its log, j<N>.log, with O_EXCL: a log is never overwritten,
+// and no two supervisors hand out one id while its log is there. N goes
+// on from the highest of: the supervisor's own last; the number in
+// lastIDFile, read and written under flock by every supervisor, so that
+// an id whose log was removed (an ended job's, oldest first, past the
+// saved results' bound) is not handed out again; and, once per
+// supervisor, the logs in the directory (lastLoggedJob: logs from before
+// the counter).
+
+// lastIDFile, in the log directory, holds the last id handed out there.
+const lastIDFile = ".last-id"
+
+// maxIDs bounds the ids tried for one job (logs planted ahead).
+const maxIDs = 1000
+
+// claimLog takes the next id of dir, creating its log.
+func (t *jobTable) claimLog(dir string) (string, *os.File, error) {
+	if !validPath(dir) {
+		return "", nil, errors.New("log dir: not a clean absolute path")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	t.scan.Do(func() {
+		last := lastLoggedJob(dir)
+		t.mu.Lock()
+		t.next = max(t.next, last)
+		t.mu.Unlock()
+	})
+	ids := openLastID(dir)
+	defer ids.close()
+	t.mu.Lock()
+	n := max(t.next, ids.last)
+	t.mu.Unlock()
+	for range maxIDs {
+		n++
+		f, err := createLog(filepath.Join(dir, jobID(n)+".log"))
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		ids.store(n)
+		t.mu.Lock()
+		t.next = max(t.next, n)
+		t.mu.Unlock()
+		return jobID(n), f, nil
+	}
+	return "", nil, fmt.Errorf("%s: no free job id", dir)
+}
+
+// lastID is lastIDFile, open and locked (f nil: none could be).
+type lastID struct {
+	f    *os.File
+	last uint64
+}
+
+// openLastID opens and locks dir's lastIDFile and reads it: never through
+// a symlink, only a plain file, waiting at most a second for the lock (a
+// command may hold it: the ids are then those of the logs alone).
+func openLastID(dir string) lastID {
+	f, err := os.OpenFile(filepath.Join(dir, lastIDFile), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return lastID{}
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return lastID{}
+	}
+	locked := false
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			locked = true
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	if !locked {
+		f.Close()
+		return lastID{}
+	}
+	var b [24]byte
+	n, _ := f.ReadAt(b[:], 0)
+	l := lastID{f: f}
+	if v, err := strconv.ParseUint(strings.TrimSpace(string(b[:n])), 10, 64); err == nil && v < 1e9 {
+		l.last = v
+	}
+	return l
+}
+
+// store records n as the last id handed out.
+func (l lastID) store(n uint64) {
+	if l.f == nil || n <= l.last {
+		return
+	}
+	if l.f.Truncate(0) == nil {
+		l.f.WriteAt([]byte(strconv.FormatUint(n, 10)+"\n"), 0)
+	}
+}
+
+func (l lastID) close() {
+	if l.f != nil {
+		l.f.Close() // and the lock
+	}
 }
 
 // lastLoggedJob is the highest N of the j<N>.log files in dir: the jobs of
 // an earlier supervisor of this sandbox (a restarted container, a Pod made
-// again), whose logs stay in the thread's files. Ids go on after them, so
-// an id names one job for the sandbox's whole life and no job's log is
-// overwritten by a later one. Numbers from 10^9 on are not taken (a
-// planted name cannot push ids past ten digits), nor more than 100000
-// entries read.
+// again), whose logs stay in the thread's files. Numbers from 10^9 on are
+// not taken (a planted name cannot push ids past ten digits), nor more
+// than 100000 entries read.
 func lastLoggedJob(dir string) uint64 {
 	// Only a directory, never through a symlink, and never waiting (a
 	// FIFO planted there would block the open).
@@ -120,12 +251,7 @@ func lastLoggedJob(dir string) uint64 {
 	for read := 0; read < 100000; {
 		names, err := f.Readdirnames(1024)
 		for _, n := range names {
-			num, okj := strings.CutPrefix(n, "j")
-			num, oklog := strings.CutSuffix(num, ".log")
-			if !okj || !oklog || num == "" || num[0] == '0' {
-				continue
-			}
-			if v, err := strconv.ParseUint(num, 10, 64); err == nil && v < 1e9 {
+			if v, ok := sandbox.JobLogNumber(n); ok {
 				last = max(last, v)
 			}
 		}
@@ -187,19 +313,8 @@ func (t *jobTable) ended(j *job) {
 	}
 }
 
-// jobLog opens the log set asks for, if any: LogPath, or LogDir/<id>.log.
-func jobLog(set JobSettings, id string) (*os.File, error) {
-	switch {
-	case set.LogPath != "":
-		return openLog(set.LogPath)
-	case set.LogDir != "":
-		return openLog(filepath.Join(set.LogDir, id+".log"))
-	}
-	return nil, nil
-}
-
-// openLog makes the job's log file: its parents, then the file itself,
-// emptied, never through a symlink, and only a plain file.
+// openLog makes the job's log file named by LogPath: its parents, then
+// the file itself (createLog).
 func openLog(name string) (*os.File, error) {
 	if !validPath(name) {
 		return nil, errors.New("log path: not a clean absolute path")
@@ -207,7 +322,13 @@ func openLog(name string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	return createLog(name)
+}
+
+// createLog creates a job's log: new (never another's, never through a
+// symlink), only a plain file, mode 0644 whatever the umask.
+func createLog(name string) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -215,8 +336,89 @@ func openLog(name string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: not a regular file", name)
 	}
-	f.Chmod(0o644) // whatever the umask
+	f.Chmod(0o644)
+	syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) // written: runningLog
 	return f, nil
+}
+
+// The bound of a thread's saved results (sandbox.SavedDir, PruneSaved):
+// the saved outputs in a log directory's parent and the ended jobs' logs
+// in it (a running job's log is neither counted nor removed: LogMaxBytes
+// and MaxJobs bound those). A log is a running job's while it is writable
+// (its job's end makes it read-only) and — the supervisor that writes it
+// may have ended without that: a crash, a restart — its writer holds a
+// lock on it (createLog's LOCK_SH), or it was written in the last
+// staleLog.
+
+// staleLog: a writable log nobody locks, written this recently, is
+// taken for a log being made.
+const staleLog = 10 * time.Second
+
+// maxSavedRead bounds the entries read of each directory.
+const maxSavedRead = 100000
+
+// pruneSaved keeps dir's saved results within maxFiles files and maxBytes
+// bytes (0: no limit), removing the oldest that may go.
+func pruneSaved(dir string, maxFiles int, maxBytes int64) {
+	if maxFiles <= 0 && maxBytes <= 0 {
+		return
+	}
+	files := appendSaved(nil, filepath.Dir(dir), false)
+	files = appendSaved(files, dir, true)
+	for _, f := range sandbox.PruneSaved(files, maxFiles, maxBytes) {
+		os.Remove(f.Name)
+	}
+}
+
+// appendSaved appends dir's saved outputs (not logs) or ended jobs' logs
+// (logs): plain files only, never through a symlink, never waiting on a
+// FIFO.
+func appendSaved(files []sandbox.Saved, dir string, logs bool) []sandbox.Saved {
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return files
+	}
+	d := os.NewFile(uintptr(fd), dir)
+	defer d.Close()
+	for read := 0; read < maxSavedRead; {
+		names, err := d.Readdirnames(1024)
+		read += len(names)
+		for _, n := range names {
+			if _, log := sandbox.JobLogNumber(n); logs && !log || !logs && !sandbox.SavedOutput(n) {
+				continue
+			}
+			p := filepath.Join(dir, n)
+			fi, err := os.Lstat(p)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if logs && fi.Mode().Perm()&0o200 != 0 && runningLog(p, fi) {
+				continue // neither counted nor removed
+			}
+			files = append(files, sandbox.Saved{Name: p, Size: fi.Size(), ModTime: fi.ModTime()})
+		}
+		if err != nil {
+			break
+		}
+	}
+	return files
+}
+
+// runningLog reports whether a writable log is a running job's; one
+// that is not is made read-only (ended).
+func runningLog(p string, fi os.FileInfo) bool {
+	if time.Since(fi.ModTime()) < staleLog {
+		return true
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return true // its writer holds it
+	}
+	return f.Chmod(0o444) != nil
 }
 
 // newJob makes a job's state for a started process.
@@ -231,6 +433,9 @@ func newJob(id string, argv []string, pid int, set JobSettings, log *os.File) *j
 	j := &job{id: id, command: cmd, pid: pid, started: time.Now(), changed: make(chan struct{}), log: log, logLeft: -1, state: JobRunning}
 	if set.LogMaxBytes > 0 {
 		j.logLeft, j.logMax = set.LogMaxBytes, set.LogMaxBytes
+	}
+	if log != nil && set.LogPath == "" {
+		j.saved, j.savedFiles, j.savedBytes = set.LogDir, set.SavedMaxFiles, set.SavedMaxBytes
 	}
 	return j
 }
@@ -305,7 +510,10 @@ func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{})
 		j.state, j.code, j.signal = JobKilled, 128+int(p.ws.Signal()), signalName(p.ws.Signal())
 	}
 	if j.log != nil {
-		j.log.Close()
+		if j.saved != "" {
+			j.log.Chmod(0o444) // ended: any reader of the files can tell
+		}
+		j.log.Close() // and its lock
 		j.log = nil
 	}
 	j.out.shrink()
@@ -314,6 +522,9 @@ func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{})
 	j.mu.Unlock()
 	s.jobs.ended(j)
 	s.killOrphans()
+	if j.saved != "" {
+		pruneSaved(j.saved, j.savedFiles, j.savedBytes)
+	}
 }
 
 // copyJob reads a job's output until its pipe ends.
@@ -426,18 +637,14 @@ func (s *supervisor) startJob(req JobRequest) JobReply {
 	if len(req.Argv) == 0 {
 		return JobReply{Err: codeInval, Msg: "no command"}
 	}
-	id, rep := s.jobs.reserve(req.JobSettings)
+	id, log, rep := s.jobs.reserve(req.JobSettings)
 	if rep != nil {
 		return *rep
-	}
-	log, err := jobLog(req.JobSettings, id)
-	if err != nil {
-		s.jobs.release()
-		return JobReply{Err: codeLog, Msg: err.Error()}
 	}
 	fail := func(code string, err error) JobReply {
 		if log != nil {
 			log.Close()
+			os.Remove(log.Name()) // no job had this id
 		}
 		s.jobs.release()
 		return JobReply{Err: code, Msg: err.Error()}
@@ -457,13 +664,16 @@ func (s *supervisor) startJob(req JobRequest) JobReply {
 	var p *proc
 	l, err := s.state.prepare(req.Argv, req.Dir, req.Shell, false, false)
 	if err == nil {
-		p, err = s.startFrom(l, ExecMsg{Argv: req.Argv, Dir: req.Dir}, in, pw)
+		p, l, err = s.startFrom(l, ExecMsg{Argv: req.Argv, Dir: req.Dir}, in, pw)
 	}
 	pw.Close()
 	if in != nil {
 		in.Close()
 	}
 	if err != nil {
+		if l.file != "" {
+			removeState(l.file)
+		}
 		pr.Close()
 		if inW != nil {
 			inW.Close()
@@ -472,6 +682,7 @@ func (s *supervisor) startJob(req JobRequest) JobReply {
 	}
 	j := newJob(id, req.Argv, p.pid, req.JobSettings, log)
 	j.stdin = inW
+	j.stateFile = l.file // its start file, if any
 	s.jobs.add(j)
 	copied := make(chan struct{})
 	go func() {
@@ -627,13 +838,8 @@ func (c *channel) yieldJob(st *stream, m ExecMsg, p *proc, pr *os.File, copied <
 		return ""
 	default:
 	}
-	id, rep := s.jobs.reserve(m.JobSettings)
+	id, log, rep := s.jobs.reserve(m.JobSettings)
 	if rep != nil {
-		return ""
-	}
-	log, err := jobLog(m.JobSettings, id)
-	if err != nil {
-		s.jobs.release()
 		return ""
 	}
 	j := newJob(id, m.Argv, p.pid, m.JobSettings, log)

@@ -304,7 +304,7 @@ func TestShellStateTrapFormats(t *testing.T) {
 			continue
 		}
 		os.Remove(file)
-		exec.Command(p, "-c", trapPrefix(file)+c.script).Run()
+		exec.Command(p, "-c", trapCommand(c.sh == "bash", file)+"; "+c.script).Run()
 		b, err := os.ReadFile(file)
 		if err != nil || !strings.HasPrefix(string(b), c.want) || !strings.HasSuffix(string(b), "\x00") {
 			t.Fatalf("%s -c %q: %q %v", c.sh, c.script, b, err)

@@ -9,11 +9,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // The shell state (SPEC §15): the working directory and the exported
@@ -24,22 +27,32 @@ import (
 // supervisor ends: commands then start afresh.
 //
 // How a command's state is taken: bash reads, from a file of its own
-// named by $BASH_ENV, before the command (bashEnv), and any other shell
-// finds prefixed to the script on its own first line (so that the shell's
-// "line N" of an error stays the user's N), an EXIT trap that writes "$PWD" NUL, then the shell's exports, to a file
-// of its own in the supervisor's private directory (0700): bash without
-// functions writes them with its `export -p` (a builtin: no fork) after a
-// marker; any other shell writes its environment as cat inherits it
-// (/proc/self/environ: NUL-terminated entries), then one more NUL once cat
-// succeeded. When the command ended in the
-// foreground — it exited; it did not become a job, time out or get killed —
-// the supervisor reads that file (hostile: never through a symlink, a
-// regular file, bounded, parsed strictly) and makes it the state; the
-// file is removed in every case. A trap that wrote only the directory
-// (no cat in the sandbox) changes only the directory. A command that sets
-// an EXIT trap of its own, execs, or dies by a signal leaves the state as
-// it was; one whose state is over the bounds (maxStateBytes, maxStateVars)
-// too. A job starts from the state and never changes it.
+// named by $BASH_ENV, before the command, and any other shell finds
+// prefixed to the script on its own first line (so that the shell's "line
+// N" of an error stays the user's N), an EXIT trap (trapCommand) that
+// writes "$PWD" NUL, then the shell's exports, to a file of its own in the
+// supervisor's private directory (0700): bash without functions writes
+// them with its `export -p` (a builtin: no fork) after a marker; any other
+// shell writes its environment as cat inherits it (/proc/self/environ:
+// NUL-terminated entries), then one more NUL once cat succeeded. When the
+// command ended in the foreground — it exited; it did not become a job,
+// time out or get killed — the supervisor reads that file (hostile: never
+// through a symlink, a regular file, bounded, parsed strictly) and makes
+// it the state; the file is removed in every case. A trap that wrote only
+// the directory (no cat in the sandbox) changes only the directory. A
+// command that sets an EXIT trap of its own, execs, disables builtins
+// (enable -n) or dies by a signal leaves the state as it was; one whose
+// state is over the bounds (maxStateBytes, maxStateVars, a variable too
+// large to start a program with) too. A job starts from the state and
+// never changes it.
+//
+// Nothing a state holds stops the next command's output, its exit code
+// or its own state from being taken (SPEC §16): the shell the supervisor
+// starts reads none of the variables that would run code before the
+// command or change its shell (launchFrom), and the trap runs whatever
+// functions, aliases, options and traps the command left (trapCommand).
+// A state whose directory cannot be entered starts in the request's; one
+// that cannot start a program at all, afresh (startFrom).
 //
 // No inherited file descriptor carries the state: a script's own
 // descriptors (flock 9>...) are never written to.
@@ -49,6 +62,9 @@ import (
 const (
 	maxStateBytes = 1 << 20
 	maxStateVars  = 4096
+	// maxArgStrlen is Linux's MAX_ARG_STRLEN: execve refuses an
+	// environment entry of this many bytes or more (with its NUL).
+	maxArgStrlen = 32 * 4096
 )
 
 // shellState is a supervisor's kept state.
@@ -114,92 +130,145 @@ func stateSafe(p string) bool {
 }
 
 // launch is how a command starts: argv, directory, environment (nil: the
-// supervisor's own), and the file its state goes to ("": none).
+// supervisor's own), and the file its state goes to ("": none; its ".rc",
+// bash's start file, removed with it). A launch from a kept state
+// remembers how to start afresh (startFrom).
 type launch struct {
 	argv []string
 	dir  string
 	env  []string
 	file string
+
+	orig      []string // the command's own argv
+	save      bool
+	fromState bool
 }
 
 // errShellArgv: a Shell command must be a shell's -c.
 var errShellArgv = errors.New("a shell-state command must be [shell, -c, command] or [shell, -c, command, $0]")
 
+// kept is a snapshot of the kept state.
+type kept struct {
+	have bool
+	cwd  string
+	env  []string
+	dirs bool
+}
+
 // prepare is how command m starts (ExecMsg.Shell, .Reset): from the kept
 // state; with save, its script also writes its state (an exec, not a job).
 func (st *shellState) prepare(argv []string, dir string, shell, reset, save bool) (launch, error) {
-	l := launch{argv: argv, dir: dir}
 	if reset {
 		st.mu.Lock()
 		st.have, st.cwd, st.env, st.dirs = false, "", nil, false
 		st.mu.Unlock()
 	}
 	if !shell {
-		return l, nil
+		return launch{argv: argv, dir: dir}, nil
 	}
 	if (len(argv) != 3 && len(argv) != 4) || argv[1] != "-c" {
-		return l, errShellArgv
+		return launch{argv: argv, dir: dir}, errShellArgv
 	}
 	st.mu.Lock()
-	have, cwd, env, dirs := st.have, st.cwd, st.env, st.dirs
+	k := kept{st.have, st.cwd, st.env, st.dirs}
 	st.mu.Unlock()
-	if have {
-		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() {
-			l.dir = cwd
+	return st.launchFrom(argv, dir, save, k), nil
+}
+
+// launchFrom is how a shell's -c command starts from k.
+//
+// The shell the supervisor starts never reads what the state may hold
+// against it (SPEC §16): the variables that would run code or change the
+// shell before the command — BASH_ENV, POSIXLY_CORRECT (a bash in POSIX
+// mode reads no BASH_ENV), SHELLOPTS and BASHOPTS (noexec, xtrace), the
+// dynamic loader's (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT) — are held back
+// from its environment and given back, with their options, once it runs
+// (heldVars), so the command and its children see them as the state has
+// them; SHELLOPTS's noexec and onecmd, and BASHOPTS's extdebug, are not
+// given back, nor an exported function named builtin.
+// bash reads that, and the trap, from its BASH_ENV, a file of its own
+// (file+".rc"), which bash reads before the command; any other shell (or a
+// bash when that file cannot be made) finds them prefixed to the command
+// on its first line.
+func (st *shellState) launchFrom(argv []string, dir string, save bool, k kept) launch {
+	l := launch{argv: argv, dir: dir, orig: argv, save: save, fromState: k.have}
+	var env []string // nil: the supervisor's own
+	if k.have {
+		if fi, err := os.Stat(k.cwd); err == nil && fi.IsDir() && unix.Access(k.cwd, unix.X_OK) == nil {
+			l.dir = k.cwd
 		}
-		if !dirs {
-			l.env = env
-		} else {
-			l.env = os.Environ()
+		env = os.Environ()
+		if !k.dirs {
+			env = k.env
 		}
 		// The shell keeps $PWD (the path as cd'ed, through symlinks)
 		// when it names the directory it starts in.
-		l.env = append(withoutVar(l.env, "PWD"), "PWD="+l.dir)
+		env = append(withoutVar(env, "PWD"), "PWD="+l.dir)
 	}
-	if save && st.dir != "" {
-		if err := st.ensureDir(); err != nil {
-			return l, nil // fresh state kept; the command runs
-		}
-		l.file = filepath.Join(st.dir, "s"+strconv.FormatUint(st.next.Add(1), 10))
-		removeState(l.file)
-		if rc, ok := st.bashEnv(argv[0], l.file, l.env); ok {
-			// bash reads the trap from $BASH_ENV before the command: the
-			// command's text is bash's own, so an error that quotes its
-			// line (a syntax error) quotes the user's line, not ours.
-			if l.env == nil {
-				l.env = os.Environ()
-			}
-			l.env = append(withoutVar(l.env, "BASH_ENV"), "BASH_ENV="+rc)
-			return l, nil
-		}
-		l.argv = append([]string(nil), argv...)
-		l.argv[2] = trapPrefix(l.file) + argv[2]
+	bash := filepath.Base(argv[0]) == "bash"
+	src := env
+	if src == nil {
+		src = os.Environ()
 	}
-	return l, nil
+	out, restore, held := heldVars(src, bash)
+	if env != nil || held {
+		l.env = out
+	}
+	if !save && len(restore) == 0 {
+		return l
+	}
+	var file string
+	if st.dir != "" && st.ensureDir() == nil {
+		file = st.newFile()
+	}
+	if save && file == "" {
+		save = false // no private directory: the command runs, its state is not taken
+		l.save = false
+		if len(restore) == 0 {
+			return l
+		}
+	}
+	var script []string
+	if save {
+		script = append(script, trapCommand(bash, file))
+	}
+	script = append(script, restore...)
+	if bash && file != "" {
+		// The rc's own BASH_ENV goes (the state's, if any, comes back).
+		rc := append([]string{"builtin unset BASH_ENV"}, script...)
+		if rc, ok := writeRC(file, strings.Join(rc, "\n")+"\n"); ok {
+			l.env = append(withoutVar(out, "BASH_ENV"), "BASH_ENV="+rc)
+			l.file = file
+			return l
+		}
+	}
+	// bash with no BASH_ENV (it was held back) reads nothing before the
+	// command; the prefix is on the command's first line, so that the
+	// shell's "line N" of an error stays the user's N.
+	if save {
+		l.file = file
+	}
+	l.argv = append([]string(nil), argv...)
+	l.argv[2] = strings.Join(script, "; ") + "; " + argv[2]
+	return l
 }
 
-// bashEnv writes, for a bash command (argv0 is bash) whose environment
-// sets no BASH_ENV of its own, the file bash sources first: it unsets
-// BASH_ENV (the command's children do not read it) and sets the trap.
-// The file is file+".rc", removed with the state file (removeState).
-func (st *shellState) bashEnv(argv0, file string, env []string) (string, bool) {
-	if filepath.Base(argv0) != "bash" {
-		return "", false
-	}
-	if env == nil {
-		env = os.Environ()
-	}
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "BASH_ENV=") {
-			return "", false
-		}
-	}
+// newFile names a new state file in the private directory (none there).
+func (st *shellState) newFile() string {
+	file := filepath.Join(st.dir, "s"+strconv.FormatUint(st.next.Add(1), 10))
+	removeState(file)
+	return file
+}
+
+// writeRC writes bash's start file for the state file file: file+".rc",
+// new (never through what the sandbox planted there).
+func writeRC(file, script string) (string, bool) {
 	rc := file + ".rc"
-	f, err := os.OpenFile(rc, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(rc, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return "", false
 	}
-	_, err = f.WriteString("unset BASH_ENV; " + trapPrefix(file) + "\n")
+	_, err = f.WriteString(script)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -210,16 +279,127 @@ func (st *shellState) bashEnv(argv0, file string, env []string) (string, bool) {
 	return rc, true
 }
 
+// held are the variables held back from the environment of the shell the
+// supervisor starts: bash's own, then the dynamic loader's (every shell).
+var (
+	heldBash   = []string{"BASH_ENV", "POSIXLY_CORRECT", "SHELLOPTS", "BASHOPTS"}
+	heldLoader = []string{"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"}
+)
+
+// heldPrefix names, in the shell's environment, the value of a held
+// variable that the restore script gives back.
+const heldPrefix = "__smcp_v_"
+
+// heldVars takes the held variables out of env (a copy) and returns the
+// statements that give them back (one line each, no newline in any):
+// values through the environment (heldPrefix+name), option names written
+// out (checked). The function named "builtin" is dropped (the statements,
+// and the trap, call builtins through it).
+func heldVars(env []string, bash bool) (out, script []string, held bool) {
+	names := heldLoader
+	if bash {
+		names = append(append([]string(nil), heldBash...), heldLoader...)
+	}
+	vals := map[string]string{}
+	out = make([]string, 0, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if slices.Contains(names, k) {
+			vals[k] = v
+			held = true
+			continue
+		}
+		if bash && (k == "BASH_FUNC_builtin%%" || k == "BASH_FUNC_builtin()") { // Debian's, Red Hat's
+			held = true
+			continue
+		}
+		out = append(out, kv)
+	}
+	// The commands run before the user's, with no function or alias of
+	// the user's defined yet, bar those exported: bash's through builtin
+	// (never one: dropped above), any other shell's are special builtins.
+	do := func(cmd string) string {
+		if bash {
+			return "builtin " + cmd
+		}
+		return cmd
+	}
+	give := func(name string) {
+		v, ok := vals[name]
+		if !ok {
+			return
+		}
+		out = append(out, heldPrefix+name+"="+v)
+		script = append(script, name+"=$"+heldPrefix+name+"; "+do("export "+name)+"; "+do("unset "+heldPrefix+name))
+	}
+	if bash {
+		give("BASH_ENV")
+	}
+	for _, name := range heldLoader {
+		give(name)
+	}
+	if !bash {
+		return out, script, held
+	}
+	if v, ok := vals["BASHOPTS"]; ok {
+		script = append(script, "builtin export BASHOPTS")
+		for _, o := range strings.Split(v, ":") {
+			// extdebug set in a start file starts bash's debugger
+			// (bashdb), or says it cannot, before every command.
+			if optionName(o) && o != "extdebug" {
+				script = append(script, "builtin shopt -s "+o+" 2>/dev/null")
+			}
+		}
+	}
+	give("POSIXLY_CORRECT")
+	if v, ok := vals["SHELLOPTS"]; ok {
+		// Exported first (its value follows the options); xtrace and
+		// verbose last, so that the statements are not traced.
+		script = append(script, "builtin export SHELLOPTS")
+		var last []string
+		for _, o := range strings.Split(v, ":") {
+			switch {
+			case !optionName(o) || o == "noexec" || o == "onecmd":
+			case o == "xtrace" || o == "verbose":
+				last = append(last, "builtin set -o "+o)
+			default:
+				script = append(script, "builtin set -o "+o+" 2>/dev/null")
+			}
+		}
+		script = append(script, last...)
+	}
+	return out, script, held
+}
+
+// optionName: a shell option's name (set -o, shopt -s).
+func optionName(o string) bool {
+	if o == "" || len(o) > 64 {
+		return false
+	}
+	for _, c := range []byte(o) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // removeState removes a command's state file and its BASH_ENV file.
 func removeState(file string) {
 	os.Remove(file)
 	os.Remove(file + ".rc")
 }
 
-// ensureDir remakes the private directory if a command removed it; a
-// directory replaced by something else (a symlink) is not used.
+// ensureDir remakes the private directory if a command removed it, or
+// replaced it by something else (a symlink, a file: removed), and makes
+// it the supervisor's alone again.
 func (st *shellState) ensureDir() error {
 	fi, err := os.Lstat(st.dir)
+	if err == nil && !fi.IsDir() {
+		if err = os.Remove(st.dir); err == nil {
+			err = os.ErrNotExist
+		}
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		if err = os.Mkdir(st.dir, 0o700); err == nil {
 			fi, err = os.Lstat(st.dir)
@@ -231,21 +411,40 @@ func (st *shellState) ensureDir() error {
 	if !fi.IsDir() {
 		return errors.New("not a directory")
 	}
+	if fi.Mode().Perm() != 0o700 {
+		return os.Chmod(st.dir, 0o700)
+	}
 	return nil
 }
 
-// trapPrefix is the script's prefix that writes its state to file on exit
-// (bash, dash and busybox sh alike), keeping the script's exit code; set -e,
-// set -u, functions named as the commands it runs, or a failed write
-// change nothing of it. bash with no functions writes its exports with
-// `export -p` (a builtin: no fork) after a marker field; any other shell,
-// or a bash with functions (an exported one is only in its environment),
-// runs cat.
-func trapPrefix(file string) string {
-	return `trap '__smcp_rc=$?; { command printf "%s\0" "${PWD-}"; __smcp_f=0; ` +
-		`case ${BASH_VERSION-} in ?*) command compgen -A function >/dev/null 2>&1 || __smcp_f=$?;; esac; ` +
-		`case $__smcp_f in 1) command printf "` + exportMarker + `\0"; command export -p && command printf "\0";; ` +
-		`*) command cat /proc/self/environ && command printf "\0";; esac; } 2>/dev/null >|"` + file + `" || :; exit $__smcp_rc' EXIT; `
+// trapCommand is the command that sets the EXIT trap writing the
+// command's state to file (bash's, or any other shell's: dash, busybox
+// sh), keeping the command's exit code (a trap that does not exit keeps
+// it). Nothing the command left changes what the trap runs or shows: it
+// quotes the first word of each command (no alias applies); it calls
+// builtins through special builtins (found before functions in POSIX
+// mode, which an assignment to POSIXLY_CORRECT turns on in bash, and which
+// no function may be named in dash and busybox) and, in bash, through
+// builtin once no function has that name; set -e is ignored on the left
+// of ||, set -u meets no unset variable, and set -x traces to /dev/null
+// (stderr, or BASH_XTRACEFD's 1), the options left as the command set
+// them for the state to keep; the file is the supervisor's to read
+// whatever the umask; a failed write changes nothing of it. bash
+// with no functions writes its exports with `export -p` (a builtin: no
+// fork) after a marker field; any other shell, or a bash with functions
+// (an exported one is only in its environment), runs cat (command -p:
+// whatever PATH the command left).
+func trapCommand(bash bool, file string) string {
+	f := `"` + file + `"`
+	if bash {
+		return `builtin trap '{ case ${POSIXLY_CORRECT+s} in s) POSIXLY_CORRECT=$POSIXLY_CORRECT; \unset -f builtin;; ` +
+			`*) POSIXLY_CORRECT=y; \unset -f builtin; \unset POSIXLY_CORRECT;; esac; \builtin umask 077; ` +
+			`\builtin printf "%s\0" "${PWD-}" >|` + f + ` && if \builtin compgen -A function; then ` +
+			`\builtin command -p cat /proc/self/environ >>` + f + ` && \builtin printf "\0" >>` + f + `; ` +
+			`else \builtin printf "` + exportMarker + `\0" >>` + f + ` && \builtin export -p >>` + f + ` && \builtin printf "\0" >>` + f + `; fi; } >/dev/null 2>&1 || :' EXIT`
+	}
+	return `trap '{ \unset -f command; \command umask 077; \command printf "%s\0" "${PWD-}" >|` + f + ` && ` +
+		`\command -p cat /proc/self/environ >>` + f + ` && \command printf "\0" >>` + f + `; } >/dev/null 2>&1 || :' EXIT`
 }
 
 // exportMarker: the state file's exports are bash's `export -p` (no
@@ -276,6 +475,11 @@ func (st *shellState) load(file string, env []string) {
 	cwd, vars, full, err := parseState(b)
 	if err != nil {
 		return
+	}
+	for _, kv := range vars.env {
+		if len(kv) >= maxArgStrlen {
+			return // no program could start with it
+		}
 	}
 	if full && vars.exportP {
 		if env == nil {

@@ -221,15 +221,19 @@ func (s *supervisor) start(l launch, in, out *os.File) (*proc, error) {
 }
 
 // startFrom starts l, and when l starts from a kept shell state that cannot
-// start (its environment over the kernel's limits, its directory not
-// enterable), m afresh: the state never fails a command.
-func (s *supervisor) startFrom(l launch, m ExecMsg, in, out *os.File) (*proc, error) {
+// start (its environment over the kernel's limits), the command afresh in
+// m's directory, its state still taken: the state never fails a command,
+// nor stops the next one from being taken. It returns the launch started.
+func (s *supervisor) startFrom(l launch, m ExecMsg, in, out *os.File) (*proc, launch, error) {
 	p, err := s.start(l, in, out)
-	if err != nil && (l.env != nil || l.dir != m.Dir) {
-		l.env, l.dir = nil, m.Dir
+	if err != nil && l.fromState {
+		if l.file != "" {
+			removeState(l.file)
+		}
+		l = s.state.launchFrom(l.orig, m.Dir, l.save, kept{})
 		p, err = s.start(l, in, out)
 	}
-	return p, err
+	return p, l, err
 }
 
 // channel is one connection's state in the supervisor.
@@ -385,7 +389,7 @@ func (c *channel) run(id uint32, st *stream, m ExecMsg) {
 	s.mu.Lock()
 	s.busy++
 	s.mu.Unlock()
-	p, err := s.startFrom(l, m, nil, pw)
+	p, l, err := s.startFrom(l, m, nil, pw)
 	pw.Close()
 	if err != nil {
 		pr.Close()

@@ -287,7 +287,7 @@ func startJob(ctx context.Context, env *Env, command string) *Result {
 }
 
 func (env *Env) jobLimits() sandbox.JobLimits {
-	return sandbox.JobLimits{MaxJobs: env.Limits.JobsMax, LogMaxBytes: spillFileMax}
+	return sandbox.JobLimits{MaxJobs: env.Limits.JobsMax, LogMaxBytes: spillFileMax, SavedMaxFiles: spillKeepFiles, SavedMaxBytes: spillKeepBytes}
 }
 
 func bashOutputTool() Tool {

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
@@ -15,10 +13,10 @@ import (
 
 // Where truncated outputs are kept whole, and how much of them.
 const (
-	SpillDir       = sandbox.OutputsDir + "/.tool-results"
-	spillFileMax   = 64 << 20  // one saved output
-	spillKeepFiles = 50        // per thread, oldest removed first
-	spillKeepBytes = 256 << 20 // per thread, oldest removed first
+	SpillDir       = sandbox.SavedDir
+	spillFileMax   = 64 << 20 // one saved output, one job's log
+	spillKeepFiles = 50       // per thread, ended jobs' logs included, oldest removed first
+	spillKeepBytes = 256 << 20
 )
 
 // spill keeps a tool's whole output so that the agent can page through it
@@ -109,35 +107,33 @@ func (s *spill) Finish(keep bool) string {
 	return s.name
 }
 
-// prune removes the oldest saved outputs beyond the per-thread bounds.
+// prune removes the oldest saved outputs and ended jobs' logs (read-only)
+// beyond the per-thread bounds (sandbox.PruneSaved), never the output
+// just saved; a running job's log is neither counted nor removed.
 func (s *spill) prune() {
-	entries, err := s.fsys.ReadDir(s.ctx, SpillDir)
-	if err != nil {
-		return
-	}
-	type saved struct {
-		name string
-		size int64
-	}
-	var files []saved
-	var total int64
-	for _, e := range entries {
-		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".txt") {
-			continue
-		}
-		fi, err := e.Info()
+	var files []sandbox.Saved
+	for _, dir := range []string{SpillDir, sandbox.JobLogDir} {
+		entries, err := s.fsys.ReadDir(s.ctx, dir)
 		if err != nil {
 			continue
 		}
-		files = append(files, saved{SpillDir + "/" + e.Name(), fi.Size()})
-		total += fi.Size()
-	}
-	slices.SortFunc(files, func(a, b saved) int { return strings.Compare(a.name, b.name) }) // oldest first
-	for len(files) > 1 && (len(files) > spillKeepFiles || total > spillKeepBytes) {
-		if files[0].name != s.name {
-			s.fsys.Remove(s.ctx, files[0].name)
-			total -= files[0].size
+		for _, e := range entries {
+			_, log := sandbox.JobLogNumber(e.Name())
+			if !e.Type().IsRegular() || dir == SpillDir && !sandbox.SavedOutput(e.Name()) || dir != SpillDir && !log {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil {
+				continue
+			}
+			if log && fi.Mode().Perm()&0o200 != 0 {
+				continue // a running job's: neither counted nor removed
+			}
+			name := dir + "/" + e.Name()
+			files = append(files, sandbox.Saved{Name: name, Size: fi.Size(), ModTime: fi.ModTime(), Keep: name == s.name})
 		}
-		files = files[1:]
+	}
+	for _, f := range sandbox.PruneSaved(files, spillKeepFiles, spillKeepBytes) {
+		s.fsys.Remove(s.ctx, f.Name)
 	}
 }

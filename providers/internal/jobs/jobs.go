@@ -19,7 +19,8 @@ import (
 // in logDir (as the supervisor sees it: sandbox.JobLogDir inside a
 // sandbox, its host directory for a supervisor on the host).
 func Settings(lim sandbox.JobLimits, logDir string) supervisor.JobSettings {
-	return supervisor.JobSettings{MaxJobs: lim.MaxJobs, LogMaxBytes: lim.LogMaxBytes, LogDir: logDir}
+	return supervisor.JobSettings{MaxJobs: lim.MaxJobs, LogMaxBytes: lim.LogMaxBytes, LogDir: logDir,
+		SavedMaxFiles: lim.SavedMaxFiles, SavedMaxBytes: lim.SavedMaxBytes}
 }
 
 // Command is how a provider runs a command: the shell's argv, its

@@ -47,3 +47,14 @@ func TestInfo(t *testing.T) {
 		t.Fatalf("a running job's end: %v", running.EndedAt)
 	}
 }
+
+// Every limit of a job reaches its supervisor: the saved results' bound
+// too (#24 item 7).
+func TestSettings(t *testing.T) {
+	t.Parallel()
+	got := Settings(sandbox.JobLimits{MaxJobs: 3, LogMaxBytes: 5, SavedMaxFiles: 7, SavedMaxBytes: 11}, "/logs")
+	want := supervisor.JobSettings{MaxJobs: 3, LogMaxBytes: 5, LogDir: "/logs", SavedMaxFiles: 7, SavedMaxBytes: 11}
+	if got != want {
+		t.Fatalf("%+v, want %+v", got, want)
+	}
+}
