@@ -373,3 +373,45 @@ func TestE2EBinaryPathMasked(t *testing.T) {
 		})
 	}
 }
+
+// Issue #24 item 2 on docker: an anonymous session's jobs end with it, and
+// its container goes at once (no one can name its thread again), not after
+// idle_timeout.
+func TestE2EDockerAnonymousJobsEndWithSession(t *testing.T) {
+	t.Parallel()
+	_, cfgFile, prefix := dockerE2EConfig(t)
+	p := startHTTPBinary(t, "--config", cfgFile)
+	cs := tokenClient(t, p, "", "")
+	marker := fmt.Sprintf("E2E_ANON_DOCKER=%d-%d", os.Getpid(), time.Now().UnixNano())
+	for range 2 {
+		if out, isErr := tryCall(t.Context(), cs, "bash", map[string]any{"command": "export " + marker + "; sleep 3000", "run_in_background": true}); isErr {
+			t.Fatalf("background job: %s\n%s", out, p.stderr)
+		}
+	}
+	containers := func() []string {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=sandbox-mcp.prefix="+prefix).Output()
+		return strings.Fields(string(out))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(marked(marker)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the jobs never showed up\n%s", p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(containers()); n != 1 {
+		t.Fatalf("%d containers for the anonymous thread, want 1", n)
+	}
+	cs.Close() // DELETE: the session ends
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		pids, left := marked(marker), containers()
+		if len(pids) == 0 && len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after an anonymous session ended: jobs %v, containers %v\n%s", pids, left, p.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

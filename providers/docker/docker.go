@@ -557,7 +557,7 @@ func (p *Provider) reap() {
 		p.mu.Unlock()
 		for name, r := range idle {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if p.takeIdle(ctx, name, r, false) {
+			if p.takeIdle(ctx, name, r) {
 				p.log.Info("docker provider: idle container removed", "id", shortID(r.id))
 				p.remove(ctx, r.id)
 			}
@@ -567,20 +567,19 @@ func (p *Provider) reap() {
 }
 
 // takeIdle forgets container name (known as r) to remove it, unless a
-// call here uses it (busy, or its place held while it starts), or, with
-// held, a user holds its thread (an Acquire not yet released: a session
-// that may call again at any moment), or its supervisor runs something — a
-// job, or a command of another server on the state dir. One whose
-// supervisor runs something counts as used now, so that it is asked again
-// only after another IdleTimeout.
-func (p *Provider) takeIdle(ctx context.Context, name string, r *run, held bool) bool {
+// call here uses it (busy, or its place held while it starts), or its
+// supervisor runs something — a job, or a command of another server on the
+// state dir. One whose supervisor runs something counts as used now, so
+// that it is asked again only after another IdleTimeout. A thread merely
+// held (a session open between calls) is not in use (SPEC §16: calls in
+// flight and running jobs are protected): its container may go, and its
+// next call makes it again, files intact.
+func (p *Provider) takeIdle(ctx context.Context, name string, r *run) bool {
 	used := p.supervisorBusy(ctx, name) // not under p.mu: it dials
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.running[name] != r || r.busy > 0 || r.id == "":
-		return false
-	case held && p.threads.Held(r.key):
 		return false
 	case used:
 		r.lastUsed = time.Now()
@@ -592,7 +591,7 @@ func (p *Provider) takeIdle(ctx context.Context, name string, r *run, held bool)
 
 // admit makes room under Replicas for container name of thread key, about
 // to be made or started (replicas.MakeRoom: never a container in use —
-// a call in flight, its thread held, a job or command running — nor, for
+// a call in flight, a job or command running — nor, for
 // another token, one within that token's share), and holds its place: a
 // run in use without an id, which the container's own run replaces once
 // it runs, or release drops. Admissions take turns, so that two new
@@ -612,13 +611,13 @@ func (p *Provider) admit(ctx context.Context, name, key string) (release func(),
 		if n == name {
 			continue
 		}
-		boxes = append(boxes, replicas.Box{Name: n, Thread: r.key, LastUsed: r.lastUsed, InUse: r.busy > 0 || r.id == "" || p.threads.Held(r.key)})
+		boxes = append(boxes, replicas.Box{Name: n, Thread: r.key, LastUsed: r.lastUsed, InUse: r.busy > 0 || r.id == ""})
 		runs[n] = r
 	}
 	p.mu.Unlock()
 	err = replicas.MakeRoom("docker.replicas", p.cfg.Replicas, boxes, key, func(b replicas.Box) bool {
 		r := runs[b.Name]
-		if !p.takeIdle(ctx, b.Name, r, true) {
+		if !p.takeIdle(ctx, b.Name, r) {
 			return false
 		}
 		p.log.Info("docker provider: least recently used container removed (replicas)", "id", shortID(r.id), "for", name)

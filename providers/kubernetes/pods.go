@@ -124,33 +124,33 @@ func (p *Provider) heartbeat() time.Duration {
 }
 
 // inUseKey is the annotation by which this replica says it uses a Pod: a
-// call in flight here, or its thread held here (an Acquire not yet
-// released). Each replica has its own, set while it uses the Pod (kept
-// fresh every heartbeat) and removed when it stops, so that the others
-// know at once when no one uses it any more; one of a replica that died
-// goes stale after two heartbeats.
+// call in flight here. Each replica has its own, set as a call begins
+// (kept fresh every heartbeat) and removed a heartbeat after its last call
+// ended (one write, not two, per call of a busy thread); one of a replica
+// that died goes stale after two heartbeats. A thread merely held (a
+// session open between calls) is not in use: SPEC §16 protects calls in
+// flight and running jobs, and the cap may take an idle Pod as before.
 func (p *Provider) inUseKey() string { return annInUsePrefix + p.id }
 
 // syncLocked writes this replica's annotations of the Pod in the
-// background: last-used, and inUseKey while a call is in flight or the
-// thread is held here, removed once neither. A write that only refreshes
-// them waits a heartbeat since the last; one that says this replica began
-// or stopped using the Pod goes at once (after the one in flight). p.mu is
-// held.
+// background: last-used, and inUseKey while a call is in flight here. One
+// that says this replica began using the Pod goes at once (after the one
+// in flight); any other (a refresh, or the end of use) waits a heartbeat
+// since the last. p.mu is held.
 func (p *Provider) syncLocked(name string, u *podUse) {
-	change := (u.busy > 0 || p.threads.Held(u.key)) != u.said
-	if !change && time.Since(u.patched) < p.heartbeat() {
+	began := u.busy > 0 && !u.said
+	if !began && time.Since(u.patched) < p.heartbeat() {
 		return
 	}
 	if u.patching {
-		u.again = u.again || change
+		u.again = u.again || began
 		return
 	}
 	u.patching = true
 	go func() {
 		for {
 			p.mu.Lock()
-			inUse := u.busy > 0 || p.threads.Held(u.key)
+			inUse := u.busy > 0
 			at := u.lastUsed
 			p.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -757,7 +757,6 @@ type ourPod struct {
 	rv        string
 	lastUsed  time.Time
 	busy      bool      // in use by this replica: a call in flight
-	held      bool      // its thread held here: an Acquire not yet released
 	starting  bool      // Pending, made within StartTimeout: a replica waits for it to run
 	elsewhere time.Time // when another replica last said it uses it (inUseKey), zero if none
 }
@@ -797,7 +796,6 @@ func (p *Provider) ourPod(pod *corev1.Pod) (ourPod, bool) {
 	o.starting = pod.Status.Phase == corev1.PodPending && time.Since(pod.CreationTimestamp.Time) < p.cfg.StartTimeout
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	o.held = o.key != "" && p.threads.Held(o.key)
 	if u := p.pods[pod.Name]; u != nil {
 		o.busy = u.busy > 0
 		if u.lastUsed.After(o.lastUsed) {
@@ -808,11 +806,11 @@ func (p *Provider) ourPod(pod *corev1.Pod) (ourPod, bool) {
 }
 
 // capInUse reports whether the replicas cap must leave o alone without
-// asking its supervisor: a call in flight or its thread held here, still
-// starting, or another replica said it uses it within two heartbeats
-// (each keeps its in-use annotation that fresh).
+// asking its supervisor: a call in flight here, still starting, or another
+// replica said it uses it within two heartbeats (each keeps its in-use
+// annotation that fresh).
 func (p *Provider) capInUse(o ourPod) bool {
-	return o.busy || o.held || o.starting || time.Since(o.elsewhere) < 2*p.heartbeat()+time.Second
+	return o.busy || o.starting || time.Since(o.elsewhere) < 2*p.heartbeat()+time.Second
 }
 
 // deleteIfUnchanged deletes a Pod only if nobody wrote it (a last-used
@@ -867,7 +865,7 @@ func (p *Provider) reap() {
 			if u.busy > 0 {
 				u.lastUsed = time.Now()
 			}
-			if u.busy > 0 || u.said || p.threads.Held(u.key) {
+			if u.busy > 0 || u.said {
 				p.syncLocked(name, u)
 			}
 		}

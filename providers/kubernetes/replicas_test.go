@@ -49,6 +49,33 @@ func use(t *testing.T, p *Provider, thread string, hold bool) error {
 	return err
 }
 
+// inFlight starts a call in thread on p (`sleep 120`) and returns once p
+// counts it in flight and says so on the Pod (its in-use annotation, which
+// other replicas read); end ends the call and releases thread.
+func inFlight(t *testing.T, p *Provider, thread string) (end func()) {
+	t.Helper()
+	sb, err := p.Acquire(t.Context(), thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sb.Exec(ctx, sandbox.ExecRequest{Command: "sleep 120", Timeout: 2 * time.Minute, Output: &strings.Builder{}})
+	}()
+	end = func() { cancel(); <-done; p.Release(thread) }
+	t.Cleanup(func() { cancel(); <-done })
+	name := sb.(*Sandbox).PodName()
+	waitFor(t, 2*time.Minute, "the call in "+thread+" in flight and said so", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		u := p.pods[name]
+		return u != nil && u.busy > 0 && u.said
+	})
+	return end
+}
+
 // startJob starts `sleep 300` as a job of thread, released after.
 func startJob(t *testing.T, p *Provider, thread string) sandbox.JobInfo {
 	t.Helper()
@@ -112,12 +139,11 @@ func TestReplicasAcrossTokensSpareAnothersJob(t *testing.T) {
 	if s := jobState(t, p, a, job.ID); s != sandbox.JobRunning {
 		t.Fatalf("A's job: %s", s)
 	}
-	// B holds b3 (a session open): nothing may go for b4.
-	if err := use(t, p, b(3), true); err != nil {
-		t.Fatal(err)
-	}
+	// A call of B's runs in b3: nothing may go for b4.
+	end := inFlight(t, p, b(3))
+	defer end()
 	if err := use(t, p, b(4), false); !isFull(err, "2") {
-		t.Fatalf("B's fourth with b3 held and A's job running: %v, want kubernetes.replicas (2) reached", err)
+		t.Fatalf("B's fourth with a call in flight in b3 and A's job running: %v, want kubernetes.replicas (2) reached", err)
 	}
 	if f.running(t, a) != uidA || f.running(t, b(3)) == "" || f.running(t, b(4)) != "" {
 		t.Fatal("a Pod went, or b4's was made, though nothing could go")
@@ -127,66 +153,69 @@ func TestReplicasAcrossTokensSpareAnothersJob(t *testing.T) {
 	}
 }
 
-// One tenant: the least recently used Pod goes unless its job runs or its
-// thread is held; with every one so, the new thread's call is a tool
-// error naming kubernetes.replicas, and goes through once one is
-// released.
-func TestReplicasSpareJobsAndHeldThreads(t *testing.T) {
+// One tenant: the least recently used Pod goes unless its job runs or a
+// call is in flight there; with every one so, the new thread's call is a
+// tool error naming kubernetes.replicas, and goes through once the call
+// ends. A thread merely held (a session open between calls) may go.
+func TestReplicasSpareJobsAndCallsInFlight(t *testing.T) {
 	t.Parallel()
 	cfg := newConfig(t)
 	cfg.Replicas, cfg.IdleTimeout = 2, -1
 	p := newProviderT(t, cfg)
 	f := &fixture{p: p, cfg: cfg}
 	sfx := "-" + randomHex(4)
-	j1, h1, n1 := "j1"+sfx, "h1"+sfx, "n1"+sfx
+	j1, c1, n1, n2 := "j1"+sfx, "c1"+sfx, "n1"+sfx, "n2"+sfx
 	job := startJob(t, p, j1) // the least recently used, with a job
 	uidJ := f.running(t, j1)
-	if err := use(t, p, h1, true); err != nil { // held
-		t.Fatal(err)
-	}
-	uidH := f.running(t, h1)
+	end := inFlight(t, p, c1)
+	uidC := f.running(t, c1)
 	err := use(t, p, n1, false)
 	if !isFull(err, "2") || !strings.Contains(err.Error(), "raise kubernetes.replicas") {
-		t.Fatalf("a third thread with a job and a held thread running: %v", err)
+		t.Fatalf("a third thread with a job and a call in flight running: %v", err)
 	}
-	if f.running(t, j1) != uidJ || f.running(t, h1) != uidH || f.running(t, n1) != "" {
+	if f.running(t, j1) != uidJ || f.running(t, c1) != uidC || f.running(t, n1) != "" {
 		t.Fatal("a Pod in use went, or n1's was made")
 	}
-	p.Release(h1) // its session ends: h1 may go now (j1 still may not)
-	if err := use(t, p, n1, false); err != nil {
+	end()                                       // the call ends: c1 may go now (j1 still may not)
+	if err := use(t, p, n1, true); err != nil { // n1 stays held, between calls
 		t.Fatal(err)
 	}
-	if f.running(t, h1) != "" || f.running(t, j1) != uidJ || f.running(t, n1) == "" {
-		t.Fatalf("after h1's release: h1 %q j1 %q n1 %q; want h1 gone", f.running(t, h1), f.running(t, j1), f.running(t, n1))
+	if f.running(t, c1) != "" || f.running(t, j1) != uidJ || f.running(t, n1) == "" {
+		t.Fatalf("after c1's call: c1 %q j1 %q n1 %q; want c1 gone", f.running(t, c1), f.running(t, j1), f.running(t, n1))
+	}
+	// A held thread with no call in flight is not in use: n2 takes n1's place.
+	if err := use(t, p, n2, false); err != nil {
+		t.Fatalf("a new thread with one thread held between calls: %v", err)
+	}
+	if f.running(t, n1) != "" || f.running(t, j1) != uidJ {
+		t.Fatal("want the held, idle n1 gone and j1 kept")
 	}
 	if s := jobState(t, p, j1, job.ID); s != sandbox.JobRunning {
 		t.Fatalf("the job at the end: %s", s)
 	}
 }
 
-// Two server replicas: a thread held on one is never taken by the other
-// for its cap (the holder's in-use annotation says so); once released
-// there, it may go at once.
-func TestReplicasHeldOnAnotherReplica(t *testing.T) {
+// Two server replicas: a Pod with a call in flight on one is never taken
+// by the other for its cap (the caller's in-use annotation says so); once
+// the call ended there, it may go (the mark is cleared within a heartbeat).
+func TestReplicasInFlightOnAnotherReplica(t *testing.T) {
 	t.Parallel()
 	cfg := newConfig(t)
 	cfg.Replicas, cfg.IdleTimeout = 1, -1
 	r1, r2 := newProviderT(t, cfg), newProviderT(t, cfg)
 	f := &fixture{p: r1, cfg: cfg}
-	t1, t2 := "held-"+randomHex(4), "other-"+randomHex(4)
-	if err := use(t, r1, t1, true); err != nil {
-		t.Fatal(err)
-	}
+	t1, t2 := "busy-"+randomHex(4), "other-"+randomHex(4)
+	end := inFlight(t, r1, t1)
 	uid := f.running(t, t1)
 	if err := use(t, r2, t2, false); !isFull(err, "1") {
-		t.Fatalf("replica 2, with replica 1 holding the only Pod: %v, want kubernetes.replicas (1) reached", err)
+		t.Fatalf("replica 2, with a call in flight on replica 1's only Pod: %v, want kubernetes.replicas (1) reached", err)
 	}
 	if f.running(t, t1) != uid {
-		t.Fatal("the held Pod went")
+		t.Fatal("the Pod with a call in flight went")
 	}
-	r1.Release(t1)
+	end()
 	var err error
-	waitFor(t, 10*time.Second, "replica 2's call once replica 1 released its thread", func() bool {
+	waitFor(t, time.Minute, "replica 2's call once replica 1's call ended", func() bool {
 		err = use(t, r2, t2, false)
 		return err == nil
 	})
@@ -218,8 +247,8 @@ func TestReplicasConcurrentNewThreadsStayUnderTheCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(f.pods(t)); ok != 2 || n != 2 {
-		t.Fatalf("%d calls went through, %d Pods; replicas 2, every thread held", ok, n)
+	if n := len(f.pods(t)); ok < 2 || n > 2 {
+		t.Fatalf("%d calls went through, %d Pods; replicas 2", ok, n)
 	}
 }
 

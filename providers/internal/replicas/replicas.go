@@ -7,11 +7,13 @@
 // in which order, and says when none may.
 //
 // The rules, and why:
-//   - A sandbox in use never goes: a call in flight, or an Acquire not yet
-//     released (a session holds it), or — asked by the provider as it
-//     takes one — a command or job running under its supervisor. Taking
-//     it would kill what the agent is waiting for or left running (a dev
-//     server).
+//   - A sandbox in use never goes: a call in flight, or — asked by the
+//     provider as it takes one — a command or job running under its
+//     supervisor. Taking it would kill what the agent is waiting for or
+//     left running (a dev server). A session merely open between calls
+//     does not hold its sandbox: it may go, and the thread's next call
+//     makes it again with its files (the cap would otherwise refuse every
+//     new thread while a few idle sessions stay open).
 //   - A tenant is a token's namespace of thread keys (Tenant). With T
 //     tenants holding or wanting a running sandbox (those holding one,
 //     and the new thread's), a tenant's share is ceil(limit/T), at least
@@ -42,8 +44,8 @@ type Box struct {
 	Name     string // container or Pod name
 	Thread   string // its thread key
 	LastUsed time.Time
-	// InUse: a call in flight or an Acquire held (here, or where the
-	// provider can tell: another replica's fresh last use). Never taken.
+	// InUse: a call in flight (here, or where the provider can tell:
+	// another replica's fresh in-use mark). Never taken.
 	InUse bool
 }
 

@@ -60,15 +60,6 @@ func (t *Table[S]) Retain(thread string) bool {
 	return false
 }
 
-// Held reports whether thread's sandbox has a user: an Acquire not yet
-// released (a session holding the thread, a call in flight). The replicas
-// cap never takes such a sandbox.
-func (t *Table[S]) Held(thread string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.m[thread] != nil
-}
-
 // Release drops one user of thread's sandbox; the last one closes it.
 func (t *Table[S]) Release(thread string) {
 	t.mu.Lock()
