@@ -439,7 +439,7 @@ type httpGuard struct {
 func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool, detached bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, g.cfg.AllowedOrigins) {
-			refuse(w, r, http.StatusForbidden, "origin not allowed")
+			refuse(w, r, http.StatusForbidden, fmt.Sprintf("Origin %q not allowed: add it to http.allowed_origins", origin))
 			return
 		}
 		if !hostAllowed(r, g.cfg.AllowedHosts) {

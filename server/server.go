@@ -40,6 +40,9 @@ type Config struct {
 	// (X-Thread-ID, or the thread argument every tool then takes) and any
 	// replica serves it. Off, a modern client negotiates a session.
 	Stateless bool
+	// Skills: a skills dir is shown read-only at /mnt/skills (the
+	// instructions say so only then).
+	Skills bool
 	// Hidden are host paths that a sandbox may show and that are not a
 	// mount of the agent's — the binary bound into it as its supervisor —
 	// with what the agent sees instead (SPEC §16: masked like the rest).
@@ -94,7 +97,10 @@ func New(cfg Config) *Server {
 		s.sessions.End(cs.SessionID())
 	})
 	instructions := "Tools work in a sandbox: files under /mnt/user-data/{workspace,uploads,outputs} " +
-		"(workspace is the working directory), skills read-only under /mnt/skills."
+		"(workspace is the working directory)."
+	if cfg.Skills {
+		instructions = strings.TrimSuffix(instructions, ".") + ", skills read-only under /mnt/skills."
+	}
 	// A provider that runs no commands in its configuration: bash stays
 	// listed (a call answers SPEC §12's error naming --allow-host-bash), but
 	// its description and the instructions say it is off and why, so that an

@@ -207,7 +207,23 @@ func bashOutput(c *sandbox.Capture, limit int, mask func(string) string, savedAt
 		h = ""
 	}
 	t = cutTail(t, max(keep-utf8.RuneCountInString(h), 0))
+	h, t = wholeLines(h, t)
 	return h + notice(total-int64(len(h)+len(t))) + t, true
+}
+
+// wholeLines cuts a head and a tail of an output back to whole lines (the
+// head up to the end of its last whole line, the tail from the start of
+// its first), so that the notice between them never splits a line — unless
+// that would drop more than half of a part (a few very long lines), which
+// is then kept as it was.
+func wholeLines(h, t string) (string, string) {
+	if i := strings.LastIndexByte(h, '\n'); i >= len(h)/2 {
+		h = h[:i] // its line break goes with what is left out; the notice begins with one
+	}
+	if i := strings.IndexByte(t, '\n'); i >= 0 && i < len(t)/2 {
+		t = t[i+1:]
+	}
+	return h, t
 }
 
 // reportProgress sends a progress notification about once a second: the

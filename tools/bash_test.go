@@ -244,6 +244,11 @@ func TestBashMiddleTruncation(t *testing.T) {
 			if !strings.HasPrefix(full, head) || !strings.HasSuffix(full, tail) {
 				t.Errorf("head/tail are not the head/tail of the real output")
 			}
+			// The cut never splits a line: the head ends where a line ends,
+			// the tail starts where one starts.
+			if !strings.HasPrefix(full, head+"\n") || !strings.HasSuffix(full, "\n"+tail) {
+				t.Errorf("the cut splits a line: head ends %q, tail starts %q", head[max(0, len(head)-12):], tail[:min(12, len(tail))])
+			}
 			if len(head) < limit/4 || len(tail) < limit/4 {
 				t.Errorf("unbalanced cut: head %d, tail %d chars of limit %d", len(head), len(tail), limit)
 			}

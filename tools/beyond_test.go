@@ -104,6 +104,13 @@ func TestStrReplaceFaithful(t *testing.T) {
 		{"lf file, crlf old_str and new_str", "a\nb\n", "a\nb", "x\r\ny\r\nz", "x\ny\nz\n"},
 		{"mostly crlf", "a\r\nb\r\nc\n", "c", "y\nz", "a\r\nb\r\ny\r\nz\n"},
 		{"no line break: new_str as given", "abc", "b", "x\r\ny", "ax\r\nyc"},
+		// A match never splits a line ending (#25 item 10): old_str copied
+		// up to the \r of a CRLF, or from its \n.
+		{"old_str ends inside a crlf", "Human: hi\r\nAI: hello\r\nHuman: bye\r\n", "AI: hello\r", "AI: hello again", "Human: hi\r\nAI: hello again\r\nHuman: bye\r\n"},
+		{"old_str and new_str end inside a crlf", "a\r\nb\r\n", "a\r", "z\r", "z\r\nb\r\n"},
+		{"old_str starts inside a crlf", "a\r\nb\r\nc\r\n", "\nb", "\nx", "a\r\nx\r\nc\r\n"},
+		{"old_str from inside a crlf, joined", "a\r\nb\r\nc\r\n", "\nb", " b", "a b\r\nc\r\n"},
+		{"a lone cr is no line ending", "a\rb\r\n", "a\r", "x", "xb\r\n"},
 	}
 	for i, tt := range tests {
 		p := fmt.Sprintf("f%d.txt", i)

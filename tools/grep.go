@@ -78,6 +78,10 @@ func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	if a.Literal {
 		expr = regexp.QuoteMeta(pattern)
 	}
+	if _, err := regexp.Compile(expr); err != nil {
+		// The error quotes the agent's own pattern, not the flags added below.
+		return failf("invalid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+	}
 	if !a.CaseSensitive {
 		expr = "(?i)" + expr
 	}

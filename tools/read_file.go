@@ -137,7 +137,7 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		chunk, err := br.ReadSlice('\n')
 		scanned += int64(len(chunk))
 		if !valid.write(chunk) {
-			return notUTF8(name, fi.Size())
+			return notUTF8(name, fi.Size(), sniff)
 		}
 		if len(chunk) > 0 {
 			partial = true
@@ -167,7 +167,7 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 		line++
 	}
 	if eof && !valid.end() {
-		return notUTF8(name, fi.Size())
+		return notUTF8(name, fi.Size(), sniff)
 	}
 	if whole && start > 1 && line < start {
 		return failf("start_line %d is past the end of %s (%d lines)", start, name, line)
@@ -220,7 +220,13 @@ func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 
 // notUTF8 refuses text that is not UTF-8 like a binary file (SPEC §6):
 // never returned with bytes replaced.
-func notUTF8(name string, size int64) *Result {
+// Bytes that are neither UTF-8 nor mostly printable (controls past
+// binaryControls of the first sniffLen bytes: random bytes have about one
+// in ten) are a binary file, not text in another encoding: no iconv hint.
+func notUTF8(name string, size int64, sniff []byte) *Result {
+	if controlHeavy(sniff) {
+		return failf("binary file (%d bytes), not shown: %s", size, name)
+	}
 	return failf("not UTF-8 text: %s (%d bytes); convert it with bash to read it, e.g. iconv -f LATIN1 -t UTF-8 %s (file -i tells the encoding)", name, size, name)
 }
 
@@ -282,4 +288,19 @@ func readImage(r io.Reader, h hash.Hash, name, mime string, size int64) *Result 
 		Content:           []mcp.Content{mcp.NewImageContent(base64.StdEncoding.EncodeToString(data), mime)},
 		StructuredContent: fileFacts{SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: int64(len(data))},
 	}}
+}
+
+// binaryControls is the share of control bytes (other than tab, newlines,
+// form feed, backspace and escape) past which bytes are not text.
+const binaryControls = 0.05
+
+// controlHeavy: more than binaryControls of b are control bytes.
+func controlHeavy(b []byte) bool {
+	n := 0
+	for _, c := range b {
+		if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\b' && c != 0x1b) || c == 0x7f {
+			n++
+		}
+	}
+	return len(b) > 0 && float64(n) > binaryControls*float64(len(b))
 }

@@ -236,6 +236,17 @@ func TestReadFileNotUTF8(t *testing.T) {
 			t.Errorf("read_file %s, line 1 = %q, want %q...", name, got, want)
 		}
 	}
+	// Random bytes with no NUL are a binary file, not text to convert.
+	random := make([]byte, 4096)
+	for i := range random {
+		random[i] = byte(i*2654435761>>13) | 1 // no NUL; spread like random bytes
+	}
+	if err := os.WriteFile(f.host("random.bin"), random, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.fail("read_file", map[string]any{"path": "random.bin"}); got != fmt.Sprintf("Error: binary file (4096 bytes), not shown: %s/random.bin", ws) {
+		t.Errorf("read_file of random bytes = %q, want a binary file, not an iconv hint", got)
+	}
 	f.write("utf8.txt", long+"\n")
 	if got := f.ok("read_file", map[string]any{"path": "utf8.txt"}); !strings.HasPrefix(got, "éé") || strings.Contains(got, "\uFFFD") {
 		t.Errorf("read_file of long UTF-8 text = %.40q..., want it unchanged", got)

@@ -484,7 +484,7 @@ func TestGrepErrors(t *testing.T) {
 		args map[string]any
 		want string // substring
 	}{
-		{"invalid regex", map[string]any{"pattern": "a(b"}, "Error: invalid regular expression"},
+		{"invalid regex", map[string]any{"pattern": "a(b"}, "Error: invalid regular expression: missing closing ): `a(b`"},
 		{"missing pattern", map[string]any{}, "pattern"},
 		{"missing path", map[string]any{"pattern": "x", "path": "nope"}, "Error: not found: " + ws + "/nope"},
 		{"outside", map[string]any{"pattern": "root", "path": "/etc/passwd"}, outside + "/etc/passwd"},
@@ -493,8 +493,12 @@ func TestGrepErrors(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			grepTree(f)
-			if got := f.fail("grep", tc.args); !strings.Contains(got, tc.want) {
+			got := f.fail("grep", tc.args)
+			if !strings.Contains(got, tc.want) {
 				t.Errorf("error %q does not contain %q", got, tc.want)
+			}
+			if strings.Contains(got, "(?i)") {
+				t.Errorf("error %q shows the flags grep adds, not the agent's pattern", got)
 			}
 		})
 	}

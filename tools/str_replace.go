@@ -124,6 +124,9 @@ func replace(content, oldStr, newStr string, all bool, name string) (string, int
 			oldStr, n = crlf, c
 		}
 	}
+	if n > 0 {
+		oldStr, newStr = wholeLineEndings(content, oldStr, newStr, n)
+	}
 	switch {
 	case n == 0:
 		if line := nearMiss(content, oldStr); line > 0 {
@@ -134,6 +137,25 @@ func replace(content, oldStr, newStr string, all bool, name string) (string, int
 		return "", 0, fmt.Errorf("old_str found %d times in %s; add surrounding context to make it unique, or set replace_all", n, name)
 	}
 	return bom + strings.ReplaceAll(content, oldStr, newStr), n, nil
+}
+
+// wholeLineEndings widens a match that would split a CRLF line ending
+// (old_str copied up to the \r, or from the \n) to the whole ending, where
+// every one of the n matches would: the edit then never leaves a lone LF or
+// CR in the file. The widened new_str ends (or starts) with the CRLF the
+// agent cut through, once, whether or not it repeated the \r.
+func wholeLineEndings(content, oldStr, newStr string, n int) (string, string) {
+	if strings.HasSuffix(oldStr, "\r") && strings.Count(content, oldStr+"\n") == n {
+		oldStr += "\n"
+		newStr = strings.TrimSuffix(newStr, "\r") + "\r\n"
+	}
+	if strings.HasPrefix(oldStr, "\n") && strings.Count(content, "\r"+oldStr) == n {
+		oldStr = "\r" + oldStr
+		if !strings.HasPrefix(newStr, "\r") && strings.HasPrefix(newStr, "\n") {
+			newStr = "\r" + newStr
+		}
+	}
+	return oldStr, newStr
 }
 
 // lineEnding is the file's own line ending: "\r\n" when most of its line

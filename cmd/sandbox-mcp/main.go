@@ -268,6 +268,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		Version:   versionString(),
 		Stateless: cfg.HTTP.stateless() && cfg.HTTP.Addr != "",
 		Hidden:    cfg.binaryPaths(),
+		Skills:    cfg.SkillsDir != "",
 	})
 	defer srv.Close()
 	// What start-up left behind (package initialisation, mostly client-go's
