@@ -2,15 +2,20 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"sync"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cgroups"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
@@ -19,9 +24,11 @@ import (
 
 // Provider hands out host-backed sandboxes.
 type Provider struct {
-	cfg   Config
-	shell string
-	bwrap string // bwrap's path, with IsolationBwrap
+	cfg    Config
+	shell  string
+	bwrap  string         // bwrap's path, with IsolationBwrap
+	limits cgroups.Limits // cfg.Limits, defaults filled
+	inst   *instance      // the cgroups and binary of the threads' supervisors; nil when bash is off
 
 	threads threads.Table[*Sandbox]
 }
@@ -50,11 +57,12 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)
 	}
+	limits, _ := cfg.Limits.resolve()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{cfg: cfg, shell: shell}
+	p := &Provider{cfg: cfg, shell: shell, limits: limits}
 	switch cfg.Isolation {
 	case "", IsolationNone:
 		p.cfg.Isolation = IsolationNone
@@ -77,7 +85,68 @@ func New(cfg Config) (*Provider, error) {
 		}
 		p.bwrap = bin
 	}
+	if p.BashDisabled() == nil {
+		inst, err := newInstance(cfg.StateDir, limits, log)
+		if err != nil {
+			return nil, fmt.Errorf("local provider: %w", err)
+		}
+		p.inst = inst
+	}
 	return p, nil
+}
+
+// LimitsReport says which of the limits on each thread's commands
+// (local.limits) hold here.
+type LimitsReport struct {
+	Holding []string // "pids 1024", "memory 4g", "cpu 2"
+	Missing []string // the same, of those that do not hold
+	Reason  string   // why the Missing do not
+	Cgroup  string   // "cgroup v1", "cgroup v2" or "cgroup v1 and v2": what holds them
+	Dirs    []string // the server's cgroups, one per hierarchy
+}
+
+// Limits says which limits hold; bash being off, none is needed.
+func (p *Provider) Limits() LimitsReport {
+	if p.inst == nil {
+		return LimitsReport{}
+	}
+	return limitsReport(p.limits, p.inst.cg.Report())
+}
+
+// ProbeLimits says which limits a server with these settings would have
+// here, by making (and removing) cgroups as its start-up does.
+func ProbeLimits(l Limits) (LimitsReport, error) {
+	lim, err := l.resolve()
+	if err != nil {
+		return LimitsReport{}, err
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	t := cgroups.Open("sandbox-mcp-probe-"+hex.EncodeToString(b[:]), lim)
+	defer t.Close()
+	return limitsReport(lim, t.Report()), nil
+}
+
+func limitsReport(lim cgroups.Limits, r cgroups.Report) LimitsReport {
+	named := func(cs []string) []string {
+		var out []string
+		for _, c := range cs {
+			switch c {
+			case cgroups.Pids:
+				out = append(out, fmt.Sprintf("pids %d", lim.Pids))
+			case cgroups.Memory:
+				out = append(out, "memory "+cgroups.FormatBytes(lim.Memory))
+			case cgroups.CPU:
+				out = append(out, "cpu "+strconv.FormatFloat(lim.CPU, 'f', -1, 64))
+			}
+		}
+		return out
+	}
+	out := LimitsReport{Holding: named(r.Holding), Missing: named(r.Missing), Reason: r.Reason, Dirs: r.Dirs}
+	if r.Version != "" {
+		out.Cgroup = "cgroup " + r.Version
+	}
+	return out
 }
 
 // Isolation is how bash runs: IsolationBwrap or IsolationNone ("auto"
@@ -125,9 +194,14 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 // Release drops one user of the thread's sandbox; the last one closes it.
 func (p *Provider) Release(thread string) { p.threads.Release(thread) }
 
-// Close closes every sandbox.
+// Close closes every sandbox, then removes the provider's cgroups.
 func (p *Provider) Close() error {
 	p.threads.Close()
+	if p.inst != nil {
+		if err := p.inst.close(); err != nil {
+			return fmt.Errorf("local provider: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -140,13 +214,42 @@ type Sandbox struct {
 	link         *supervisor.Link // to the thread's supervisor, which runs its commands
 	*jobs.Runner                  // its jobs (sandbox.Jobs), run by the supervisor
 	linger       linger           // a running job keeps the sandbox (linger.go)
+
+	cgMu     sync.Mutex
+	cg       *cgroups.Group // bounds the supervisor and its commands; made on the first dial
+	cgClosed bool           // the sandbox ended: no cgroup is made any more
 }
 
-// close ends the sandbox: its supervisor, with every process it runs, and
-// its files' handles.
+// close ends the sandbox: its supervisor, with every process it runs, its
+// cgroups and its files' handles.
 func (s *Sandbox) close() {
 	s.link.Close()
+	s.cgMu.Lock()
+	g := s.cg
+	s.cg, s.cgClosed = nil, true
+	s.cgMu.Unlock()
+	if err := g.Remove(); err != nil && s.p.cfg.Logger != nil {
+		s.p.cfg.Logger.Warn("a thread's cgroup cannot be removed", "err", err.Error())
+	}
 	s.fs.Close()
+}
+
+// group is the sandbox's cgroups, made on first use: nil when no limit
+// holds here.
+func (s *Sandbox) group() (*cgroups.Group, error) {
+	s.cgMu.Lock()
+	defer s.cgMu.Unlock()
+	if s.cgClosed {
+		return nil, supervisor.ErrClosed
+	}
+	if s.cg == nil && s.p.inst != nil {
+		g, err := s.p.inst.group(s.thread)
+		if err != nil {
+			return nil, fmt.Errorf("thread %s: %w", s.thread, err)
+		}
+		s.cg = g
+	}
+	return s.cg, nil
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

@@ -1,0 +1,191 @@
+package cgroups
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testName() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "sandbox-mcp-test-" + hex.EncodeToString(b[:])
+}
+
+// The limits' files, v1's and v2's, get the values the kernel reads;
+// swap's only where the kernel accounts it.
+func TestWriteLimits(t *testing.T) {
+	t.Parallel()
+	tree := &Tree{limits: Limits{Pids: 64, Memory: 64 << 20, CPU: 1.5}}
+	for _, c := range []struct {
+		name  string
+		v2    bool
+		files []string
+		want  map[string]string
+	}{
+		{"v2", true, []string{"pids.max", "memory.max", "memory.swap.max", "cpu.max"},
+			map[string]string{"pids.max": "64", "memory.max": "67108864", "memory.swap.max": "0", "cpu.max": "150000 100000"}},
+		{"v2 without swap accounting", true, []string{"pids.max", "memory.max", "cpu.max"},
+			map[string]string{"pids.max": "64", "memory.max": "67108864", "cpu.max": "150000 100000"}},
+		{"v1", false, []string{"pids.max", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "cpu.cfs_period_us", "cpu.cfs_quota_us"},
+			map[string]string{"pids.max": "64", "memory.limit_in_bytes": "67108864", "memory.memsw.limit_in_bytes": "67108864", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "150000"}},
+		{"v1 without swap accounting", false, []string{"pids.max", "memory.limit_in_bytes", "cpu.cfs_period_us", "cpu.cfs_quota_us"},
+			map[string]string{"pids.max": "64", "memory.limit_in_bytes": "67108864", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "150000"}},
+	} {
+		dir := t.TempDir()
+		for _, f := range c.files {
+			os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+		}
+		if err := tree.write(&hierarchy{v2: c.v2, ctls: controllers}, dir); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		for f, want := range c.want {
+			if b, _ := os.ReadFile(filepath.Join(dir, f)); string(b) != want {
+				t.Errorf("%s: %s = %q, want %q", c.name, f, b, want)
+			}
+		}
+	}
+	// A limit file that is missing is an error (the controller is not
+	// what it claims): never a silent no limit.
+	if err := tree.write(&hierarchy{v2: true, ctls: []string{Pids}}, t.TempDir()); err == nil || !strings.Contains(err.Error(), "pids.max") {
+		t.Errorf("a missing pids.max: %v", err)
+	}
+}
+
+// requireRoot skips, saying why, where the test cannot make cgroups.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: making cgroups at the hierarchy's root needs root")
+	}
+}
+
+// On the cgroup v2 hierarchy, whatever controllers it has here (on a
+// hybrid host, none of ours: they are v1's), a tree is made where root
+// makes it, a process joins a thread's leaf, and Remove kills what runs
+// there (cgroup.kill) and removes it all.
+func TestV2Mechanics(t *testing.T) {
+	requireRoot(t)
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	var m mount
+	for _, mm := range parseMounts(string(mi)) {
+		if mm.v2 && mm.root == "/" {
+			m = mm
+		}
+	}
+	if m.point == "" {
+		t.Skip("SKIPPED: no cgroup v2 hierarchy is mounted here")
+	}
+	b, _ := os.ReadFile(filepath.Join(m.point, "cgroup.controllers"))
+	avail := strings.Fields(string(b))
+	if len(avail) == 0 {
+		t.Skipf("SKIPPED: the cgroup v2 hierarchy at %s has no controller to hand down", m.point)
+	}
+	ctl := avail[len(avail)-1]
+	before, _ := os.ReadFile(filepath.Join(m.point, "cgroup.subtree_control"))
+	tree := &Tree{name: testName(), limits: Limits{Pids: 10, Memory: 64 << 20, CPU: 1}}
+	h, why := tree.openV2(m, m.point, []string{ctl})
+	if h == nil {
+		t.Fatalf("v2 with %s at %s: %s", ctl, m.point, why)
+	}
+	tree.hier = []*hierarchy{h}
+	t.Cleanup(func() {
+		tree.Close()
+		if !slices.Contains(strings.Fields(string(before)), ctl) {
+			write(filepath.Join(m.point, "cgroup.subtree_control"), "-"+ctl)
+		}
+	})
+	if h.inst != filepath.Join(m.point, tree.name) {
+		t.Errorf("as root, the instance's cgroup is %s, want one at the hierarchy's root", h.inst)
+	}
+	if b, _ := os.ReadFile(filepath.Join(h.inst, "cgroup.subtree_control")); !strings.Contains(string(b), ctl) {
+		t.Errorf("the instance does not hand %s to its threads: %q", ctl, b)
+	}
+	g, err := tree.Group("thread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sleep", "100")
+	g.Command(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	procs := filepath.Join(h.inst, "thread", leaf, "cgroup.procs")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(readPids(procs)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pids := readPids(procs); !slices.Contains(pids, cmd.Process.Pid) {
+		t.Fatalf("the command (pid %d) is not in its leaf: %v", cmd.Process.Pid, pids)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Remove left the command running")
+	}
+	if _, err := os.Stat(filepath.Join(h.inst, "thread")); err == nil {
+		t.Error("the thread's cgroup is left")
+	}
+}
+
+// On this host's hierarchies (v1 here), Open proves what holds, a
+// process joins every hierarchy, and Remove kills a process left behind
+// (v1 has no cgroup.kill: through pidfds) and removes everything.
+func TestOpenAndRemove(t *testing.T) {
+	requireRoot(t)
+	tree := Open(testName(), Limits{Pids: 32, Memory: 64 << 20, CPU: 1})
+	defer tree.Close()
+	r := tree.Report()
+	if len(r.Holding) == 0 {
+		t.Skipf("SKIPPED: no limit holds here: %s", r.Reason)
+	}
+	g, err := tree.Group("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "sleep 100 & cat /proc/self/cgroup; wait")
+	g.Command(cmd)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, _ := out.Read(buf)
+	for _, d := range g.Dirs() {
+		if !strings.Contains(string(buf[:n]), "/"+filepath.Base(filepath.Dir(d))+"/t/"+leaf+"\n") {
+			t.Errorf("the command is not in %s: %s", d, buf[:n])
+		}
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	for _, d := range g.Dirs() {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s is left", d)
+		}
+	}
+	if err := tree.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range r.Dirs {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s is left", d)
+		}
+	}
+}
