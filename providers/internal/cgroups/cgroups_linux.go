@@ -100,10 +100,16 @@ func Open(name string, lim Limits) *Tree {
 		}
 		byDir[dir] = append(byDir[dir], c)
 	}
+	var denied []string
 	for _, dir := range dirs {
 		h := &hierarchy{ctls: byDir[dir], inst: path.Join(dir, name)}
 		if err := os.Mkdir(h.inst, 0o755); err != nil {
-			reasons = append(reasons, fmt.Sprintf("cgroup v1 %s: %v", strings.Join(h.ctls, ","), brief(err)))
+			switch {
+			case errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS):
+				denied = append(denied, dir)
+			default:
+				reasons = append(reasons, fmt.Sprintf("cgroup v1 %s: %v", strings.Join(h.ctls, ","), brief(err)))
+			}
 			continue
 		}
 		if err := t.probe(h); err != nil {
@@ -112,6 +118,9 @@ func Open(name string, lim Limits) *Tree {
 			continue
 		}
 		t.hier = append(t.hier, h)
+	}
+	if len(denied) > 0 {
+		reasons = append(reasons, fmt.Sprintf("cgroup v1: uid %d may not make cgroups in %s", os.Geteuid(), strings.Join(denied, ", ")))
 	}
 	return t
 }
