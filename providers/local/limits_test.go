@@ -5,6 +5,7 @@ package local
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cgroups"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 // newLimited is a bwrap provider whose threads are bounded by lim, and
@@ -47,9 +51,10 @@ func newLimited(t *testing.T, lim Limits) (p *Provider, a, b *Sandbox) {
 	return p, sa.(*Sandbox), sb.(*Sandbox)
 }
 
-// cgroupFile reads file of the sandbox's cgroups, from whichever
-// hierarchy has it.
-func cgroupFile(t *testing.T, s *Sandbox, file string) string {
+// cgroupFile reads the first of files that the sandbox's cgroups have,
+// from whichever hierarchy has it (a v1 name, then the v2 one), and says
+// which it read.
+func cgroupFile(t *testing.T, s *Sandbox, files ...string) (value, file string) {
 	t.Helper()
 	s.cgMu.Lock()
 	g := s.cg
@@ -57,13 +62,56 @@ func cgroupFile(t *testing.T, s *Sandbox, file string) string {
 	if g == nil {
 		t.Fatalf("thread %s has no cgroup", s.thread)
 	}
-	for _, d := range g.Dirs() {
-		if b, err := os.ReadFile(filepath.Join(d, file)); err == nil {
-			return strings.TrimSpace(string(b))
+	for _, f := range files {
+		for _, d := range g.Dirs() {
+			if b, err := os.ReadFile(filepath.Join(d, f)); err == nil {
+				return strings.TrimSpace(string(b)), f
+			}
 		}
 	}
-	t.Fatalf("no cgroup of thread %s has %s (dirs %v)", s.thread, file, g.Dirs())
-	return ""
+	t.Fatalf("no cgroup of thread %s has %v (dirs %v)", s.thread, files, g.Dirs())
+	return "", ""
+}
+
+// cgroupValue is cgroupFile's value.
+func cgroupValue(t *testing.T, s *Sandbox, files ...string) string {
+	t.Helper()
+	v, _ := cgroupFile(t, s, files...)
+	return v
+}
+
+// wantMemoryLimit checks that the thread's memory is bounded by n bytes,
+// swap included.
+func wantMemoryLimit(t *testing.T, s *Sandbox, n int64) {
+	t.Helper()
+	want := strconv.FormatInt(n, 10)
+	v, f := cgroupFile(t, s, "memory.limit_in_bytes", "memory.max")
+	if v != want {
+		t.Errorf("%s = %s, want %s", f, v, want)
+	}
+	if f == "memory.max" {
+		if v, f := cgroupFile(t, s, "memory.swap.max", "memory.max"); f == "memory.swap.max" && v != "0" {
+			t.Errorf("memory.swap.max = %s, want 0 (no swap beyond the limit)", v)
+		}
+	} else if v, f := cgroupFile(t, s, "memory.memsw.limit_in_bytes", "memory.limit_in_bytes"); v != want {
+		t.Errorf("%s = %s, want %s (no swap beyond the limit)", f, v, want)
+	}
+}
+
+// wantCPULimit checks that the thread gets quota µs of CPU time per
+// 100 ms.
+func wantCPULimit(t *testing.T, s *Sandbox, quota int) {
+	t.Helper()
+	v, f := cgroupFile(t, s, "cpu.cfs_quota_us", "cpu.max")
+	if f == "cpu.max" {
+		if want := fmt.Sprintf("%d 100000", quota); v != want {
+			t.Errorf("cpu.max = %q, want %q", v, want)
+		}
+		return
+	}
+	if p := cgroupValue(t, s, "cpu.cfs_period_us"); v != strconv.Itoa(quota) || p != "100000" {
+		t.Errorf("cpu.cfs_quota_us %s per cpu.cfs_period_us %s, want %d per 100000", v, p, quota)
+	}
 }
 
 func mustRun(t *testing.T, s *Sandbox, cmd string) string {
@@ -98,16 +146,16 @@ func TestLimitsForkStorm(t *testing.T) {
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if n, _ := strconv.Atoi(cgroupFile(t, a, "pids.current")); n >= 60 {
+		if n, _ := strconv.Atoi(cgroupValue(t, a, "pids.current")); n >= 60 {
 			break // the storm is at the limit
 		}
 		if time.Now().After(deadline) {
 			r := <-done
-			t.Fatalf("thread a's storm never reached its limit (pids.current %s): %q", cgroupFile(t, a, "pids.current"), r.out)
+			t.Fatalf("thread a's storm never reached its limit (pids.current %s): %q", cgroupValue(t, a, "pids.current"), r.out)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := cgroupFile(t, a, "pids.max"); got != "64" {
+	if got := cgroupValue(t, a, "pids.max"); got != "64" {
 		t.Errorf("pids.max = %q, want 64", got)
 	}
 	start := time.Now()
@@ -145,14 +193,7 @@ func TestLimitsMemoryHog(t *testing.T) {
 	if !strings.HasSuffix(out, "exit 137\n") {
 		t.Errorf("a 256 MiB hog under memory 64m: %q, want exit 137 (killed)", out)
 	}
-	if got := cgroupFile(t, a, "memory.limit_in_bytes"); got != strconv.Itoa(64<<20) {
-		t.Errorf("memory.limit_in_bytes = %s, want %d", got, 64<<20)
-	}
-	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"); err == nil {
-		if got := cgroupFile(t, a, "memory.memsw.limit_in_bytes"); got != strconv.Itoa(64<<20) {
-			t.Errorf("memory.memsw.limit_in_bytes = %s, want %d (no swap beyond the limit)", got, 64<<20)
-		}
-	}
+	wantMemoryLimit(t, a, 64<<20)
 	after, err := a.link.Conn(t.Context())
 	if err != nil || after != before {
 		t.Errorf("thread a's supervisor did not survive its command's OOM kill (channel %p, then %p, %v)", before, after, err)
@@ -180,17 +221,12 @@ func TestLimitsMemoryHog(t *testing.T) {
 // cgroup's files say so.
 func TestLimitsCPU(t *testing.T) {
 	t.Parallel()
-	_, a, b := newLimited(t, Limits{CPU: 0.25})
+	_, a, _ := newLimited(t, Limits{CPU: 0.25})
 	mustRun(t, a, "timeout 1 sh -c 'while :; do :; done'; true")
-	if q, p := cgroupFile(t, a, "cpu.cfs_quota_us"), cgroupFile(t, a, "cpu.cfs_period_us"); q != "25000" || p != "100000" {
-		t.Errorf("cpu.cfs_quota_us %s per cpu.cfs_period_us %s, want 25000 per 100000", q, p)
-	}
-	if st := cgroupFile(t, a, "cpu.stat"); !strings.Contains(st, "nr_throttled") || strings.Contains(st, "nr_throttled 0\n") {
+	wantCPULimit(t, a, 25000)
+	if st := cgroupValue(t, a, "cpu.stat") + "\n"; !strings.Contains(st, "nr_throttled ") || strings.Contains(st, "nr_throttled 0\n") {
 		t.Errorf("a busy loop under cpu 0.25 was never throttled: %q", st)
 	}
-	// The default: the host's CPUs, a cgroup all the same.
-	mustRun(t, b, "true")
-	_ = b
 }
 
 // The defaults hold without any setting: pids 1024, memory 4g, the
@@ -199,16 +235,11 @@ func TestLimitsDefaults(t *testing.T) {
 	t.Parallel()
 	p, a, _ := newLimited(t, Limits{})
 	mustRun(t, a, "true")
-	want := map[string]string{
-		"pids.max":              "1024",
-		"memory.limit_in_bytes": strconv.Itoa(4 << 30),
-		"cpu.cfs_quota_us":      strconv.Itoa(100000 * runtime.NumCPU()),
+	if got := cgroupValue(t, a, "pids.max"); got != "1024" {
+		t.Errorf("pids.max = %s, want 1024", got)
 	}
-	for f, w := range want {
-		if got := cgroupFile(t, a, f); got != w {
-			t.Errorf("%s = %s, want %s", f, got, w)
-		}
-	}
+	wantMemoryLimit(t, a, 4<<30)
+	wantCPULimit(t, a, 100000*runtime.NumCPU())
 	r := p.Limits()
 	if r.Cgroup == "" || !slices.Contains(r.Holding, "pids 1024") || !slices.Contains(r.Holding, "memory 4g") {
 		t.Errorf("report %+v", r)
@@ -365,5 +396,81 @@ func TestLimitsThreadNames(t *testing.T) {
 	}
 	if len(all) == 0 {
 		t.Fatal("no thread made a cgroup")
+	}
+}
+
+// Unisolated (--allow-host-bash), the supervisor and its commands are in
+// the thread's cgroups too.
+func TestLimitsHostBash(t *testing.T) {
+	t.Parallel()
+	p, err := New(Config{StateDir: t.TempDir(), Isolation: IsolationNone, AllowHostBash: true, Limits: Limits{Pids: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if r := p.Limits(); len(r.Missing) > 0 {
+		t.Skipf("SKIPPED: %s do not hold here (%s)", strings.Join(r.Missing, ", "), r.Reason)
+	}
+	sb, err := p.Acquire(t.Context(), "host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sb.(*Sandbox)
+	out := mustRun(t, s, "cat /proc/self/cgroup; cat /proc/$PPID/cgroup")
+	for _, d := range p.Limits().Dirs {
+		if n := strings.Count(out, "/"+filepath.Base(d)+"/"); n < 2 {
+			t.Errorf("the command and its supervisor are not both in a cgroup of %s:\n%s", d, out)
+		}
+	}
+	if got := cgroupValue(t, s, "pids.max"); got != "100" {
+		t.Errorf("pids.max = %s, want 100", got)
+	}
+}
+
+// BenchmarkThreadStart is a thread's first command and its end —
+// bubblewrap, the supervisor, `true` — with the thread's cgroups, and
+// without (what the cgroups cost).
+func BenchmarkThreadStart(b *testing.B) {
+	if ProbeBwrap(b.Context()) != nil {
+		b.Skip("SKIPPED: bubblewrap unavailable")
+	}
+	for _, withCgroups := range []bool{true, false} {
+		b.Run(map[bool]string{true: "cgroups", false: "none"}[withCgroups], func(b *testing.B) {
+			p, err := New(Config{StateDir: b.TempDir(), Isolation: IsolationBwrap})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			if withCgroups && len(p.Limits().Missing) > 0 {
+				b.Skipf("SKIPPED: %s", p.Limits().Reason)
+			}
+			if !withCgroups {
+				p.inst.cg.Close()
+				p.inst.cg = new(cgroups.Tree) // none holds
+			}
+			i := 0
+			for b.Loop() {
+				i++
+				thread := "bench-" + strconv.Itoa(i)
+				sb, err := p.Acquire(b.Context(), thread)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res, err := sb.Exec(b.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute, Output: io.Discard}); err != nil || res.ExitCode != 0 {
+					b.Fatal(res, err)
+				}
+				p.Release(thread)
+			}
+		})
+	}
+}
+
+// BenchmarkLimitsOpen is what a server's start-up pays to make and prove
+// its cgroups (and its Close to remove them).
+func BenchmarkLimitsOpen(b *testing.B) {
+	for b.Loop() {
+		if _, err := ProbeLimits(Limits{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -437,7 +437,7 @@ func RemoveStale(name string, dirs []string) error {
 // removeAll removes the cgroup dir and those below it, killing what runs
 // there; it waits up to deadline for the killed to be gone.
 func removeAll(dir string, deadline time.Time) error {
-	for {
+	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
 		ents, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -457,7 +457,7 @@ func removeAll(dir string, deadline time.Time) error {
 		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			return fmt.Errorf("remove cgroup %s: %w", dir, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pause) // the killed are still exiting
 	}
 }
 

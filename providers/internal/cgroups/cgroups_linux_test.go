@@ -189,3 +189,41 @@ func TestOpenAndRemove(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGroup is what a sandbox's cgroups cost: made with their
+// limits, a process started in them (through sh) that exits, removed.
+func BenchmarkGroup(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("SKIPPED: needs root")
+	}
+	tree := Open(testName(), Limits{Pids: 1024, Memory: 4 << 30, CPU: 2})
+	defer tree.Close()
+	if len(tree.Report().Holding) == 0 {
+		b.Skip("SKIPPED: " + tree.Report().Reason)
+	}
+	for _, c := range []string{"make+remove", "make+run+remove", "run (no cgroup)"} {
+		b.Run(c, func(b *testing.B) {
+			for b.Loop() {
+				var g *Group
+				if c != "run (no cgroup)" {
+					var err error
+					if g, err = tree.Group("bench"); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if c != "make+remove" {
+					cmd := exec.Command("/bin/true")
+					if g != nil {
+						g.Command(cmd)
+					}
+					if err := cmd.Run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := g.Remove(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
