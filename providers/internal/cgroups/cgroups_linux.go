@@ -41,7 +41,11 @@ type Tree struct {
 // Open makes the instance's cgroups, named name, for threads bounded by
 // lim, where this host and this user allow it. It never fails: the report
 // says which limits hold, and why the others do not.
-func Open(name string, lim Limits) *Tree {
+func Open(name string, lim Limits) *Tree { return open(name, lim, controllers) }
+
+// open is Open for the controllers want (tests: a controller this host
+// has on v2).
+func open(name string, lim Limits, want []string) *Tree {
 	t := &Tree{name: name, limits: lim}
 	var reasons []string
 	defer func() { t.report = t.makeReport(reasons) }()
@@ -61,7 +65,7 @@ func Open(name string, lim Limits) *Tree {
 		return t
 	}
 	v2path, v1paths := parseSelf(string(self))
-	want := slices.Clone(controllers)
+	want = slices.Clone(want)
 	if v2path != "" {
 		for _, m := range mounts {
 			dir, ok := m.dirOf(v2path)
@@ -142,7 +146,7 @@ func (t *Tree) openV2(m mount, own string, want []string) (*hierarchy, string) {
 			break
 		}
 	}
-	var why []string
+	var why, denied []string
 	offered := false
 	for _, base := range bases {
 		b, err := os.ReadFile(path.Join(base, "cgroup.controllers"))
@@ -160,7 +164,7 @@ func (t *Tree) openV2(m mount, own string, want []string) (*hierarchy, string) {
 		}
 		offered = true
 		if unix.Access(path.Join(base, "cgroup.procs"), unix.W_OK) != nil || unix.Access(base, unix.W_OK) != nil {
-			why = append(why, fmt.Sprintf("%s is not writable by uid %d", base, os.Geteuid()))
+			denied = append(denied, base)
 			continue
 		}
 		h, err := t.makeV2(base, ctls)
@@ -178,8 +182,8 @@ func (t *Tree) openV2(m mount, own string, want []string) (*hierarchy, string) {
 	if !offered {
 		return nil, ""
 	}
-	if len(why) == 0 {
-		why = append(why, "no writable cgroup above "+own)
+	if len(denied) > 0 {
+		why = append(why, fmt.Sprintf("uid %d may not make cgroups in %s", os.Geteuid(), strings.Join(denied, ", ")))
 	}
 	return nil, "cgroup v2: " + strings.Join(why, "; ")
 }

@@ -3,11 +3,13 @@ package cgroups
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -225,5 +227,124 @@ func BenchmarkGroup(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A server that is not root, on cgroup v2, uses the nearest ancestor of
+// its cgroup that it may write — a delegated subtree, as a systemd user
+// manager's — and moves its sandboxes there (the common ancestor's
+// cgroup.procs is its own). Made here by hand: a subtree of the v2
+// hierarchy given to nobody, the server (this test binary) started as
+// nobody in a cgroup below it; the controller is whichever v2 has here.
+func TestV2Delegated(t *testing.T) {
+	requireRoot(t)
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	var m mount
+	for _, mm := range parseMounts(string(mi)) {
+		if mm.v2 && mm.root == "/" {
+			m = mm
+		}
+	}
+	if m.point == "" {
+		t.Skip("SKIPPED: no cgroup v2 hierarchy is mounted here")
+	}
+	b, _ := os.ReadFile(filepath.Join(m.point, "cgroup.controllers"))
+	avail := strings.Fields(string(b))
+	if len(avail) == 0 {
+		t.Skipf("SKIPPED: the cgroup v2 hierarchy at %s has no controller to hand down", m.point)
+	}
+	ctl := avail[len(avail)-1]
+	before, _ := os.ReadFile(filepath.Join(m.point, "cgroup.subtree_control"))
+	if err := enable(m.point, []string{ctl}); err != nil {
+		t.Fatal(err)
+	}
+	deleg := filepath.Join(m.point, testName())
+	start := filepath.Join(deleg, "start")
+	for _, d := range []string{deleg, start} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		removeAll(deleg, time.Now().Add(removeWait))
+		if !slices.Contains(strings.Fields(string(before)), ctl) {
+			write(filepath.Join(m.point, "cgroup.subtree_control"), "-"+ctl)
+		}
+	})
+	// Delegation (cgroup-v2.rst): the directory and its cgroup.procs,
+	// cgroup.subtree_control and cgroup.threads, and the start cgroup.
+	for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads", "start", "start/cgroup.procs"} {
+		if err := os.Chown(filepath.Join(deleg, f), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// This test binary, where nobody can run it.
+	tmp, err := os.MkdirTemp("", "cgroups-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	os.Chmod(tmp, 0o755)
+	bin := filepath.Join(tmp, "cgroups.test")
+	self, _ := os.ReadFile("/proc/self/exe")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.Open(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	cmd := exec.Command(bin, "-test.run=^TestV2DelegatedHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), "CGROUPS_HELPER_CONTROLLER="+ctl)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential:  &syscall.Credential{Uid: 65534, Gid: 65534},
+		UseCgroupFD: true, CgroupFD: int(dir.Fd()),
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the server as nobody: %v\n%s", err, out)
+	}
+	inst, ok := strings.CutPrefix(firstLineWith(string(out), "INSTANCE "), "INSTANCE ")
+	if !ok || filepath.Dir(inst) != deleg {
+		t.Fatalf("as nobody in %s, the instance's cgroup is %q, want one in %s:\n%s", start, inst, deleg, out)
+	}
+	if _, err := os.Stat(inst); err == nil {
+		t.Errorf("%s is left after Close", inst)
+	}
+}
+
+func firstLineWith(s, prefix string) string {
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestV2DelegatedHelper is the server of TestV2Delegated.
+func TestV2DelegatedHelper(t *testing.T) {
+	ctl := os.Getenv("CGROUPS_HELPER_CONTROLLER")
+	if ctl == "" {
+		t.Skip("a helper process of TestV2Delegated")
+	}
+	tree := open(testName(), Limits{Pids: 10, Memory: 64 << 20, CPU: 1}, []string{ctl})
+	if len(tree.hier) != 1 || !tree.hier[0].v2 {
+		t.Fatalf("uid %d: no v2 cgroup: %s", os.Geteuid(), tree.makeReport(nil).Reason)
+	}
+	fmt.Println("INSTANCE " + tree.hier[0].inst)
+	g, err := tree.Group("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/cat", "/proc/self/cgroup")
+	g.Command(cmd)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "/"+tree.name+"/t/"+leaf+"\n") {
+		t.Fatalf("a command is not in its thread's leaf: %v: %s", err, out)
+	}
+	if err := tree.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
