@@ -510,7 +510,7 @@ func TestBwrapMountinfoHidesTheBinary(t *testing.T) {
 			line = l
 		}
 	}
-	if !strings.Contains(line, "/sandbox-mcp-state/instances/") || strings.Contains(masked, f.state) {
-		t.Errorf("masked, the binary's mount is %q, want its source under /sandbox-mcp-state/instances/; state dir %s", line, f.state)
+	if !strings.Contains(line, "/sandbox-mcp-state/bin/sandbox-mcp-") || strings.Contains(masked, f.state) {
+		t.Errorf("masked, the binary's mount is %q, want its source under /sandbox-mcp-state/bin/; state dir %s", line, f.state)
 	}
 }

@@ -88,9 +88,7 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		}
 		return supervisor.StartProcess(ctx, cmd, true)
 	}
-	if exe, err = s.p.inst.supervisorBinary(exe); err != nil {
-		return nil, err
-	}
+	exe = s.p.inst.supervisorBinary(exe)
 	env := Env(s.p.cfg.EnvInherit, sandbox.WorkspaceDir)
 	for i, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {

@@ -1,11 +1,14 @@
 package local
 
 import (
+	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,31 +16,46 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cgroups"
 )
 
 // instance is what one provider keeps on the host while it serves: the
-// cgroups that bound its threads (package cgroups) and the binary its
+// cgroups that bound its threads (package cgroups), and the binary its
 // supervisors run from inside bubblewrap. It is recorded in
-// <state>/instances/<id>/, whose lock the provider holds until Close, so
-// that a start on the state dir finds what a killed server left (the lock
-// is free) and removes it. Two servers on one host never share a name:
-// each instance has a random id, and its cgroups' name also carries a hash
-// of the state dir.
+// <state>/instances/<id>/lock, which the provider holds locked until
+// Close, so that a start on the state dir finds what a killed server left
+// (the lock is free) and removes it. Two servers on one host never share
+// a cgroup: each instance has a random id, and its cgroups' name also
+// carries a hash of the state dir.
 type instance struct {
 	dir  string   // <state>/instances/<id>
 	lock *os.File // held while the instance lives
 	cg   *cgroups.Tree
 	seq  atomic.Uint64 // numbers the sandboxes' cgroups
+	log  *slog.Logger
 
-	exeMu sync.Mutex
-	exe   string // the binary, linked or copied into dir; "" until made
+	bin       string // <state>/bin/sandbox-mcp-<version>: the supervisors' binary
+	binMu     sync.Mutex
+	binWarned bool
 }
 
-// instanceName is the cgroups' name of instance id on a state dir.
-var instanceName = regexp.MustCompile(`^sandbox-mcp-[0-9a-f]{16}-([0-9a-f]{16})$`)
+// The record of an instance, one "key value" a line.
+const (
+	recCgroups = "cgroups" // the cgroups' name
+	recCgroup  = "cgroup"  // one of its cgroups, a directory
+	recBinary  = "binary"  // the name of its binary in <state>/bin
+)
+
+var (
+	// instanceName is the cgroups' name of instance id on a state dir.
+	instanceName = regexp.MustCompile(`^sandbox-mcp-[0-9a-f]{16}-([0-9a-f]{16})$`)
+	// binaryName is a binary's name in <state>/bin.
+	binaryName = regexp.MustCompile(`^sandbox-mcp-[0-9a-f]{16}$`)
+)
 
 // newInstance removes what earlier instances on stateDir left and makes
 // this one, with cgroups bounding its threads by lim.
@@ -46,11 +64,16 @@ func newInstance(stateDir string, lim cgroups.Limits, log *slog.Logger) (*instan
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return nil, err
 	}
-	removeStaleInstances(parent, log)
+	binDir := filepath.Join(stateDir, "bin")
+	if err := os.MkdirAll(binDir, 0o700); err != nil {
+		return nil, err
+	}
+	bin := "sandbox-mcp-" + binaryVersion()
+	removeStale(parent, binDir, bin, log)
 	var b [8]byte
 	rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	in := &instance{dir: filepath.Join(parent, id)}
+	in := &instance{dir: filepath.Join(parent, id), bin: filepath.Join(binDir, bin), log: log}
 	if err := os.Mkdir(in.dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -73,10 +96,19 @@ func newInstance(stateDir string, lim cgroups.Limits, log *slog.Logger) (*instan
 	}
 	sum := sha256.Sum256([]byte(abs))
 	name := "sandbox-mcp-" + hex.EncodeToString(sum[:8]) + "-" + id
+	// The record a later start reads if this server is killed: its binary
+	// first (kept while this server lives), the cgroups once made.
+	record := fmt.Sprintf("%s %s\n%s %s\n", recBinary, bin, recCgroups, name)
+	if _, err := f.WriteString(record); err != nil {
+		f.Close()
+		os.RemoveAll(in.dir)
+		return nil, err
+	}
 	in.cg = cgroups.Open(name, lim)
-	// The record a later start reads if this server is killed: the name,
-	// then the cgroups.
-	record := strings.Join(append([]string{name}, in.cg.Report().Dirs...), "\n") + "\n"
+	record = ""
+	for _, d := range in.cg.Report().Dirs {
+		record += recCgroup + " " + d + "\n"
+	}
 	if _, err := f.WriteString(record); err != nil {
 		in.close()
 		return nil, err
@@ -84,30 +116,58 @@ func newInstance(stateDir string, lim cgroups.Limits, log *slog.Logger) (*instan
 	return in, nil
 }
 
-// removeStaleInstances removes the instances under parent whose lock no
-// server holds: their cgroups (killing what still runs there) and their
-// directory. One whose cgroups cannot go is kept for the next start.
-func removeStaleInstances(parent string, log *slog.Logger) {
-	ents, err := os.ReadDir(parent)
-	if err != nil {
-		return
+// binaryVersion names the running binary's version: a hash of its file's
+// identity (device, inode, size, modification time).
+func binaryVersion() string {
+	key := "unknown"
+	if fi, err := os.Stat("/proc/self/exe"); err == nil {
+		key = fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			key += fmt.Sprint(" ", st.Dev, st.Ino)
+		}
 	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
+
+// readRecord reads an instance's record.
+func readRecord(r io.Reader) (rec map[string][]string) {
+	rec = map[string][]string{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), " "); ok {
+			rec[k] = append(rec[k], v)
+		}
+	}
+	return rec
+}
+
+// removeStale removes the instances under parent whose lock no server
+// holds — their cgroups (killing what still runs there) and their
+// directory — and the binaries in binDir that no live server uses but
+// keep. An instance whose cgroups cannot go is kept for the next start.
+func removeStale(parent, binDir, keep string, log *slog.Logger) {
+	used := map[string]bool{keep: true}
+	ents, _ := os.ReadDir(parent)
 	for _, e := range ents {
 		dir := filepath.Join(parent, e.Name())
 		f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR, 0)
 		if err != nil {
 			continue // being made, or not ours
 		}
-		if filelock.TryLock(f) != nil {
+		live := filelock.TryLock(f) != nil
+		rec := readRecord(f)
+		if live {
+			for _, b := range rec[recBinary] {
+				used[b] = true
+			}
 			f.Close()
-			continue // a live server's
+			continue
 		}
-		b, _ := io.ReadAll(f)
-		lines := strings.Fields(string(b))
 		err = nil
-		if len(lines) > 0 {
-			if m := instanceName.FindStringSubmatch(lines[0]); m != nil && m[1] == e.Name() {
-				err = cgroups.RemoveStale(lines[0], lines[1:])
+		if names := rec[recCgroups]; len(names) == 1 {
+			if m := instanceName.FindStringSubmatch(names[0]); m != nil && m[1] == e.Name() {
+				err = cgroups.RemoveStale(names[0], rec[recCgroup])
 			}
 		}
 		if err == nil {
@@ -118,30 +178,57 @@ func removeStaleInstances(parent string, log *slog.Logger) {
 			log.Warn("a stale server instance on the state dir cannot be removed", "instance", e.Name(), "err", err.Error())
 		}
 	}
+	bins, _ := os.ReadDir(binDir)
+	for _, e := range bins {
+		n := e.Name()
+		old := false
+		if fi, err := e.Info(); err == nil {
+			old = time.Since(fi.ModTime()) > time.Hour
+		}
+		// A copy being made is <name>.tmp-*: another server's, unless old.
+		if binaryName.MatchString(n) && !used[n] || strings.Contains(n, ".tmp-") && old {
+			os.Remove(filepath.Join(binDir, n))
+		}
+	}
 }
 
 // supervisorBinary is the binary supervisors run from inside bubblewrap:
-// this one, hard-linked — or, on another file system or where the link is
-// refused, copied — into the instance's directory, so that the sandbox's
-// /proc/self/mountinfo names the bind mount's source by a path under the
-// state dir (which the server masks) and never by where the binary lives
-// on the host (a home directory, a user name).
-func (in *instance) supervisorBinary(exe string) (string, error) {
-	in.exeMu.Lock()
-	defer in.exeMu.Unlock()
-	if in.exe != "" {
-		return in.exe, nil
+// this one, hard-linked — or, on another file system or where a link is
+// refused, copied — into the state dir's bin/, one file per version of the
+// binary, shared by the servers on the state dir. A sandbox's
+// /proc/self/mountinfo so names the bind mount's source by a path under
+// the state dir (which the server masks, as it masks every thread mount's
+// source) and never by where the binary lives on the host (a home
+// directory, a user name). Where neither can be made (no room for a copy)
+// it is exe itself, with a warning, once: bash works, its mount table
+// shows the binary's path.
+func (in *instance) supervisorBinary(exe string) string {
+	if _, err := os.Stat(in.bin); err == nil {
+		return in.bin
 	}
-	dst := filepath.Join(in.dir, "sandbox-mcp")
-	if !sameFile(exe, "/proc/self/exe") || os.Link(exe, dst) != nil {
-		// Replaced since it started (an upgrade), or not linkable: copy
-		// the binary that runs.
-		if err := copyExecutable(dst); err != nil {
-			return "", fmt.Errorf("copy the supervisor's binary into the state dir: %w", err)
-		}
+	in.binMu.Lock()
+	defer in.binMu.Unlock()
+	if _, err := os.Stat(in.bin); err == nil {
+		return in.bin
 	}
-	in.exe = dst
-	return dst, nil
+	// A link only to the binary that runs: the file at exe may have been
+	// replaced (an upgrade) since.
+	err := errors.New("not the running binary")
+	if sameFile(exe, "/proc/self/exe") {
+		err = os.Link(exe, in.bin)
+	}
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return in.bin
+	}
+	if err = copyExecutable(in.bin); err == nil || errors.Is(err, fs.ErrExist) {
+		return in.bin
+	}
+	if !in.binWarned {
+		in.binWarned = true
+		in.log.Warn("the supervisor's binary cannot be linked or copied into the state dir: sandboxes' /proc/self/mountinfo shows where it lives on the host; put the state dir on the binary's file system, or give it room for a copy",
+			"err", err.Error())
+	}
+	return exe
 }
 
 // sameFile: a and b are one file (either may be a symlink to it).
@@ -159,25 +246,25 @@ func sameFile(a, b string) bool {
 func copyExecutable(dst string) error {
 	src, err := os.Open("/proc/self/exe")
 	if err != nil {
-		if src, err = os.Open(os.Args[0]); err != nil {
-			return err
-		}
+		return err
 	}
 	defer src.Close()
-	tmp := dst + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	f, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	_, err = io.Copy(f, src)
+	if err == nil {
+		err = f.Chmod(0o755)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, dst)
+		err = os.Rename(f.Name(), dst)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		os.Remove(f.Name())
 	}
 	return err
 }
@@ -191,9 +278,9 @@ func (in *instance) group(thread string) (*cgroups.Group, error) {
 	return in.cg.Group(fmt.Sprintf("%s.%d", hex.EncodeToString(sum[:16]), in.seq.Add(1)))
 }
 
-// close removes the instance: its cgroups (with anything left in them),
-// its binary and its record. A record whose cgroups could not go stays
-// for the next start to clean.
+// close removes the instance: its cgroups (with anything left in them)
+// and its record. A record whose cgroups could not go stays for the next
+// start to clean. The binary stays for the next server of its version.
 func (in *instance) close() error {
 	err := in.cg.Close()
 	if err == nil {
