@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
@@ -117,14 +116,12 @@ func newInstance(stateDir string, lim cgroups.Limits, log *slog.Logger) (*instan
 }
 
 // binaryVersion names the running binary's version: a hash of its file's
-// identity (device, inode, size, modification time).
+// path, size and modification time.
 func binaryVersion() string {
 	key := "unknown"
 	if fi, err := os.Stat("/proc/self/exe"); err == nil {
-		key = fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			key += fmt.Sprint(" ", st.Dev, st.Ino)
-		}
+		path, _ := os.Readlink("/proc/self/exe")
+		key = fmt.Sprint(path, "\x00", fi.Size(), "\x00", fi.ModTime().UnixNano())
 	}
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
