@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 )
 
 // env is a lookup func over a map: tests never read the real environment.
@@ -258,6 +260,7 @@ func TestValidateAccepts(t *testing.T) {
 		}},
 		{"every provider", func(c *Config) { c.Provider = "kubernetes" }},
 		{"isolation none", func(c *Config) { c.Local.Isolation = "none" }},
+		{"local limits", func(c *Config) { c.Local.Limits = local.Limits{Pids: 64, Memory: "512m", CPU: 0.5} }},
 		{"log level debug", func(c *Config) { c.LogLevel = "debug" }},
 		{"log level error", func(c *Config) { c.LogLevel = "error" }},
 		{"thread with dots and dashes", func(c *Config) { c.Thread = "a.b-c_d" }},
@@ -311,6 +314,10 @@ func TestValidateRefuses(t *testing.T) {
 		{"negative bash_timeout_max", func(c *Config) { c.Limits.BashTimeoutMax = intp(-1) }, []string{"bash_timeout_max"}},
 		{"negative grep_max_file_bytes", func(c *Config) { c.Limits.GrepMaxFileBytes = int64p(-1) }, []string{"grep_max_file_bytes"}},
 		{"negative read_file_max_scan_bytes", func(c *Config) { c.Limits.ReadFileMaxScanBytes = int64p(-1) }, []string{"read_file_max_scan_bytes"}},
+		{"negative local pids", func(c *Config) { c.Local.Limits.Pids = -1 }, []string{"local.limits.pids"}},
+		{"bad local memory", func(c *Config) { c.Local.Limits.Memory = "lots" }, []string{"local.limits.memory", "lots"}},
+		{"tiny local memory", func(c *Config) { c.Local.Limits.Memory = "1m" }, []string{"local.limits.memory", "at least 32m"}},
+		{"negative local cpu", func(c *Config) { c.Local.Limits.CPU = -2 }, []string{"local.limits.cpu"}},
 		{"bad env_inherit", func(c *Config) { c.EnvInherit = []string{"A=B"} }, []string{"env_inherit"}},
 		{"empty auth token", func(c *Config) { c.HTTP.AuthTokens = []string{"x", " "} }, []string{"http.auth_tokens[1] is empty"}},
 

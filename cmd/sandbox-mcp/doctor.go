@@ -136,7 +136,11 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 		}
 		found = append(found, f)
 	}
-	add(checkBash(ctx, &cfg), cfg.Provider == "local")
+	bash := checkBash(ctx, &cfg)
+	add(bash, cfg.Provider == "local")
+	if cfg.Provider == "local" {
+		add(checkLimits(&cfg, bash.status == "ok" || cfg.Local.AllowHostBash && bash.status != "FAIL"), false)
+	}
 	add(checkDocker(ctx, &cfg, lookup), cfg.Provider == "docker")
 	add(checkKubernetes(ctx, &cfg, lookup), cfg.Provider == "kubernetes")
 	add(checkStateDir(cfg.StateDir), true)

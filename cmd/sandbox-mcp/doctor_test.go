@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 )
 
 // doctor runs `sandbox-mcp doctor args...` in this process with HOME (and
@@ -90,6 +92,12 @@ func TestDoctorLocal(t *testing.T) {
 		wantLine(t, out, "ok", "bubblewrap works")
 		if !strings.Contains(out, who) {
 			t.Errorf("bash's user %q not named:\n%s", who, out)
+		}
+		// Root makes cgroups (this machine's CI runs as root).
+		if os.Geteuid() == 0 {
+			wantLine(t, out, "ok", "thread limits (local provider): pids 1024, memory 4g, cpu ")
+		} else if !strings.Contains(out, "thread limits (local provider): pids 1024") {
+			wantLine(t, out, "warn", "thread limits that do not hold: ")
 		}
 	} else {
 		wantLine(t, out, "warn", "bubblewrap cannot run here")
@@ -229,5 +237,35 @@ func TestDoctorDocker(t *testing.T) {
 	wantLine(t, out, "FAIL", "docker: engine not reachable")
 	if _, _, env := clientEntry(t, out); env["DOCKER_HOST"] != host {
 		t.Errorf("client env %v, want DOCKER_HOST=%s", env, host)
+	}
+}
+
+// Doctor names the thread limits that hold, and by what; or those that do
+// not, why, and what to do (SPEC §16).
+func TestDoctorLimitsFinding(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		r      local.LimitsReport
+		status string
+		line   string
+		detail []string
+	}{
+		{"all hold", local.LimitsReport{Holding: []string{"pids 1024", "memory 4g", "cpu 2"}, Cgroup: "cgroup v2", Dirs: []string{"/sys/fs/cgroup/sandbox-mcp-x"}},
+			"ok", "thread limits (local provider): pids 1024, memory 4g, cpu 2 (cgroup v2)", []string{"under /sys/fs/cgroup\n", "local.limits"}},
+		{"none holds", local.LimitsReport{Missing: []string{"pids 1024", "memory 4g", "cpu 2"}, Reason: "cgroup v1: uid 1000 may not make cgroups in /sys/fs/cgroup/pids"},
+			"warn", "thread limits that do not hold: pids 1024, memory 4g, cpu 2", []string{"no cgroup can be made here: cgroup v1: uid 1000", "Delegate=yes"}},
+		{"cpu not delegated", local.LimitsReport{Holding: []string{"pids 1024", "memory 4g"}, Missing: []string{"cpu 2"}, Cgroup: "cgroup v2", Reason: "no cgroup hierarchy here carries cpu"},
+			"warn", "thread limits that do not hold: cpu 2", []string{"pids 1024, memory 4g hold (cgroup v2)", "carries cpu"}},
+	} {
+		f := limitsFinding(c.r)
+		if f.status != c.status || f.what != c.line {
+			t.Errorf("%s: %s %q, want %s %q", c.name, f.status, f.what, c.status, c.line)
+		}
+		for _, d := range c.detail {
+			if !strings.Contains(f.detail+"\n", d) {
+				t.Errorf("%s: detail %q lacks %q", c.name, f.detail, d)
+			}
+		}
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
+	"strings"
 
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
@@ -24,8 +26,58 @@ func newLocalProvider(cfg *Config, mounts []sandbox.Mount, log *slog.Logger) (sa
 		log.Warn("bash runs on the host, unisolated, as this user (--allow-host-bash)")
 	default:
 		log.Info("bash is off: no isolation and no --allow-host-bash")
+		return p, nil
+	}
+	// SPEC §16: what bounds each thread's commands, or, in one line,
+	// that nothing does.
+	r := p.Limits()
+	switch {
+	case len(r.Missing) == 0:
+		log.Info("each thread's commands are bounded", "limits", strings.Join(r.Holding, ", "), "by", r.Cgroup)
+	case len(r.Holding) == 0:
+		log.Warn("no cgroup can be made here: thread limits do not hold", "limits", strings.Join(r.Missing, ", "), "reason", r.Reason)
+	default:
+		log.Warn("some thread limits do not hold", "missing", strings.Join(r.Missing, ", "), "holding", strings.Join(r.Holding, ", "), "reason", r.Reason)
 	}
 	return p, nil
+}
+
+// checkLimits says which of the limits on each thread's commands
+// (local.limits) hold here, making and removing cgroups as a start-up
+// does; bashOn is whether the local provider would run bash at all.
+func checkLimits(cfg *Config, bashOn bool) finding {
+	const what = "thread limits (local provider)"
+	if !bashOn {
+		return finding{"info", what + ": bash is off, nothing to bound", ""}
+	}
+	r, err := local.ProbeLimits(cfg.Local.Limits)
+	if err != nil {
+		return finding{"FAIL", what, err.Error()}
+	}
+	return limitsFinding(r)
+}
+
+// limitsFinding is doctor's line on the thread limits that hold, or names
+// those that do not.
+func limitsFinding(r local.LimitsReport) finding {
+	const what = "thread limits (local provider)"
+	var where []string
+	for _, d := range r.Dirs {
+		where = append(where, filepath.Dir(d))
+	}
+	hint := "a fork storm or a memory hog in one thread can starve the others and the server;\n" +
+		"run the server as root, or on cgroup v2 in a delegated cgroup (systemd-run --user -p Delegate=yes --scope sandbox-mcp ...)"
+	switch {
+	case len(r.Missing) == 0:
+		return finding{"ok", what + ": " + strings.Join(r.Holding, ", ") + " (" + r.Cgroup + ")",
+			"each thread's commands together, in cgroups under " + strings.Join(where, ", ") + "\nset with local.limits: {pids, memory, cpu}"}
+	case len(r.Holding) == 0:
+		return finding{"warn", "thread limits that do not hold: " + strings.Join(r.Missing, ", "),
+			"no cgroup can be made here: " + r.Reason + "\n" + hint}
+	default:
+		return finding{"warn", "thread limits that do not hold: " + strings.Join(r.Missing, ", "),
+			strings.Join(r.Holding, ", ") + " hold (" + r.Cgroup + "); the others do not: " + r.Reason + "\n" + hint}
+	}
 }
 
 // probeBwrap says whether bash can run in bubblewrap here.

@@ -28,6 +28,9 @@ func TestSampleConfigLoads(t *testing.T) {
 	if cfg.Docker.Environment["API_KEY"] != "k#1, with comma" || len(cfg.HTTP.AuthTokens) != 1 || cfg.HTTP.AuthTokens[0] != "tok" {
 		t.Fatalf("expanded values: %q %q", cfg.Docker.Environment["API_KEY"], cfg.HTTP.AuthTokens)
 	}
+	if l := cfg.Local.Limits; l.Pids != 1024 || l.Memory != "4g" || l.CPU != 2 {
+		t.Fatalf("local.limits: %+v", l)
+	}
 	if len(cfg.Mounts) != 1 || !cfg.Mounts[0].ReadOnly || cfg.Kubernetes.NetworkPolicy == nil || !*cfg.Kubernetes.NetworkPolicy {
 		t.Fatalf("parsed: %+v", cfg)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/masking"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -469,5 +470,47 @@ func TestProbeBwrapTooOld(t *testing.T) {
 	err := ProbeBwrap(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "bubblewrap 0.5 or later is needed (found 0.4.1)") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// The sandbox's mount table names the supervisor's binary by a path under
+// the state dir — which the server masks, as it masks every thread mount's
+// source — never by where the binary lives (a home directory, a user
+// name): SPEC §16.
+func TestBwrapMountinfoHidesTheBinary(t *testing.T) {
+	t.Parallel()
+	f := newBwrap(t, false)
+	out, res := f.run(t, "cat /proc/self/mountinfo", time.Minute)
+	if res.ExitCode != 0 || !strings.Contains(out, " /.sandbox-mcp/sandbox-mcp ") {
+		t.Fatalf("exit %d: %q", res.ExitCode, out)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, _ := filepath.EvalSymlinks(exe)
+	// The server's masker: the sandbox's mounts, the state dir, each also
+	// relative to its file system (server/sessions.go).
+	pairs := []masking.Pair{{Host: f.state, Virtual: "/sandbox-mcp-state"}}
+	for _, m := range f.sb.Mounts() {
+		pairs = append(pairs, masking.Pair{Host: m.Host, Virtual: m.Virtual})
+	}
+	mounts, _ := masking.ReadMounts()
+	masked := masking.New(append(pairs, mounts.Pairs(pairs)...)...).Mask(out)
+	for _, s := range []string{out, masked} {
+		for _, p := range []string{exe, resolved} {
+			if strings.Contains(s, p) {
+				t.Errorf("the sandbox's mountinfo shows the binary's host path %s:\n%s", p, s)
+			}
+		}
+	}
+	var line string
+	for l := range strings.SplitSeq(masked, "\n") {
+		if strings.Contains(l, " /.sandbox-mcp/sandbox-mcp ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "/sandbox-mcp-state/bin/sandbox-mcp-") || strings.Contains(masked, f.state) {
+		t.Errorf("masked, the binary's mount is %q, want its source under /sandbox-mcp-state/bin/; state dir %s", line, f.state)
 	}
 }

@@ -3,8 +3,12 @@ package local
 import (
 	"fmt"
 	"log/slog"
+	"math"
+	"runtime"
 
+	"github.com/docker/go-units"
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cgroups"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -16,6 +20,7 @@ type Config struct {
 	Isolation     string `yaml:"isolation"`
 	Network       bool   `yaml:"network"`         // bwrap: keep the host's network
 	AllowHostBash bool   `yaml:"allow_host_bash"` // IsolationNone: run bash on the host, unisolated
+	Limits        Limits `yaml:"limits"`          // what each thread's commands may use
 
 	StateDir   string          `yaml:"-"` // threads live in <StateDir>/threads/<thread>
 	SkillsDir  string          `yaml:"-"` // shown read-only at /mnt/skills when set
@@ -25,11 +30,60 @@ type Config struct {
 	Logger     *slog.Logger    `yaml:"-"` // where the fall-back of auto is said
 }
 
+// Limits bound each thread's commands together, as a container's are
+// bounded (SPEC §16), with the kernel's cgroups; zero values take the
+// defaults.
+type Limits struct {
+	Pids   int64   `yaml:"pids"`   // processes (and threads) at once; default 1024
+	Memory string  `yaml:"memory"` // memory, swap included, as docker.memory ("512m", "4g"); default 4g
+	CPU    float64 `yaml:"cpu"`    // CPUs' worth of time; default the host's CPUs
+}
+
+// Default limits (SPEC §16); CPU's is the host's CPUs.
+const (
+	DefaultPids   = 1024
+	DefaultMemory = "4g"
+)
+
+// minMemory is the least local.limits.memory: a thread's supervisor and
+// bash take about 15 MiB of it.
+const minMemory = 32 << 20
+
 // Validate checks the config file's settings, naming the key that is wrong.
 func (c *Config) Validate() error {
 	switch c.Isolation {
 	case "", IsolationAuto, IsolationBwrap, IsolationNone:
-		return nil
+	default:
+		return fmt.Errorf("local.isolation %q: want auto, bwrap or none", c.Isolation)
 	}
-	return fmt.Errorf("local.isolation %q: want auto, bwrap or none", c.Isolation)
+	_, err := c.Limits.resolve()
+	return err
+}
+
+// resolve is the limits in numbers, defaults filled, or the error naming
+// the key of the first that is wrong.
+func (l Limits) resolve() (cgroups.Limits, error) {
+	out := cgroups.Limits{Pids: l.Pids, CPU: l.CPU}
+	if l.Pids < 0 {
+		return out, fmt.Errorf("local.limits.pids %d: want 0 (the default, %d) or more", l.Pids, DefaultPids)
+	}
+	if out.Pids == 0 {
+		out.Pids = DefaultPids
+	}
+	mem := l.Memory
+	if mem == "" {
+		mem = DefaultMemory
+	}
+	n, err := units.RAMInBytes(mem)
+	if err != nil || n < minMemory {
+		return out, fmt.Errorf("local.limits.memory %q: want a size like 512m or 4g, at least 32m", l.Memory)
+	}
+	out.Memory = n
+	if math.IsNaN(l.CPU) || math.IsInf(l.CPU, 0) || l.CPU < 0 || l.CPU > 0 && l.CPU < 0.01 {
+		return out, fmt.Errorf("local.limits.cpu %v: want 0 (the default, the host's CPUs) or 0.01 or more", l.CPU)
+	}
+	if out.CPU == 0 {
+		out.CPU = float64(runtime.NumCPU())
+	}
+	return out, nil
 }

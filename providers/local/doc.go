@@ -4,6 +4,16 @@
 // it (--allow-host-bash), because on the host a command can reach whatever
 // the server's user can.
 //
+// Each thread's commands — with bubblewrap, everything in its sandbox —
+// are bounded together like a container's, by cgroups (Config.Limits:
+// processes, memory with swap, CPU; package providers/internal/cgroups),
+// where the host lets the server make them; Provider.Limits says which
+// hold. What a provider keeps on the host while it runs — those cgroups,
+// and the link to (or copy of) this binary that bubblewrap binds as the
+// supervisor, so a sandbox's mount table never names the binary's host
+// path — is recorded under <state>/instances/<id> (instance.go), and what
+// a killed server left there is removed by the next start.
+//
 // Jobs (sandbox.Jobs: background commands, and foreground ones past
 // YieldAfter) run under the thread's supervisor, a child of the server
 // started on the thread's first command. A running job keeps the thread's

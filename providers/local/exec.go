@@ -65,11 +65,17 @@ func (s *Sandbox) command(command string) (argv []string, dir, logDir string, er
 	return []string{s.p.shell, "-c", rewrite(command, s.mounts)}, s.mounts[0].Host, logDir, nil
 }
 
-// dial starts the thread's supervisor: this binary, inside bubblewrap
-// (bound read-only at supervisorPath; whoever bash runs as there must be
-// able to read it, as the server's user can) or on the host.
+// dial starts the thread's supervisor, in the thread's cgroups where they
+// can be made: this binary, inside bubblewrap (its link or copy in the
+// state dir — instance.supervisorBinary — bound read-only at
+// supervisorPath; whoever bash runs as there must be able to read it) or
+// on the host.
 func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 	exe, err := supervisor.Executable()
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.group()
 	if err != nil {
 		return nil, err
 	}
@@ -77,8 +83,12 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		cmd := exec.Command(exe, "supervise")
 		cmd.Dir = s.mounts[0].Host
 		cmd.Env = Env(s.p.cfg.EnvInherit, s.mounts[0].Host)
+		if g != nil {
+			g.Command(cmd)
+		}
 		return supervisor.StartProcess(ctx, cmd, true)
 	}
+	exe = s.p.inst.supervisorBinary(exe)
 	env := Env(s.p.cfg.EnvInherit, sandbox.WorkspaceDir)
 	for i, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -90,6 +100,11 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 	cmd, err := bwrapCommand(s.p.bwrap, opts, command, env)
 	if err != nil {
 		return nil, err
+	}
+	if g != nil {
+		// bwrap, and so every process of the sandbox, starts in the
+		// thread's cgroups.
+		g.Command(cmd)
 	}
 	return supervisor.StartProcess(ctx, cmd, false)
 }

@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cgroups"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
@@ -19,9 +21,11 @@ import (
 
 // Provider hands out host-backed sandboxes.
 type Provider struct {
-	cfg   Config
-	shell string
-	bwrap string // bwrap's path, with IsolationBwrap
+	cfg    Config
+	shell  string
+	bwrap  string         // bwrap's path, with IsolationBwrap
+	limits cgroups.Limits // cfg.Limits, defaults filled
+	inst   *instance      // the cgroups and binary of the threads' supervisors; nil when bash is off
 
 	threads threads.Table[*Sandbox]
 }
@@ -50,11 +54,12 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)
 	}
+	limits, _ := cfg.Limits.resolve()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{cfg: cfg, shell: shell}
+	p := &Provider{cfg: cfg, shell: shell, limits: limits}
 	switch cfg.Isolation {
 	case "", IsolationNone:
 		p.cfg.Isolation = IsolationNone
@@ -76,6 +81,13 @@ func New(cfg Config) (*Provider, error) {
 			return nil, errors.New("local.isolation bwrap: bwrap not found on PATH")
 		}
 		p.bwrap = bin
+	}
+	if p.BashDisabled() == nil {
+		inst, err := newInstance(cfg.StateDir, limits, log)
+		if err != nil {
+			return nil, fmt.Errorf("local provider: %w", err)
+		}
+		p.inst = inst
 	}
 	return p, nil
 }
@@ -125,9 +137,14 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 // Release drops one user of the thread's sandbox; the last one closes it.
 func (p *Provider) Release(thread string) { p.threads.Release(thread) }
 
-// Close closes every sandbox.
+// Close closes every sandbox, then removes the provider's cgroups.
 func (p *Provider) Close() error {
 	p.threads.Close()
+	if p.inst != nil {
+		if err := p.inst.close(); err != nil {
+			return fmt.Errorf("local provider: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -140,12 +157,23 @@ type Sandbox struct {
 	link         *supervisor.Link // to the thread's supervisor, which runs its commands
 	*jobs.Runner                  // its jobs (sandbox.Jobs), run by the supervisor
 	linger       linger           // a running job keeps the sandbox (linger.go)
+
+	cgMu     sync.Mutex
+	cg       *cgroups.Group // bounds the supervisor and its commands; made on the first dial
+	cgClosed bool           // the sandbox ended: no cgroup is made any more
 }
 
-// close ends the sandbox: its supervisor, with every process it runs, and
-// its files' handles.
+// close ends the sandbox: its supervisor, with every process it runs, its
+// cgroups and its files' handles.
 func (s *Sandbox) close() {
 	s.link.Close()
+	s.cgMu.Lock()
+	g := s.cg
+	s.cg, s.cgClosed = nil, true
+	s.cgMu.Unlock()
+	if err := g.Remove(); err != nil && s.p.cfg.Logger != nil {
+		s.p.cfg.Logger.Warn("a thread's cgroup cannot be removed", "err", err.Error())
+	}
 	s.fs.Close()
 }
 
