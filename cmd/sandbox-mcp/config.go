@@ -8,6 +8,8 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +41,13 @@ type Config struct {
 
 	// From flags only.
 	Thread string `yaml:"-"`
+	// file and root are the config file and its parsed tree, to name the
+	// line of a key a later check refuses (located).
+	file string
+	root *yaml.Node
+	// flags are the keys a flag set, by key: the flag's name (an error
+	// about them names the flag, not the file).
+	flags map[string]string
 	// Warnings are the config file's problems that do not stop start-up
 	// (an unset ${VAR} outside the tokens), logged once the log is set up.
 	Warnings []string `yaml:"-"`
@@ -175,7 +184,7 @@ func loadConfig(file string, lookup func(string) (string, bool)) (Config, error)
 		return c, fmt.Errorf("config: %w", err)
 	}
 	fail := func(err error) (Config, error) {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		msg := yamlLine(strings.TrimPrefix(err.Error(), "yaml: "), string(raw))
 		return Config{}, fmt.Errorf("config %s %s", file, strings.ReplaceAll(msg, "\n", "; "))
 	}
 	// ${VAR} may stand where YAML syntax forbids "{" (a flow list, as in
@@ -200,6 +209,7 @@ func loadConfig(file string, lookup func(string) (string, bool)) (Config, error)
 	for _, w := range d.warns {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("config %s %s", file, w))
 	}
+	c.file, c.root = file, &root
 	// An empty token would turn auth off (SPEC §10): it stops start-up.
 	for i, t := range c.HTTP.AuthTokens {
 		if strings.TrimSpace(t) == "" {
@@ -216,14 +226,32 @@ func loadConfig(file string, lookup func(string) (string, bool)) (Config, error)
 
 // tokenLine is the line of http.auth_tokens[i] in the tree.
 func tokenLine(root *yaml.Node, i int) int {
+	return keyLine(root, fmt.Sprintf("http.auth_tokens[%d]", i))
+}
+
+// keyPath is a config key as the checks name it, first in their messages:
+// "provider", "limits.jobs_max", "mounts[0].host_path".
+var keyPath = regexp.MustCompile(`^[a-z_]+(?:\[\d+\])?(?:\.[a-z_]+(?:\[\d+\])?)*`)
+
+// keyLine is the line of the key path in the tree (its value's line), or
+// 0 when the file does not set it.
+func keyLine(root *yaml.Node, path string) int {
 	n := root
-	for _, key := range []string{"http", "auth_tokens"} {
+	if n == nil {
+		return 0
+	}
+	for _, part := range strings.Split(path, ".") {
+		name, index := part, -1
+		if i := strings.IndexByte(part, '['); i >= 0 {
+			name = part[:i]
+			index, _ = strconv.Atoi(strings.TrimSuffix(part[i+1:], "]"))
+		}
 		if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 			n = n.Content[0]
 		}
-		next := (*yaml.Node)(nil)
+		var next *yaml.Node
 		for j := 0; j+1 < len(n.Content) && n.Kind == yaml.MappingNode; j += 2 {
-			if n.Content[j].Value == key {
+			if n.Content[j].Value == name {
 				next = n.Content[j+1]
 			}
 		}
@@ -231,11 +259,60 @@ func tokenLine(root *yaml.Node, i int) int {
 			return 0
 		}
 		n = next
-	}
-	if n.Kind == yaml.SequenceNode && i < len(n.Content) {
-		return n.Content[i].Line
+		if index >= 0 {
+			if n.Kind != yaml.SequenceNode || index >= len(n.Content) {
+				return 0
+			}
+			n = n.Content[index]
+		}
 	}
 	return n.Line
+}
+
+// located names the config file and the line of the key a check refused
+// (its message names the key first), so that every fatal start-up error
+// of the file is one line with file, line, key and what was expected. A
+// key the file does not set (a flag, a default) is left as it was said.
+func (c *Config) located(err error) error {
+	msg := err.Error()
+	key := keyPath.FindString(msg)
+	if flag, ok := c.flags[key]; ok && key != "" {
+		return errors.New(flag + strings.TrimPrefix(msg, key))
+	}
+	if c.file == "" || strings.HasPrefix(msg, "config ") {
+		return err
+	}
+	if line := keyLine(c.root, key); line > 0 {
+		return fmt.Errorf("config %s line %d: %w", c.file, line, err)
+	}
+	return err
+}
+
+// yamlParserProblems are the problems yaml.v3 reports from its parser
+// (not its scanner): for them it prints the 0-based line where the
+// construct began, one line early (gopkg.in/yaml.v3 decode.go, fail).
+var yamlParserProblems = map[string]bool{
+	"did not find expected ',' or ']'": true, "did not find expected ',' or '}'": true,
+	"did not find expected '-' indicator": true, "did not find expected <document start>": true,
+	"did not find expected <stream-start>": true, "did not find expected key": true,
+	"did not find expected node content": true, "found duplicate %TAG directive": true,
+	"found duplicate %YAML directive": true, "found incompatible YAML document": true,
+	"found undefined tag handle": true,
+}
+
+var yamlLineRe = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// yamlLine corrects the line yaml.v3 gives a parser error in text: one
+// more, but never past the last line that has anything (a construct left
+// open at the end is reported at the end of the stream).
+func yamlLine(msg, text string) string {
+	m := yamlLineRe.FindStringSubmatch(msg)
+	if m == nil || !yamlParserProblems[m[2]] {
+		return msg
+	}
+	n, _ := strconv.Atoi(m[1])
+	last := strings.Count(strings.TrimRight(text, " \t\r\n"), "\n") + 1
+	return fmt.Sprintf("line %d: %s", min(n+1, last), m[2])
 }
 
 // defaultStateDir is $XDG_STATE_HOME/sandbox-mcp or ~/.local/state/sandbox-mcp.

@@ -71,6 +71,46 @@ var configErrorCases = []struct {
 		`line 1: http.auth_tokens[0] is empty: an empty token would turn auth off`},
 	{"not yaml", "provider: [local\n", nil,
 		`line 1: did not find expected ',' or ']'`},
+	// yaml.v3 gives its parser's errors the line before (#25 item 6).
+	{"not yaml, on line 3", "provider: local\nstate_dir: /x\nfoo: [1, 2\n", nil,
+		`line 3: did not find expected ',' or ']'`},
+	{"not yaml, a flow mapping on line 2", "# c\ndocker: {image: x\n\n", nil,
+		`line 2: did not find expected ',' or '}'`},
+	{"a scanner error keeps its line", "provider: local\nlog_level: info\n  bad: indent\n", nil,
+		`line 3: mapping values are not allowed in this context`},
+}
+
+// Every fatal start-up error of a config file's value is one line naming
+// the file, the line, the key and what is wanted (#25 item 6).
+func TestE2EConfigValueErrorsNameFileLineAndKey(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, yaml, want string }{
+		{"provider", "provider: dockr\n", `line 1: provider "dockr": want local, docker or kubernetes`},
+		{"log level", "# logs\nlog_level: verbose\n", `line 2: log_level "verbose": want debug, info, warn or error`},
+		{"negative limit", "limits:\n  jobs_max: -1\n", `line 2: limits.jobs_max -1: want 0 (no limit) or more`},
+		{"docker memory", "docker:\n  memory: lots\n", `line 2: docker.memory "lots": want a size like 512m or 1g`},
+		{"local memory", "local:\n  limits: {memory: lots}\n", `line 2: local.limits.memory "lots": want a size like 512m or 4g, at least 32m`},
+		{"missing mount", "mounts:\n  - {host_path: /nonexistent-sandbox-mcp, container_path: /mnt/x}\n", `line 2: mounts[0].host_path /nonexistent-sandbox-mcp: no such file or directory`},
+		{"missing skills dir", "\nskills_dir: /nonexistent-sandbox-mcp\n", `line 2: skills_dir /nonexistent-sandbox-mcp: no such file or directory`},
+		{"negative http limit", "http:\n  max_connections: -5\n", `line 2: http.max_connections -5: want 0 (the default) or more`},
+		{"bad isolation", "local: {isolation: box}\n", `line 1: local.isolation "box": want auto, bwrap or none`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			file := writeConfig(t, c.yaml)
+			_, stderr, code := runBinary(t, "--config", file, "--state-dir", filepath.Join(t.TempDir(), "state"))
+			want := "sandbox-mcp: config " + file + " " + c.want + "\n"
+			if code != 2 || stderr != want {
+				t.Errorf("exit %d, stderr %q\nwant exit 2, %q", code, stderr, want)
+			}
+		})
+	}
+	// A value a flag gave is the flag's, even where the file sets the key.
+	file := writeConfig(t, "log_level: info\n")
+	_, stderr, code := runBinary(t, "--config", file, "--log-level", "loud", "--state-dir", filepath.Join(t.TempDir(), "state"))
+	if want := "sandbox-mcp: --log-level \"loud\": want debug, info, warn or error\n"; code != 2 || stderr != want {
+		t.Errorf("a bad --log-level: exit %d, stderr %q\nwant exit 2, %q", code, stderr, want)
+	}
 }
 
 func TestLoadConfigErrorsNameTheKey(t *testing.T) {

@@ -118,17 +118,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	override := func(name string, dst *string, v string) {
+	cfg.flags = map[string]string{}
+	override := func(name, key string, dst *string, v string) {
 		if set[name] {
 			*dst = v
+			cfg.flags[key] = "--" + name
 		}
 	}
-	override("state-dir", &cfg.StateDir, *stateDir)
-	override("provider", &cfg.Provider, *provider)
-	override("thread", &cfg.Thread, *thread)
-	override("skills-dir", &cfg.SkillsDir, *skillsDir)
-	override("isolation", &cfg.Local.Isolation, *isolation)
-	override("http", &cfg.HTTP.Addr, *httpAddr)
+	override("state-dir", "state_dir", &cfg.StateDir, *stateDir)
+	override("provider", "provider", &cfg.Provider, *provider)
+	override("thread", "", &cfg.Thread, *thread)
+	override("skills-dir", "skills_dir", &cfg.SkillsDir, *skillsDir)
+	override("isolation", "local.isolation", &cfg.Local.Isolation, *isolation)
+	override("http", "http.addr", &cfg.HTTP.Addr, *httpAddr)
 	configAddr := ""
 	if !set["http"] && cfg.HTTP.Addr != "" {
 		// stdio is the default mode (SPEC §2): only --http serves HTTP, so a
@@ -136,8 +138,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 		// serves stdio. Its addr is named in a start-up line.
 		configAddr, cfg.HTTP.Addr = cfg.HTTP.Addr, ""
 	}
-	override("audit-log", &cfg.Audit.Path, *auditLog)
-	override("log-level", &cfg.LogLevel, *logLevel)
+	override("audit-log", "audit.path", &cfg.Audit.Path, *auditLog)
+	override("log-level", "log_level", &cfg.LogLevel, *logLevel)
 	if set["allow-host-bash"] {
 		cfg.Local.AllowHostBash = *allowHostBash
 	}
@@ -164,7 +166,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 		cfg.Mounts = append(cfg.Mounts, mc)
 	}
 	if err := cfg.Validate(lookup); err != nil {
-		fmt.Fprintf(stderr, "sandbox-mcp: %v\n", err)
+		fmt.Fprintf(stderr, "sandbox-mcp: %v\n", cfg.located(err))
 		return 2
 	}
 
@@ -321,7 +323,7 @@ func auditCommand(args []string, stdout, stderr io.Writer) int {
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return l, fmt.Errorf("log level %q: want debug, info, warn or error", s)
+		return l, fmt.Errorf("log_level %q: want debug, info, warn or error", s)
 	}
 	return l, nil
 }

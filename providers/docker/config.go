@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"time"
 
+	units "github.com/docker/go-units"
+
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -59,6 +61,11 @@ func (c *Config) Validate() error {
 	}{{"replicas", float64(c.Replicas)}, {"idle_timeout", c.IdleTimeout.Seconds()}, {"cpus", c.CPUs}, {"pids_limit", float64(c.PidsLimit)}} {
 		if v.val < 0 {
 			return fmt.Errorf("docker.%s %v: want 0 (the default) or more", v.name, v.val)
+		}
+	}
+	if c.Memory != "" {
+		if _, err := units.RAMInBytes(c.Memory); err != nil {
+			return fmt.Errorf("docker.memory %q: want a size like 512m or 1g", c.Memory)
 		}
 	}
 	switch c.Channel {
