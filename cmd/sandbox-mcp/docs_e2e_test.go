@@ -50,8 +50,10 @@ func TestE2EMCPJSONExampleStarts(t *testing.T) {
 		n++
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if s.Command != "sandbox-mcp" {
-				t.Fatalf("command %q, want sandbox-mcp", s.Command)
+			// Clients do not search PATH (#25 item 5): the example names an
+			// absolute path, where the README's install puts the binary.
+			if s.Command != "/usr/local/bin/sandbox-mcp" {
+				t.Fatalf("command %q, want the absolute /usr/local/bin/sandbox-mcp (clients do not search PATH)", s.Command)
 			}
 			// Only the state dir and the audit log are added, so that the
 			// test touches nothing of this machine's user.

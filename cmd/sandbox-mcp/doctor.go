@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -51,6 +52,7 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 		isolation     = fs.String("isolation", "", "auto|bwrap|none, as for serving")
 		allowHostBash = fs.Bool("allow-host-bash", false, "as for serving")
 		auditLog      = fs.String("audit-log", "", "audit log `FILE`, - or off, as for serving")
+		client        = fs.String("client", "claude", "the client whose config to print: "+strings.Join(clientNames, ", "))
 		mounts        multiFlag
 	)
 	fs.Var(&mounts, "mount", "extra mount `HOST:VIRTUAL[:ro]`, as for serving")
@@ -66,6 +68,10 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sandbox-mcp doctor: unexpected argument %q (see --help)\n", fs.Arg(0))
+		return 2
+	}
+	if !slices.Contains(clientNames, *client) {
+		fmt.Fprintf(stderr, "sandbox-mcp doctor: --client %q: want one of %s\n", *client, strings.Join(clientNames, ", "))
 		return 2
 	}
 
@@ -154,8 +160,9 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 		}
 	}
 
-	line, notes := clientConfig(&cfg, set, *configFile, mounts, lookup, configVars)
-	fmt.Fprintf(stdout, "\nClient config for this machine (merge into the \"mcpServers\" of %s):\n%s\n", desktopConfigPath(lookup), line)
+	entry, notes := clientConfig(&cfg, set, *configFile, mounts, lookup, configVars)
+	where, text := clientSnippet(*client, entry, lookup)
+	fmt.Fprintf(stdout, "\nClient config for this machine (%s):\n%s\n", where, text)
 	for _, n := range notes {
 		fmt.Fprintf(stdout, "  note: %s\n", n)
 	}
@@ -428,7 +435,7 @@ func auditFinding(cfg *Config) finding {
 // flags given to doctor with their paths absolute, and the environment the
 // provider relies on — MCP clients start servers with a minimal one (the
 // TypeScript SDK passes only HOME, LOGNAME, PATH, SHELL, TERM, USER).
-func clientConfig(cfg *Config, set map[string]bool, configFile string, mounts []string, lookup func(string) (string, bool), configVars []string) (string, []string) {
+func clientConfig(cfg *Config, set map[string]bool, configFile string, mounts []string, lookup func(string) (string, bool), configVars []string) (stdioEntry, []string) {
 	var notes []string
 	bin, err := os.Executable()
 	if err != nil {
@@ -512,12 +519,85 @@ func clientConfig(cfg *Config, set map[string]bool, configFile string, mounts []
 	if len(missing) > 0 {
 		notes = append(notes, fmt.Sprintf("the config reads ${%s} from the environment, which a client does not pass: add it to \"env\"", strings.Join(missing, "}, ${")))
 	}
-	entry := map[string]any{"command": bin, "args": args}
-	if len(env) > 0 {
-		entry["env"] = env
+	return stdioEntry{Command: bin, Args: args, Env: env}, notes
+}
+
+// stdioEntry is how a client starts the server: the same for every client,
+// written in each one's own format (clientSnippet).
+type stdioEntry struct {
+	Command string
+	Args    []string
+	Env     map[string]string
+}
+
+// clientNames are the clients doctor writes a config for.
+var clientNames = []string{"claude", "cursor", "vscode", "codex"}
+
+// clientSnippet is entry in the config format of client, and where that
+// client keeps it.
+func clientSnippet(client string, e stdioEntry, lookup func(string) (string, bool)) (where, text string) {
+	home, _ := lookup("HOME")
+	server := map[string]any{"command": e.Command, "args": e.Args}
+	if len(e.Env) > 0 {
+		server["env"] = e.Env
 	}
-	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"sandbox": entry}})
-	return string(b), notes
+	switch client {
+	case "cursor":
+		b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"sandbox": server}})
+		return "merge into the \"mcpServers\" of " + filepath.Join(home, ".cursor", "mcp.json") + ", or .cursor/mcp.json in a project", string(b)
+	case "vscode":
+		server["type"] = "stdio"
+		b, _ := json.Marshal(map[string]any{"servers": map[string]any{"sandbox": server}})
+		return "merge into the \"servers\" of .vscode/mcp.json in your workspace (or run \"MCP: Open User Configuration\")", string(b)
+	case "codex":
+		var b strings.Builder
+		b.WriteString("[mcp_servers.sandbox]\n")
+		b.WriteString("command = " + tomlString(e.Command) + "\n")
+		quoted := make([]string, len(e.Args))
+		for i, a := range e.Args {
+			quoted[i] = tomlString(a)
+		}
+		b.WriteString("args = [" + strings.Join(quoted, ", ") + "]\n")
+		if len(e.Env) > 0 {
+			keys := slices.Sorted(maps.Keys(e.Env))
+			pairs := make([]string, len(keys))
+			for i, k := range keys {
+				pairs[i] = tomlString(k) + " = " + tomlString(e.Env[k])
+			}
+			b.WriteString("env = { " + strings.Join(pairs, ", ") + " }\n")
+		}
+		return "add to " + filepath.Join(home, ".codex", "config.toml"), strings.TrimSuffix(b.String(), "\n")
+	}
+	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"sandbox": server}})
+	return "merge into the \"mcpServers\" of " + desktopConfigPath(lookup), string(b)
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\r':
+			b.WriteString(`\r`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // desktopConfigPath is where Claude Desktop keeps its config on this OS.
@@ -530,7 +610,7 @@ func desktopConfigPath(lookup func(string) (string, bool)) string {
 		appdata, _ := lookup("APPDATA")
 		return filepath.Join(appdata, "Claude", "claude_desktop_config.json")
 	}
-	return "your MCP client's config"
+	return "your MCP client's config (Claude Desktop's claude_desktop_config.json)"
 }
 
 func firstLine(s string) string {

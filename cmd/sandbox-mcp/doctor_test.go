@@ -269,3 +269,82 @@ func TestDoctorLimitsFinding(t *testing.T) {
 		}
 	}
 }
+
+// doctor --client writes the same server entry in each client's own format
+// (#25 item 5), each parsed back here as that client would read it.
+func TestDoctorClients(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	state := filepath.Join(t.TempDir(), "sta\"te") // a quote to escape in every format
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--state-dir", state, "--thread", "proj", "--isolation", "none"}
+	// The entry for Claude Desktop is the reference.
+	out, _ := doctor(t, home, nil, base...)
+	wantCmd, wantArgs, _ := clientEntry(t, out)
+	if !filepath.IsAbs(wantCmd) {
+		t.Fatalf("command %q is not absolute", wantCmd)
+	}
+	snippet := func(out string) string {
+		_, after, ok := strings.Cut(out, "Client config for this machine (")
+		if !ok {
+			t.Fatalf("no client config in:\n%s", out)
+		}
+		_, text, _ := strings.Cut(after, "):\n")
+		text, _, _ = strings.Cut(text, "\n  note:")
+		return strings.TrimSuffix(text, "\n")
+	}
+	type server struct {
+		Type    string   `json:"type"`
+		Command string   `json:"command"`
+		Args    []string `json:"args"`
+	}
+	check := func(client string, s server) {
+		t.Helper()
+		if s.Command != wantCmd || strings.Join(s.Args, "\x00") != strings.Join(wantArgs, "\x00") {
+			t.Errorf("--client %s: command %q args %q, want %q %q", client, s.Command, s.Args, wantCmd, wantArgs)
+		}
+	}
+	for _, client := range []string{"claude", "cursor"} {
+		out, code := doctor(t, home, nil, append(base, "--client", client)...)
+		var c struct{ MCPServers map[string]server }
+		if err := json.Unmarshal([]byte(snippet(out)), &c); err != nil || code != 0 {
+			t.Fatalf("--client %s: exit %d, %v:\n%s", client, code, err, out)
+		}
+		check(client, c.MCPServers["sandbox"])
+	}
+	out, _ = doctor(t, home, nil, append(base, "--client", "vscode")...)
+	var vs struct{ Servers map[string]server }
+	if err := json.Unmarshal([]byte(snippet(out)), &vs); err != nil {
+		t.Fatalf("--client vscode: %v:\n%s", err, out)
+	}
+	if check("vscode", vs.Servers["sandbox"]); vs.Servers["sandbox"].Type != "stdio" {
+		t.Errorf("--client vscode: type %q, want stdio", vs.Servers["sandbox"].Type)
+	}
+	// Codex reads TOML: parsed by Python's tomllib where there is one.
+	out, _ = doctor(t, home, nil, append(base, "--client", "codex")...)
+	toml := snippet(out)
+	if !strings.HasPrefix(toml, "[mcp_servers.sandbox]\n") {
+		t.Fatalf("--client codex:\n%s", toml)
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil || exec.Command(py, "-c", "import tomllib").Run() != nil {
+		t.Log("SKIPPED the codex TOML parse: no python3 with tomllib")
+	} else {
+		cmd := exec.Command(py, "-c", "import sys, tomllib, json; print(json.dumps(tomllib.loads(sys.stdin.read())['mcp_servers']['sandbox']))")
+		cmd.Stdin = strings.NewReader(toml)
+		js, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("--client codex: not TOML: %v\n%s", err, toml)
+		}
+		var s server
+		if err := json.Unmarshal(js, &s); err != nil {
+			t.Fatal(err)
+		}
+		check("codex", s)
+	}
+	if _, code := doctor(t, home, nil, append(base, "--client", "emacs")...); code != 2 {
+		t.Errorf("--client emacs: exit %d, want 2", code)
+	}
+}
