@@ -1,10 +1,17 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 func TestAuthorizationLine(t *testing.T) {
@@ -84,5 +91,152 @@ func TestUnauthConnsEvictOldestSilent(t *testing.T) {
 	bad.peek([]byte("GET /mcp HTTP/1.1\r\nAuthorization: Bearer nope\r\n\r\n"))
 	if bad.elem == nil {
 		t.Error("an invalid token took the connection out of the share")
+	}
+}
+
+// fakeProvider hands out fakeBoxes and counts what is held.
+type fakeProvider struct {
+	mu    sync.Mutex
+	held  map[string]int
+	boxes map[string]*fakeBox
+}
+
+func (p *fakeProvider) Name() string { return "fake" }
+func (p *fakeProvider) Acquire(_ context.Context, thread string) (sandbox.Sandbox, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held, p.boxes = map[string]int{}, map[string]*fakeBox{}
+	}
+	p.held[thread]++
+	if p.boxes[thread] == nil {
+		p.boxes[thread] = &fakeBox{thread: thread}
+	}
+	return p.boxes[thread], nil
+}
+func (p *fakeProvider) Release(thread string) { p.mu.Lock(); p.held[thread]--; p.mu.Unlock() }
+func (p *fakeProvider) Close() error          { return nil }
+func (p *fakeProvider) holds(thread string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held[thread]
+}
+
+// fakeBox is a sandbox whose one job runs while running is set.
+type fakeBox struct {
+	thread  string
+	running atomic.Bool
+}
+
+func (b *fakeBox) Thread() string          { return b.thread }
+func (b *fakeBox) Mounts() []sandbox.Mount { return nil }
+func (b *fakeBox) FS() sandbox.FS          { return nil }
+func (b *fakeBox) Exec(context.Context, sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return sandbox.ExecResult{}, nil
+}
+func (b *fakeBox) StartJob(context.Context, sandbox.JobRequest) (sandbox.JobInfo, error) {
+	b.running.Store(true)
+	return sandbox.JobInfo{ID: "j1", State: sandbox.JobRunning}, nil
+}
+func (b *fakeBox) JobOutput(context.Context, string, int64, time.Duration) (sandbox.JobOutput, error) {
+	return sandbox.JobOutput{}, nil
+}
+func (b *fakeBox) JobInput(context.Context, string, []byte, bool) (sandbox.JobInfo, error) {
+	return sandbox.JobInfo{}, nil
+}
+func (b *fakeBox) KillJob(context.Context, string, string) (sandbox.JobInfo, error) {
+	b.running.Store(false)
+	return sandbox.JobInfo{ID: "j1", State: sandbox.JobKilled}, nil
+}
+func (b *fakeBox) Jobs(context.Context) ([]sandbox.JobInfo, error) {
+	if b.running.Load() {
+		return []sandbox.JobInfo{{ID: "j1", State: sandbox.JobRunning}}, nil
+	}
+	return nil, nil
+}
+
+// A call on its way when its session ended never makes the session a
+// binding again (the red team's race: a job started then ran on, its
+// anonymous thread never removed).
+func TestSessionsEndedSessionNotBoundAgain(t *testing.T) {
+	t.Parallel()
+	p := &fakeProvider{}
+	r := NewSessions(p, "")
+	th := ThreadRef{ID: "s1", Key: "s1", Anonymous: true}
+	_, done, err := r.Call(t.Context(), "s1", th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	r.End("s1")
+	if _, _, err := r.Call(t.Context(), "s1", th); !errors.Is(err, errSessionEnded) {
+		t.Fatalf("a call of an ended session: %v, want %v", err, errSessionEnded)
+	}
+	if n := p.holds("s1"); n != 0 {
+		t.Fatalf("the ended session's thread is held %d times", n)
+	}
+}
+
+// A thread whose job runs stays live for its tenant after its session
+// ends, until the job ends: ending sessions does not make room under
+// limits.threads_per_token (the red team's F1).
+func TestSessionsJobsKeepTheThreadCounted(t *testing.T) {
+	old := lingerPoll
+	lingerPoll = 20 * time.Millisecond
+	defer func() { lingerPoll = old }()
+	p := &fakeProvider{}
+	r := NewSessions(p, "")
+	r.threadsPerTenant = 2
+	defer r.EndAll()
+	ref := func(id string) ThreadRef { return ThreadRef{ID: id, Key: id, Tenant: "b"} }
+	b1, done, err := r.Call(t.Context(), "sess-1", ref("t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1.sb.(*fakeBox).StartJob(t.Context(), sandbox.JobRequest{})
+	done()
+	r.End("sess-1") // its job runs on
+	if _, done, err := r.Call(t.Context(), "sess-2", ref("t2")); err != nil {
+		t.Fatal(err)
+	} else {
+		done()
+	}
+	if _, _, err := r.Call(t.Context(), "sess-3", ref("t3")); !errors.Is(err, ErrThreadLimit) {
+		t.Fatalf("a third thread with one live by its job and one by its session: %v, want %v", err, ErrThreadLimit)
+	}
+	if p.holds("t1") != 1 {
+		t.Fatalf("t1, whose job runs, is held %d times, want 1", p.holds("t1"))
+	}
+	b1.sb.(*fakeBox).KillJob(t.Context(), "j1", "KILL")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, done, err := r.Call(t.Context(), "sess-3", ref("t3"))
+		if err == nil {
+			done()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("t3 still refused 10 s after t1's job ended: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if p.holds("t1") != 0 {
+		t.Fatalf("t1 is held %d times after its job ended", p.holds("t1"))
+	}
+}
+
+// An anonymous session's thread cannot be named by another session (the
+// red team's F4: naming it kept its jobs past the session's end).
+func TestSessionsAnonymousThreadCannotBeNamed(t *testing.T) {
+	t.Parallel()
+	r := NewSessions(&fakeProvider{}, "")
+	defer r.EndAll()
+	_, done, err := r.Call(t.Context(), "mcp-session-1", ThreadRef{ID: "mcp-session-1", Key: "mcp-session-1", Anonymous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if _, _, err := r.Call(t.Context(), "other", ThreadRef{ID: "mcp-session-1", Key: "mcp-session-1"}); err == nil || !strings.Contains(err.Error(), "cannot be named") {
+		t.Fatalf("naming an anonymous session's thread: %v", err)
 	}
 }

@@ -273,6 +273,15 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 	mux.Handle("/sse", guard.wrap(sse.SSEHandler(), func(r *http.Request) bool { return r.Method == http.MethodGet }, false))
 	mux.Handle("/message", guard.wrap(sse.MessageHandler(), func(*http.Request) bool { return false }, true))
 
+	maxUnauth := 0
+	if len(tokens) > 0 {
+		if maxUnauth = cfg.MaxUnauthenticatedConnections; maxUnauth <= 0 {
+			maxUnauth = max(8, cfg.MaxConnections/16)
+		}
+		maxUnauth = min(maxUnauth, cfg.MaxConnections)
+	}
+	ll := newLimitListener(ln, cfg.MaxConnections, maxUnauth, guard.validToken)
+	ll.shareAmong(len(tokens))
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Context().Value(reserveKey{}) != nil {
@@ -292,6 +301,13 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 				if guard.authorized(r) {
 					if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
 						lc.authenticated()
+						if ll.perToken != nil && !ll.perToken.claim(lc, credential(r.Header, true)) {
+							// One token holds its share of the connections:
+							// this one goes, the others' slots stay theirs.
+							w.Header().Set("Connection", "close")
+							refuse(w, r, http.StatusServiceUnavailable, "too many connections for this token")
+							return
+						}
 					}
 				} else {
 					w.Header().Set("Connection", "close")
@@ -312,14 +328,7 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 		ConnContext:       connContext,
 	}
 	errc := make(chan error, 1)
-	maxUnauth := 0
-	if len(tokens) > 0 {
-		if maxUnauth = cfg.MaxUnauthenticatedConnections; maxUnauth <= 0 {
-			maxUnauth = max(8, cfg.MaxConnections/16)
-		}
-		maxUnauth = min(maxUnauth, cfg.MaxConnections)
-	}
-	go func() { errc <- srv.Serve(newLimitListener(ln, cfg.MaxConnections, maxUnauth, guard.validToken)) }()
+	go func() { errc <- srv.Serve(ll) }()
 	s.cfg.Logger.Info("serving MCP over HTTP", "addr", ln.Addr().String(), "streamable", "/mcp", "sse", "/sse", "auth", len(tokens) > 0)
 
 	select {

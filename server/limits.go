@@ -35,6 +35,46 @@ type limitListener struct {
 	// unauth, when tokens are configured, holds the connections that have
 	// not yet shown a valid token: a small share of the slots (SPEC §16).
 	unauth *unauthConns
+	// perToken, with several tokens, caps the connections each token
+	// holds: one token's connections never take the slots from another.
+	perToken *tokenConns
+}
+
+// tokenConns counts the connections of each token (by its hash), each
+// counted from its first request with that token until it closes.
+type tokenConns struct {
+	mu    sync.Mutex
+	share int
+	per   map[string]int
+}
+
+// claim counts c as cred's, and reports false when cred already holds its
+// share (the request is then refused and the connection closed).
+func (t *tokenConns) claim(c *limitedConn, cred string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c.cred != "" {
+		return true // already counted (for the token that first used it)
+	}
+	if t.per[cred] >= t.share {
+		return false
+	}
+	t.per[cred]++
+	c.cred, c.tokens = cred, t
+	return true
+}
+
+// drop gives c's place back.
+func (t *tokenConns) drop(c *limitedConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c.cred == "" {
+		return
+	}
+	if t.per[c.cred]--; t.per[c.cred] <= 0 {
+		delete(t.per, c.cred)
+	}
+	c.cred = ""
 }
 
 // newLimitListener caps ln's connections at max; with maxUnauth > 0, at
@@ -46,6 +86,18 @@ func newLimitListener(ln net.Listener, max, maxUnauth int, valid func(http.Heade
 		l.unauth = &unauthConns{max: maxUnauth, valid: valid}
 	}
 	return l
+}
+
+// shareAmong gives each of tokens (more than one) an even share of the
+// connections that are not the unauthenticated share.
+func (l *limitListener) shareAmong(tokens int) {
+	if tokens > 1 {
+		room := cap(l.slots)
+		if l.unauth != nil {
+			room -= l.unauth.max
+		}
+		l.perToken = &tokenConns{share: max(1, room/tokens), per: map[string]int{}}
+	}
 }
 
 // unauthConns are the connections that have not yet carried a request
@@ -209,7 +261,9 @@ type limitedConn struct {
 	unauth *unauthConns  // the share it is counted in until it authenticates
 	elem   *list.Element // its place there (under unauth.mu); nil: not counted
 	spoke  atomic.Bool   // a read returned bytes
-	born   time.Time     // when it was counted in the share
+	cred   string        // the token it is counted for (under tokens.mu)
+	tokens *tokenConns
+	born   time.Time // when it was counted in the share
 	// What peek read of the first request's headers (Read's goroutine only).
 	head     []byte
 	peekDone bool
@@ -277,6 +331,9 @@ func (c *limitedConn) Close() error {
 	c.once.Do(func() {
 		if c.unauth != nil {
 			c.unauth.remove(c)
+		}
+		if c.tokens != nil {
+			c.tokens.drop(c)
 		}
 		c.release()
 	})

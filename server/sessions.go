@@ -45,14 +45,33 @@ type Sessions struct {
 	sessions map[string]*binding
 	threads  map[string]*threadUse // by thread key, while a session holds it
 	tenants  map[string]int        // live threads by tenant
+	// ended are sessions that ended lately, by when: a call that was on its
+	// way when its session ended (waiting for a call slot) must not make
+	// the session a binding again, which nothing would ever end.
+	ended     map[string]time.Time
+	lastPrune time.Time
+	closed    chan struct{} // closed by EndAll: lingering threads let go
+	closeOnce sync.Once
 }
+
+// endedKeep is how long an ended session's id is refused: longer than any
+// call can wait between its session's check and its binding.
+const endedKeep = time.Minute
+
+// errSessionEnded answers a call that arrives after its session ended.
+var errSessionEnded = errors.New("the session has ended")
+
+// lingerPoll is how often a thread kept for its running jobs, after its
+// last session ended, asks whether any still runs.
+var lingerPoll = 2 * time.Second
 
 // threadUse is what the sessions holding a thread know of it.
 type threadUse struct {
-	sessions int    // sessions bound to it
-	tenant   string // whose thread it is (a key is one tenant's: see ThreadRef)
-	named    bool   // some session named it (X-Thread-ID): it is not anonymous
-	existed  bool   // its directory was there before an anonymous session made it
+	sessions  int    // sessions bound to it
+	tenant    string // whose thread it is (a key is one tenant's: see ThreadRef)
+	anonymous bool   // an anonymous session made it: no one may name it
+	named     bool   // some session named it (X-Thread-ID): it is not anonymous
+	existed   bool   // its directory was there before an anonymous session made it
 }
 
 // ErrThreadLimit refuses a new thread of a tenant that holds
@@ -101,6 +120,8 @@ func NewSessions(p sandbox.Provider, stateDir string, hidden ...masking.Pair) *S
 		sessions: map[string]*binding{},
 		threads:  map[string]*threadUse{},
 		tenants:  map[string]int{},
+		ended:    map[string]time.Time{},
+		closed:   make(chan struct{}),
 		logger:   slog.New(slog.DiscardHandler),
 	}
 }
@@ -125,11 +146,21 @@ func (r *Sessions) get(ctx context.Context, session string, thread ThreadRef, ca
 	r.mu.Lock()
 	b := r.sessions[session]
 	if b == nil {
+		if _, dead := r.ended[session]; dead {
+			r.mu.Unlock()
+			return nil, errSessionEnded
+		}
 		if err := sandbox.ValidThreadID(thread.ID); err != nil {
 			r.mu.Unlock()
 			return nil, err
 		}
 		use := r.threads[thread.Key]
+		if use != nil && use.anonymous && !thread.Anonymous {
+			// An anonymous session's thread is its own (SPEC §10: it cannot
+			// be named): naming it would keep its jobs past its end.
+			r.mu.Unlock()
+			return nil, fmt.Errorf("thread %s is an anonymous session's own and cannot be named", thread.ID)
+		}
 		if use == nil && r.threadsPerTenant > 0 && r.tenants[thread.Tenant] >= r.threadsPerTenant {
 			// A new thread past the tenant's cap: one of its idle leases
 			// makes room, or the call is refused (never another tenant's).
@@ -144,7 +175,7 @@ func (r *Sessions) get(ctx context.Context, session string, thread ThreadRef, ca
 		b.ctx, b.cancel = context.WithCancel(context.Background())
 		r.sessions[session] = b
 		if use == nil {
-			use = &threadUse{tenant: thread.Tenant}
+			use = &threadUse{tenant: thread.Tenant, anonymous: thread.Anonymous}
 			r.threads[thread.Key] = use
 			r.tenants[thread.Tenant]++
 			if thread.Anonymous && r.stateDir != "" {
@@ -223,6 +254,16 @@ func (r *Sessions) End(session string) {
 	r.mu.Lock()
 	b := r.sessions[session]
 	delete(r.sessions, session)
+	now := time.Now()
+	r.ended[session] = now
+	if now.Sub(r.lastPrune) > endedKeep/4 {
+		r.lastPrune = now
+		for id, at := range r.ended {
+			if now.Sub(at) > endedKeep {
+				delete(r.ended, id)
+			}
+		}
+	}
 	r.mu.Unlock()
 	if b == nil {
 		return
@@ -254,7 +295,21 @@ func (r *Sessions) End(session string) {
 	r.mu.Unlock()
 	if gone && callsStopped {
 		r.endJobs(b)
+	} else if callsStopped && r.jobsRunningOf(b) {
+		// A running job keeps its sandbox live after the session (SPEC
+		// §15), and so the thread counts as live for its tenant's cap
+		// until the job ends: a token cannot make more live sandboxes by
+		// ending sessions that left jobs behind (SPEC §16).
+		go r.lingerJobs(b)
+		return
 	}
+	r.release(b, callsStopped)
+}
+
+// release gives the binding's use of its thread back: the provider's, and
+// the registry's (with its tenant's count); an anonymous thread that was
+// its last user's, once its calls have stopped, is removed.
+func (r *Sessions) release(b *binding, callsStopped bool) {
 	r.provider.Release(b.thread.Key)
 	r.mu.Lock()
 	last, use := r.dropUse(b.thread.Key)
@@ -277,9 +332,26 @@ func (r *Sessions) End(session string) {
 	}
 }
 
-// jobsRunning says whether the sandbox of a session runs a job (an error
-// asking says no: a sandbox whose supervisor does not answer runs nothing
-// worth keeping it for).
+// lingerJobs holds an ended session's thread, counted for its tenant,
+// until no job of its sandbox runs (or the registry closes), then lets it
+// go as the session's end would have.
+func (r *Sessions) lingerJobs(b *binding) {
+	t := time.NewTicker(lingerPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.closed:
+		case <-t.C:
+			if r.jobsRunningOf(b) {
+				continue
+			}
+		}
+		r.release(b, true)
+		return
+	}
+}
+
+// jobsRunning says whether the sandbox of a session runs a job.
 func (r *Sessions) jobsRunning(session string) bool {
 	r.mu.Lock()
 	b := r.sessions[session]
@@ -287,6 +359,13 @@ func (r *Sessions) jobsRunning(session string) bool {
 	if b == nil {
 		return false
 	}
+	return r.jobsRunningOf(b)
+}
+
+// jobsRunningOf says whether b's sandbox runs a job (an error asking says
+// no: a sandbox whose supervisor does not answer runs nothing worth
+// keeping it for).
+func (r *Sessions) jobsRunningOf(b *binding) bool {
 	select {
 	case <-b.ready:
 	default:
@@ -367,8 +446,10 @@ func (r *Sessions) removeThread(key string) error {
 	return root.RemoveAll(filepath.FromSlash(key))
 }
 
-// EndAll releases every session's sandbox.
+// EndAll releases every session's sandbox, and every thread kept for its
+// jobs.
 func (r *Sessions) EndAll() {
+	r.closeOnce.Do(func() { close(r.closed) })
 	r.mu.Lock()
 	ids := make([]string, 0, len(r.sessions))
 	for id := range r.sessions {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -413,5 +414,112 @@ func TestE2EDockerAnonymousJobsEndWithSession(t *testing.T) {
 			t.Fatalf("30 s after an anonymous session ended: jobs %v, containers %v\n%s", pids, left, p.stderr)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// One token's connections never take every slot from another (the red
+// team's F2): each token holds at most its share of max_connections; a
+// connection past it is answered 503 and closed.
+func TestE2EHTTPConnectionsSharedAmongTokens(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("http:\n  max_connections: 64\n  auth_tokens: [token-a, token-b]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startHTTPBinary(t, "--config", cfg)
+	addr := strings.TrimPrefix(p.url, "http://")
+	// Token B holds 80 kept-alive connections, each asking again and again.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var held, refused atomic.Int64
+	for range 80 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			r := bufio.NewReader(c)
+			for first := true; ; first = false {
+				if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer token-b\r\n\r\n"); err != nil {
+					return
+				}
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				resp, err := http.ReadResponse(r, nil)
+				if err != nil {
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || resp.Close {
+					refused.Add(1)
+					return
+				}
+				if first {
+					held.Add(1)
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(time.Second)
+	t.Logf("token B holds %d connections, %d refused", held.Load(), refused.Load())
+	if held.Load() > 40 {
+		t.Errorf("token B holds %d of 64 connections, more than its share", held.Load())
+	}
+	// Token A's new connections and calls all go through.
+	cs := tokenClient(t, p, "token-a", "a-thread")
+	for i := range 10 {
+		out, isErr := tryCall(t.Context(), cs, "bash", map[string]any{"command": fmt.Sprintf("echo a-%d", i)})
+		if isErr || !strings.Contains(out, fmt.Sprintf("a-%d", i)) {
+			t.Fatalf("token A's call %d while token B holds its connections: %s", i, out)
+		}
+	}
+}
+
+// A thread whose job runs stays live for its token after its session
+// ended (the red team's F1: 90 sessions, each leaving a job, made 90 live
+// sandboxes past a cap of 11 and ran the server out of files).
+func TestE2EHTTPThreadsWithJobsCountAfterTheirSession(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("limits: {threads_per_token: 3}\nhttp:\n  auth_tokens: [token-a, token-b]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startHTTPBinary(t, "--config", cfg)
+	session := func(token, thread string) *mcp.ClientSession {
+		hc := &http.Client{Transport: bearerRT{token: token, thread: thread}}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-bounds", Version: "1"}, nil).Connect(t.Context(),
+			&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", HTTPClient: hc, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, p.stderr)
+		}
+		return cs
+	}
+	for i := range 3 {
+		cs := session("token-b", fmt.Sprintf("b-job-%d", i))
+		if out, isErr := tryCall(t.Context(), cs, "bash", map[string]any{"command": "sleep 300", "run_in_background": true}); isErr {
+			if strings.Contains(out, "bash is off") {
+				t.Skip("SKIPPED: bash is off here (no bubblewrap)")
+			}
+			t.Fatalf("B's job %d: %s", i, out)
+		}
+		cs.Close() // the session ends; its job runs on
+	}
+	cs := session("token-b", "b-job-3")
+	defer cs.Close()
+	if out, isErr := tryCall(t.Context(), cs, "ls", map[string]any{}); !isErr || !strings.Contains(out, "limits.threads_per_token") {
+		t.Fatalf("B's fourth thread with three live by their jobs: %q, want an error naming limits.threads_per_token", out)
+	}
+	a := session("token-a", "a-1")
+	defer a.Close()
+	if out, isErr := tryCall(t.Context(), a, "bash", map[string]any{"command": "echo a-ok"}); isErr || !strings.Contains(out, "a-ok") {
+		t.Fatalf("token A: %s", out)
 	}
 }
