@@ -67,11 +67,10 @@ var lingerPoll = 2 * time.Second
 
 // threadUse is what the sessions holding a thread know of it.
 type threadUse struct {
-	sessions  int    // sessions bound to it
-	tenant    string // whose thread it is (a key is one tenant's: see ThreadRef)
-	anonymous bool   // an anonymous session made it: no one may name it
-	named     bool   // some session named it (X-Thread-ID): it is not anonymous
-	existed   bool   // its directory was there before an anonymous session made it
+	sessions int    // sessions bound to it
+	tenant   string // whose thread it is (a key is one tenant's: see ThreadRef)
+	named    bool   // some session named it (X-Thread-ID): it is not anonymous
+	existed  bool   // its directory was there before an anonymous session made it
 }
 
 // ErrThreadLimit refuses a new thread of a tenant that holds
@@ -155,12 +154,6 @@ func (r *Sessions) get(ctx context.Context, session string, thread ThreadRef, ca
 			return nil, err
 		}
 		use := r.threads[thread.Key]
-		if use != nil && use.anonymous && !thread.Anonymous {
-			// An anonymous session's thread is its own (SPEC §10: it cannot
-			// be named): naming it would keep its jobs past its end.
-			r.mu.Unlock()
-			return nil, fmt.Errorf("thread %s is an anonymous session's own and cannot be named", thread.ID)
-		}
 		if use == nil && r.threadsPerTenant > 0 && r.tenants[thread.Tenant] >= r.threadsPerTenant {
 			// A new thread past the tenant's cap: one of its idle leases
 			// makes room, or the call is refused (never another tenant's).
@@ -175,7 +168,7 @@ func (r *Sessions) get(ctx context.Context, session string, thread ThreadRef, ca
 		b.ctx, b.cancel = context.WithCancel(context.Background())
 		r.sessions[session] = b
 		if use == nil {
-			use = &threadUse{tenant: thread.Tenant, anonymous: thread.Anonymous}
+			use = &threadUse{tenant: thread.Tenant}
 			r.threads[thread.Key] = use
 			r.tenants[thread.Tenant]++
 			if thread.Anonymous && r.stateDir != "" {
