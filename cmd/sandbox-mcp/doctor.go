@@ -148,7 +148,10 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 		add(checkLimits(&cfg, bash.status == "ok" || cfg.Local.AllowHostBash && bash.status != "FAIL"), false)
 	}
 	add(checkDocker(ctx, &cfg, lookup), cfg.Provider == "docker")
-	add(checkKubernetes(ctx, &cfg, lookup), cfg.Provider == "kubernetes")
+	if cfg.Provider == "kubernetes" || kubeconfigGiven(&cfg, lookup) {
+		// Another provider's server has no cluster to check unless one is set up.
+		add(checkKubernetes(ctx, &cfg, lookup), cfg.Provider == "kubernetes")
+	}
 	add(checkStateDir(cfg.StateDir), true)
 	add(auditFinding(&cfg), true)
 	for _, f := range found {
@@ -354,10 +357,31 @@ func checkKubernetes(ctx context.Context, cfg *Config, lookup func(string) (stri
 	defer cancel()
 	p, err := newProvider(ctx, &c, slog.New(&recorder{}))
 	if err != nil {
-		return finding{"FAIL", what + ": " + firstLine(strings.TrimPrefix(err.Error(), "kubernetes provider: ")), "cluster from " + source}
+		detail := "cluster from " + source
+		if !kubeconfigGiven(cfg, lookup) {
+			detail = "" // there is none: the message says where it was looked for
+		}
+		return finding{"FAIL", what + ": " + firstLine(strings.TrimPrefix(err.Error(), "kubernetes provider: ")), detail}
 	}
 	p.Close()
 	return finding{"ok", what + ": namespace " + ns + " reachable", "cluster from " + source}
+}
+
+// kubeconfigGiven: a cluster configuration is named or there (the config's
+// kubeconfig, $KUBECONFIG, ~/.kube/config, or in a Pod).
+func kubeconfigGiven(cfg *Config, lookup func(string) (string, bool)) bool {
+	if cfg.Kubernetes.Kubeconfig != "" {
+		return true
+	}
+	if v, ok := lookup("KUBECONFIG"); ok && v != "" {
+		return true
+	}
+	if v, ok := lookup("KUBERNETES_SERVICE_HOST"); ok && v != "" {
+		return true
+	}
+	home, _ := lookup("HOME")
+	_, err := os.Stat(filepath.Join(home, ".kube", "config"))
+	return home != "" && err == nil
 }
 
 // checkStateDir reports the state dir's owner and mode: it holds every

@@ -348,3 +348,25 @@ func TestDoctorClients(t *testing.T) {
 		t.Errorf("--client emacs: exit %d, want 2", code)
 	}
 }
+
+// With no cluster configured anywhere, a local server's doctor says nothing
+// of kubernetes, and a kubernetes one's says where it looked without
+// naming ~/.kube/config as the source of a cluster it did not find (#25
+// item 10).
+func TestDoctorKubernetesOnlyWhereItMatters(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	os.Unsetenv("KUBECONFIG")
+	home := t.TempDir()
+	out, code := doctor(t, home, nil, "--state-dir", t.TempDir(), "--isolation", "none")
+	if code != 0 || strings.Contains(out, "kubernetes") {
+		t.Errorf("local provider, no cluster anywhere: exit %d, and a kubernetes line:\n%s", code, out)
+	}
+	out, code = doctor(t, home, nil, "--state-dir", t.TempDir(), "--provider", "kubernetes")
+	if code != 1 {
+		t.Fatalf("kubernetes provider, no cluster: exit %d, want 1:\n%s", code, out)
+	}
+	wantLine(t, out, "FAIL", "kubernetes: no cluster configuration")
+	if strings.Contains(out, "cluster from ~/.kube/config") {
+		t.Errorf("doctor names ~/.kube/config as a cluster's source though there is none:\n%s", out)
+	}
+}
