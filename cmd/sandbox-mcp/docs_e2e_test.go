@@ -1,8 +1,8 @@
 package main
 
 // The docs tested as a new user reads them: every example that can be run
-// here is run against the real binary, and every fact the README states
-// about the build is checked against the file that makes it true.
+// here is run against the real binary, and every fact the docs state about
+// the build is checked against the file that makes it true.
 
 import (
 	"context"
@@ -84,34 +84,34 @@ func TestE2EMCPJSONExampleStarts(t *testing.T) {
 	}
 }
 
-// The README's example of how an escaping path is reported is what the
-// server reports.
+// The example of how an escaping path is reported (docs/tools.md, once the
+// README's) is what the server reports.
 func TestE2EReadmeRefusedPathExample(t *testing.T) {
 	t.Parallel()
-	m := regexp.MustCompile("`(\\.\\./\\.\\./etc/passwd)` is reported as `([^`]+)`").FindStringSubmatch(readRepoFile(t, "README.md"))
+	m := regexp.MustCompile("`(\\.\\./\\.\\./etc/passwd)` is reported as `([^`]+)`").FindStringSubmatch(readRepoFile(t, "docs/tools.md"))
 	if m == nil {
-		t.Fatal("README no longer gives the ../../etc/passwd example; update this test with it")
+		t.Fatal("docs/tools.md no longer gives the ../../etc/passwd example; update this test with it")
 	}
 	p := start(t, opts{noBash: true, isolation: "none"})
 	p.want("read_file", map[string]any{"path": m[1]}, "Error: path outside the sandbox: "+m[2], true)
 }
 
-// The README's description of the docker provider's base image names every
-// package the build script puts into it.
+// The docker provider's description of its base image (docs/providers.md,
+// once the README's) names every package the build script puts into it.
 func TestReadmeNamesBaseImagePackages(t *testing.T) {
 	t.Parallel()
 	inc := regexp.MustCompile(`--include=(\S+)`).FindStringSubmatch(readRepoFile(t, "deploy/docker/build-images.sh"))
 	if inc == nil {
 		t.Fatal("build-images.sh: no debootstrap --include")
 	}
-	row := regexp.MustCompile("(?m)^\\| `image` \\|.*$").FindString(readRepoFile(t, "README.md"))
+	row := regexp.MustCompile("(?m)^\\| `image` \\|.*$").FindString(readRepoFile(t, "docs/providers.md"))
 	if row == "" {
-		t.Fatal("README: no `image` row in the docker settings table")
+		t.Fatal("docs/providers.md: no `image` row in the docker settings table")
 	}
 	for _, pkg := range strings.Split(inc[1], ",") {
 		name := strings.TrimSuffix(pkg, "-certificates") // ca-certificates reads "CA certificates"
 		if !strings.Contains(strings.ToLower(row), strings.ToLower(name)) {
-			t.Errorf("README's image row does not name %s, which the image has:\n%s", pkg, row)
+			t.Errorf("docs/providers.md's image row does not name %s, which the image has:\n%s", pkg, row)
 		}
 	}
 }
