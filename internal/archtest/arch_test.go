@@ -1,0 +1,88 @@
+package archtest
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/sandbox-mcp/sandbox-mcp/"
+
+// listed is what go list says of one package.
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// The arrows of the house (docs/architecture.md, STYLE.md): each package
+// and what it may never depend on, directly or not. A rule only written
+// down erodes.
+func TestImportRules(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "list", "-json", "github.com/sandbox-mcp/sandbox-mcp/...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]listed{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p listed
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[strings.TrimPrefix(p.ImportPath, module)] = p
+	}
+	transports := []string{"github.com/mark3labs/mcp-go", "github.com/modelcontextprotocol/go-sdk"}
+	engines := []string{"github.com/docker/docker", "k8s.io/client-go", "k8s.io/api"}
+	ours := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			out = append(out, module+n)
+		}
+		return out
+	}
+	for _, rule := range []struct {
+		pkg, why string
+		never    []string // prefixes of packages it may not depend on
+		noneOurs bool     // imports no package of this module at all
+	}{
+		{pkg: "sandbox", why: "the contract imports nothing of ours", noneOurs: true},
+		{pkg: "masking", why: "the masker imports nothing of ours", noneOurs: true},
+		{pkg: "tools", why: "tools never import a provider, the supervisor, the server or an engine's SDK",
+			never: append(ours("providers", "supervisor", "server", "cmd"), engines...)},
+		{pkg: "supervisor", why: "what runs in the box imports no transport, tool, provider or engine SDK",
+			never: append(append(ours("providers", "tools", "server", "cmd", "audit"), transports...), engines...)},
+		{pkg: "server", why: "the core knows no provider: main wires them",
+			never: append(ours("providers", "supervisor", "cmd"), engines...)},
+		{pkg: "search", why: "search is a mechanism: no transport, tool or provider",
+			never: append(append(ours("providers", "tools", "server", "cmd"), transports...), engines...)},
+		{pkg: "hostfs", why: "the host file system imports no transport, tool or provider",
+			never: append(append(ours("providers", "tools", "server", "cmd", "supervisor"), transports...), engines...)},
+	} {
+		p, ok := pkgs[rule.pkg]
+		if !ok {
+			t.Errorf("package %s not found by go list", rule.pkg)
+			continue
+		}
+		if rule.noneOurs {
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, module) {
+					t.Errorf("%s imports %s: %s", rule.pkg, imp, rule.why)
+				}
+			}
+		}
+		for _, dep := range p.Deps {
+			for _, bad := range rule.never {
+				if dep == bad || strings.HasPrefix(dep, bad+"/") {
+					t.Errorf("%s depends on %s: %s", rule.pkg, dep, rule.why)
+				}
+			}
+		}
+	}
+}
