@@ -308,3 +308,13 @@ func pathChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80 ||
 		strings.IndexByte("/._-~+@", c) >= 0
 }
+
+// bashFacts is bash's structured content.
+type bashFacts struct {
+	ExitCode  *int   `json:"exit_code,omitempty" jsonschema_description:"The command's exit code; absent when it timed out or goes on as a job."`
+	TimedOut  bool   `json:"timed_out" jsonschema_description:"The timeout killed the command and every process it started."`
+	Job       string `json:"job,omitempty" jsonschema_description:"The job the command runs as (run_in_background, or past yield_after): read it with bash_output."`
+	State     string `json:"state,omitempty" jsonschema:"enum=running,enum=exited,enum=killed" jsonschema_description:"The job's state, when the command runs as a job."`
+	Truncated bool   `json:"truncated" jsonschema_description:"The output shown was cut (its middle left out)."`
+	Saved
+}

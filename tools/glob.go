@@ -113,3 +113,11 @@ func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
 	r.StructuredContent = facts
 	return r
 }
+
+// globFacts is glob's structured content.
+type globFacts struct {
+	Paths      []string `json:"paths" jsonschema_description:"The virtual paths shown (this page)."`
+	Total      int      `json:"total" jsonschema_description:"Paths found in all."`
+	Offset     int      `json:"offset"`
+	NextOffset *int     `json:"next_offset,omitempty" jsonschema_description:"The offset of the next page, when there is one."`
+}

@@ -229,3 +229,13 @@ func renderGrep(mode string, fm search.FileMatch, ctxLines, first, last int, aft
 	}
 	return b.String(), valid
 }
+
+// grepFacts is grep's structured content: its counts.
+type grepFacts struct {
+	Matches    *int `json:"matches,omitempty" jsonschema_description:"Matching lines found; absent in output_mode files, which stops at a file's first match."`
+	Files      int  `json:"files" jsonschema_description:"Files with a match."`
+	Shown      int  `json:"shown" jsonschema_description:"Records shown (lines, files or counts, by output_mode)."`
+	Complete   bool `json:"complete" jsonschema_description:"matches and files count every match; false when the search stopped once the page and the saved copy were full."`
+	NextOffset *int `json:"next_offset,omitempty" jsonschema_description:"The offset of the next page, when there is one."`
+	Saved
+}

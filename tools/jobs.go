@@ -9,8 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -290,220 +288,38 @@ func (env *Env) jobLimits() sandbox.JobLimits {
 	return sandbox.JobLimits{MaxJobs: env.Limits.JobsMax, LogMaxBytes: spillFileMax, SavedMaxFiles: spillKeepFiles, SavedMaxBytes: spillKeepBytes}
 }
 
-func bashOutputTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("bash_output",
-			mcp.WithDescription("Read a job's output: a command started with bash run_in_background, or one that outran yield_after. "+
-				"Answers the output not shown yet (or from offset), then [job J running; next offset N] or [job J exited with code C; next offset N]. "+
-				"Use wait to block until there is new output or the job ends (e.g. poll a long build with wait 60). "+
-				"Without job: lists the thread's jobs, one per line."),
-			mcp.WithString("job", mcp.Description("The job's id (j1, j2, …); omit to list the jobs.")),
-			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Characters of the job's output to skip (default: what was not shown yet; 0 reads from the start).")),
-			mcp.WithNumber("wait", mcp.Min(0), mcp.Description("Seconds to wait for new output or the job's end (default 0, max 60).")),
-			// Read-only, not idempotent: it moves the job's "not shown yet" mark.
-			mcp.WithToolAnnotation(mcp.ToolAnnotation{Title: "Read job output", ReadOnlyHint: mcp.ToBoolPtr(true),
-				DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(false)}),
-			withIcon("terminal"),
-			mcp.WithOutputSchema[jobFacts](),
-		),
-		Args:         bashOutputArgs{},
-		RunsCommands: true,
-		Handle:       readJob,
-	}
+// jobFacts is the structured content of bash_output, bash_input and
+// bash_kill: one job's state, or (bash_output without job) every job's.
+type jobFacts struct {
+	Job        string `json:"job,omitempty" jsonschema_description:"The job read."`
+	State      string `json:"state,omitempty" jsonschema:"enum=running,enum=exited,enum=killed" jsonschema_description:"running; exited (its exit code); or killed (by the signal)."`
+	ExitCode   *int   `json:"exit_code,omitempty" jsonschema_description:"Its exit code, once it ended (128+N when signal N ended it)."`
+	Signal     string `json:"signal,omitempty" jsonschema_description:"The signal that ended it (TERM, KILL, …)."`
+	NextOffset *int64 `json:"next_offset,omitempty" jsonschema_description:"The offset of the output not read yet (bash_output's offset argument)."`
+	Truncated  bool   `json:"truncated,omitempty" jsonschema_description:"The output shown was cut; the job's log keeps it whole."`
+	Saved
+	Jobs *[]jobEntry `json:"jobs,omitempty" jsonschema_description:"Every job of the thread (bash_output without job)."`
 }
 
-type bashOutputArgs struct {
-	Job    string  `json:"job"`
-	Offset int     `json:"offset" arg:"min=0"`
-	Wait   float64 `json:"wait" arg:"min=0"`
+type jobEntry struct {
+	Job      string `json:"job"`
+	State    string `json:"state" jsonschema:"enum=running,enum=exited,enum=killed"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	Command  string `json:"command" jsonschema_description:"The command's first 200 bytes."`
 }
 
-func readJob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	a := bashOutputArgs{Offset: -1}
-	if err := bindArgs("bash_output", req, &a); err != nil {
-		return fail(err)
-	}
-	jobs, err := jobsOf(env)
-	if err != nil {
-		return fail(err)
-	}
-	if a.Job == "" {
-		if a.Offset >= 0 || a.Wait > 0 {
-			return failf("offset and wait read one job's output: name the job")
-		}
-		return listJobs(ctx, jobs)
-	}
-	if err := checkJobID(a.Job); err != nil {
-		return fail(err)
-	}
-	wait := time.Duration(min(a.Wait, jobWaitMax) * float64(time.Second))
-	offset := sandbox.Unshown
-	if a.Offset >= 0 {
-		offset = int64(a.Offset)
-	}
-	jr, err := readJobOutput(ctx, env, jobs, a.Job, offset, wait, time.Time{})
-	if err != nil {
-		if ctx.Err() != nil {
-			return failf("cancelled: the wait ended; job %s goes on", a.Job)
-		}
-		return jobError(ctx, env, a.Job, err)
-	}
-	body, facts := jr.text(env)
-	return structured(body, facts.Truncated, facts)
-}
-
-// listJobs is one line per job of the thread: id, state, command.
-func listJobs(ctx context.Context, jobs sandbox.Jobs) *Result {
-	list, err := jobs.Jobs(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	entries := []jobEntry{}
-	facts := &jobFacts{Jobs: &entries}
-	if len(list) == 0 {
-		r := text("no jobs")
-		r.StructuredContent = facts
-		return r
-	}
-	var b strings.Builder
-	for _, j := range list {
-		e := jobEntry{Job: j.ID, Command: validText([]byte(j.Command))}
-		e.State, e.ExitCode, e.Signal = jobState(j)
-		entries = append(entries, e)
-		state := "running"
-		switch {
-		case j.State == sandbox.JobKilled && j.Signal != "":
-			state = fmt.Sprintf("killed by SIG%s (code %d)", j.Signal, j.Code)
-		case j.State != sandbox.JobRunning:
-			state = fmt.Sprintf("exited with code %d", j.Code)
-		}
-		cmd := strings.Join(strings.Fields(validText([]byte(j.Command))), " ")
-		fmt.Fprintf(&b, "%s %s: %s\n", j.ID, state, cmd)
-	}
-	r := text(strings.TrimSuffix(b.String(), "\n"))
-	r.StructuredContent = facts
-	return r
-}
-
-func bashInputTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("bash_input",
-			mcp.WithDescription("Type into a job's stdin (a job started with bash run_in_background): answer a prompt, drive a REPL. "+
-				"Nothing is added: end the input with \\n to press Enter. Answers the job's output of the next 0.3 s, then its state line."),
-			mcp.WithString("job", mcp.Required(), mcp.Description("The job's id (j1, j2, …).")),
-			mcp.WithString("input", mcp.Description("What to write (at most 64 KiB).")),
-			mcp.WithBoolean("close", mcp.Description("Close the job's stdin after the input (end of file, like Ctrl-D).")),
-			destructive("Write to a job", true),
-			withIcon("terminal"),
-			mcp.WithOutputSchema[jobFacts](),
-		),
-		Args:         bashInputArgs{},
-		RunsCommands: true,
-		Handle:       bashInput,
-	}
-}
-
-type bashInputArgs struct {
-	Job   string `json:"job" arg:"required"`
-	Input string `json:"input"`
-	Close bool   `json:"close"`
-}
-
-// maxJobInput is the most bytes one bash_input writes.
-const maxJobInput = 64 << 10
-
-func bashInput(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	var a bashInputArgs
-	if err := bindArgs("bash_input", req, &a); err != nil {
-		return fail(err)
-	}
-	if err := checkJobID(a.Job); err != nil {
-		return fail(err)
-	}
-	if a.Input == "" && !a.Close {
-		return failf("nothing to do: give input, close, or both")
-	}
-	if len(a.Input) > maxJobInput {
-		return failf("input is %d bytes: at most %d in one call", len(a.Input), maxJobInput)
-	}
-	jobs, err := jobsOf(env)
-	if err != nil {
-		return fail(err)
-	}
-	if _, err := jobs.JobInput(ctx, a.Job, []byte(a.Input), a.Close); err != nil {
-		if errors.Is(err, sandbox.ErrJobBlocked) {
-			return failf("job %s is not reading its input: nothing was written (it may be busy; try again, or bash_output to see what it waits for)", a.Job)
-		}
-		return jobError(ctx, env, a.Job, err)
-	}
-	jr, err := readJobOutput(ctx, env, jobs, a.Job, sandbox.Unshown, jobInputGlimpse, time.Now().Add(jobInputGlimpse))
-	if err != nil {
-		return jobError(ctx, env, a.Job, err)
-	}
-	body, facts := jr.text(env)
-	return structured(body, facts.Truncated, facts)
-}
-
-func bashKillTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("bash_kill",
-			mcp.WithDescription("Stop a job: send a signal to its whole process group (the command and every process it started). "+
-				"Answers the job's last output and how it ended."),
-			mcp.WithString("job", mcp.Required(), mcp.Description("The job's id (j1, j2, …).")),
-			mcp.WithString("signal", mcp.Enum("TERM", "INT", "KILL"), mcp.Description("TERM (default), INT (like Ctrl-C) or KILL.")),
-			destructive("Kill a job", false),
-			withIcon("stop"),
-			mcp.WithOutputSchema[jobFacts](),
-		),
-		Args:         bashKillArgs{},
-		RunsCommands: true,
-		Handle:       bashKill,
-	}
-}
-
-type bashKillArgs struct {
-	Job    string `json:"job" arg:"required"`
-	Signal string `json:"signal"`
-}
-
-func bashKill(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	a := bashKillArgs{Signal: "TERM"}
-	if err := bindArgs("bash_kill", req, &a); err != nil {
-		return fail(err)
-	}
-	if err := checkJobID(a.Job); err != nil {
-		return fail(err)
-	}
-	sig := strings.TrimPrefix(strings.ToUpper(a.Signal), "SIG")
-	switch sig {
-	case "TERM", "INT", "KILL":
-	default:
-		return failf("signal %q: want TERM, INT or KILL", cutHeadOnly(a.Signal, 40))
-	}
-	jobs, err := jobsOf(env)
-	if err != nil {
-		return fail(err)
-	}
-	if _, err := jobs.KillJob(ctx, a.Job, sig); err != nil && !errors.Is(err, sandbox.ErrJobEnded) {
-		return jobError(ctx, env, a.Job, err)
-	}
-	// Its last output, until it ends (or jobKillWait).
-	deadline := time.Now().Add(jobKillWait)
-	jr := &jobRead{id: a.Job}
-	for {
-		o, err := jobs.JobOutput(ctx, a.Job, sandbox.Unshown, max(time.Until(deadline), 0))
-		if err != nil {
-			return jobError(ctx, env, a.Job, err)
-		}
-		jr.add(o)
-		if o.Job.State != sandbox.JobRunning || time.Now().After(deadline) || ctx.Err() != nil || len(jr.buf) >= jobReadMax/2 {
-			break
+// jobState is a job's state as its facts say it.
+func jobState(j sandbox.JobInfo) (state string, code *int, signal string) {
+	switch j.State {
+	case sandbox.JobRunning:
+		return "running", nil, ""
+	case sandbox.JobKilled:
+		if j.Signal != "" {
+			c := j.Code
+			return "killed", &c, j.Signal
 		}
 	}
-	jr.withContext(context.WithoutCancel(ctx), jobs, env.Mask)
-	body, facts := jr.text(env)
-	if jr.job.State == sandbox.JobRunning {
-		body += fmt.Sprintf("\n[job %s did not end within %ds of SIG%s; bash_kill with signal KILL ends it]", a.Job, int(jobKillWait/time.Second), sig)
-	}
-	return structured(body, facts.Truncated, facts)
+	c := j.Code
+	return "exited", &c, ""
 }

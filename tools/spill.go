@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
@@ -136,4 +138,36 @@ func (s *spill) prune() {
 	for _, f := range sandbox.PruneSaved(files, spillKeepFiles, spillKeepBytes) {
 		s.fsys.Remove(s.ctx, f.Name)
 	}
+}
+
+// Saved names where a cut output is kept whole: the file a result's
+// notice names, as a virtual path and as the MCP resource of it.
+type Saved struct {
+	SavedTo  string `json:"saved_to,omitempty" jsonschema_description:"Where the whole output is, when the answer was cut: a virtual path (read it with read_file) under /mnt/user-data/outputs."`
+	SavedURI string `json:"saved_uri,omitempty" jsonschema_description:"The same file as an MCP resource (resources/read)."`
+}
+
+func savedAt(path string) Saved {
+	if path == "" {
+		return Saved{}
+	}
+	return Saved{SavedTo: path, SavedURI: OutputsURI(path)}
+}
+
+// OutputsScheme is the URI prefix of the files under /mnt/user-data/outputs
+// as MCP resources (SPEC §13).
+const OutputsScheme = "sandbox://outputs/"
+
+// OutputsURI is the resource URI of a virtual path under
+// /mnt/user-data/outputs ("" for another).
+func OutputsURI(name string) string {
+	rel, ok := strings.CutPrefix(name, sandbox.OutputsDir+"/")
+	if !ok || rel == "" {
+		return ""
+	}
+	parts := strings.Split(rel, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return OutputsScheme + strings.Join(parts, "/")
 }

@@ -209,3 +209,10 @@ func splitLines(s string) []string {
 
 // fold collapses runs of white space and trims it.
 func fold(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// replaceFacts is str_replace's structured content.
+type replaceFacts struct {
+	EditedFile
+	Replacements int  `json:"replacements" jsonschema_description:"Occurrences replaced (a dry run: that would be)."`
+	DryRun       bool `json:"dry_run,omitempty" jsonschema_description:"dry_run: nothing was written; sha256 is the file's as it is."`
+}

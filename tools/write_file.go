@@ -79,3 +79,17 @@ func checkExpected(name, expected string, old []byte, exists bool) error {
 	}
 	return nil
 }
+
+// EditedFile is write_file's structured content, and part of
+// str_replace's: the file as the call left it, so that the next edit can
+// pass its hash as expected_sha256 without reading it again.
+type EditedFile struct {
+	Path   string `json:"path"`
+	Bytes  int    `json:"bytes" jsonschema_description:"The file's size after the call."`
+	SHA256 string `json:"sha256" jsonschema_description:"The sha256 of the file after the call (hex)."`
+}
+
+func editedFile(name string, content []byte) EditedFile {
+	sum := sha256.Sum256(content)
+	return EditedFile{Path: name, Bytes: len(content), SHA256: hex.EncodeToString(sum[:])}
+}
