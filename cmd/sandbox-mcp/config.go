@@ -287,7 +287,12 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		return fmt.Errorf("--thread: %w", err)
 	}
 	if c.Local.Isolation == "" {
+		// The release's image sets SANDBOX_MCP_ISOLATION=container: the
+		// container it runs in is the sandbox.
 		c.Local.Isolation = local.IsolationAuto
+		if v, ok := lookup("SANDBOX_MCP_ISOLATION"); ok && v != "" {
+			c.Local.Isolation = v
+		}
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
@@ -353,6 +358,11 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	}
 	if err := c.Local.Validate(); err != nil {
 		return err
+	}
+	if c.Provider == "local" && c.Local.Isolation == local.IsolationContainer {
+		if _, ok := containerSign(lookup); !ok {
+			return fmt.Errorf("local.isolation container: this does not look like a container (no /.dockerenv, /run/.containerenv, $container or $KUBERNETES_SERVICE_HOST), and on a host it would run bash unisolated: use bwrap there, or --allow-host-bash to mean it")
+		}
 	}
 	if err := c.Docker.Validate(); err != nil {
 		return err

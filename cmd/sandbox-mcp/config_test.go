@@ -552,3 +552,36 @@ func TestHTTPStatelessDefault(t *testing.T) {
 		}
 	}
 }
+
+// local.isolation container (the release image's SANDBOX_MCP_ISOLATION)
+// is taken where something shows a container, and refused on a host,
+// where it would be --allow-host-bash under another name.
+func TestIsolationContainer(t *testing.T) {
+	t.Parallel()
+	c := Config{StateDir: t.TempDir()}
+	if err := c.Validate(env("SANDBOX_MCP_ISOLATION", "container", "container", "docker")); err != nil || c.Local.Isolation != "container" {
+		t.Fatalf("SANDBOX_MCP_ISOLATION=container in a container: %v, isolation %q", err, c.Local.Isolation)
+	}
+	c = Config{StateDir: t.TempDir(), Local: local.Config{Isolation: "bwrap"}}
+	if err := c.Validate(env("SANDBOX_MCP_ISOLATION", "container")); err != nil || c.Local.Isolation != "bwrap" {
+		t.Errorf("the config's isolation gave way to the variable: %v, %q", err, c.Local.Isolation)
+	}
+	none := func(string) bool { return false }
+	if s, ok := containerSignOf(env(), none); ok {
+		t.Errorf("a host without a sign of a container: %q", s)
+	}
+	for _, c := range []struct {
+		lookup func(string) (string, bool)
+		exists func(string) bool
+		want   string
+	}{
+		{env(), func(f string) bool { return f == "/.dockerenv" }, "/.dockerenv"},
+		{env(), func(f string) bool { return f == "/run/.containerenv" }, "/run/.containerenv"},
+		{env("container", "podman"), none, "$container"},
+		{env("KUBERNETES_SERVICE_HOST", "10.0.0.1"), none, "$KUBERNETES_SERVICE_HOST"},
+	} {
+		if s, ok := containerSignOf(c.lookup, c.exists); !ok || s != c.want {
+			t.Errorf("sign %q %v, want %q", s, ok, c.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -48,7 +49,7 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 		provider      = fs.String("provider", "", "local|docker|kubernetes, as for serving")
 		thread        = fs.String("thread", "", "the thread the printed client config serves")
 		skillsDir     = fs.String("skills-dir", "", "skills `DIR`, as for serving")
-		isolation     = fs.String("isolation", "", "auto|bwrap|none, as for serving")
+		isolation     = fs.String("isolation", "", "auto|bwrap|none|container, as for serving")
 		allowHostBash = fs.Bool("allow-host-bash", false, "as for serving")
 		auditLog      = fs.String("audit-log", "", "audit log `FILE`, - or off, as for serving")
 		mounts        multiFlag
@@ -173,6 +174,13 @@ func checkBash(ctx context.Context, cfg *Config) finding {
 	off := "bash is off: the file tools work, bash answers an error"
 	alternatives := "for bash, use --provider docker, or --allow-host-bash (unisolated, runs as you)"
 	switch {
+	case cfg.Local.Isolation == local.IsolationContainer:
+		sign, _ := containerSign(os.LookupEnv)
+		if err := cfg.Local.CheckShell(); err != nil {
+			return finding{"FAIL", what + ": isolation container, but " + firstLine(err.Error()), "the server refuses to start"}
+		}
+		return finding{"ok", what + ": runs in this container (isolation container; " + sign + ")",
+			"the container is the sandbox: bash runs as " + bashUser(false) + ", unisolated from the server, and reaches what the container reaches"}
 	case cfg.Local.Isolation != "none" && probe == nil:
 		return finding{"ok", what + ": bubblewrap works", "bash runs isolated in bubblewrap as " + bashUser(true) +
 			"; network " + map[bool]string{true: "on", false: "off"}[cfg.Local.Network]}

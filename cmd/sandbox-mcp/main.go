@@ -79,7 +79,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 		provider      = fs.String("provider", "", "sandbox provider: local|docker|kubernetes (default local)")
 		thread        = fs.String("thread", "", "stdio only: the thread this process serves (default \"default\")")
 		skillsDir     = fs.String("skills-dir", "", "host `DIR` shown read-only at /mnt/skills")
-		isolation     = fs.String("isolation", "", "local provider: how bash is isolated: auto|bwrap|none (default auto)")
+		isolation     = fs.String("isolation", "", "local provider: how bash is isolated: auto|bwrap|none|container (default auto, or $SANDBOX_MCP_ISOLATION)")
 		allowHostBash = fs.Bool("allow-host-bash", false, "local provider without isolation: allow bash on the host")
 		httpAddr      = fs.String("http", "", "serve Streamable HTTP (and the deprecated SSE) on `ADDR` instead of stdio")
 		authToken     = fs.String("auth-token", "", "HTTP: require \"Authorization: Bearer `TOKEN`\" (also env SANDBOX_MCP_AUTH_TOKEN)")
