@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -583,5 +584,26 @@ func TestIsolationContainer(t *testing.T) {
 		if s, ok := containerSignOf(c.lookup, c.exists); !ok || s != c.want {
 			t.Errorf("sign %q %v, want %q", s, ok, c.want)
 		}
+	}
+}
+
+// An extension (manifest.json) passes every setting as --flag=VALUE: one
+// left blank arrives empty, or as the unfilled "${user_config.KEY}" that
+// MCPB clients keep when a setting has no value; either way it is not
+// given, and the config file's setting stands.
+func TestRunExtensionArgsLeftBlank(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	file := filepath.Join(root, "c.yaml")
+	os.WriteFile(file, []byte("provider: podman\n"), 0o600)
+	var stdout, stderr bytes.Buffer
+	args := []string{"--config=" + file, "--provider=", "--image=${user_config.image}", "--skills-dir=${user_config.skills_dir}",
+		"--isolation=", "--state-dir", filepath.Join(root, "s")}
+	code := run(args, strings.NewReader(""), &stdout, &stderr, env("HOME", root))
+	if code != 2 || !strings.Contains(stderr.String(), "podman") {
+		t.Errorf("run = %d, stderr %q; want 2 and the config's provider named (the blank flags leave it)", code, stderr.String())
+	}
+	if got := withoutUnfilled([]string{"--thread=${user_config.thread}", "--thread", "${user_config.thread}", "--image=x"}); !slices.Equal(got, []string{"--thread", "${user_config.thread}", "--image=x"}) {
+		t.Errorf("withoutUnfilled: %q", got)
 	}
 }
