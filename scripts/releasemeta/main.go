@@ -33,7 +33,7 @@ const (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: releasemeta manifest|server|image [flags]")
+		fmt.Fprintln(os.Stderr, "usage: releasemeta manifest|server|image|try [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -44,8 +44,10 @@ func main() {
 		err = serverCmd(os.Args[2:], os.Stdout)
 	case "image":
 		err = imageCmd(os.Args[2:])
+	case "try":
+		err = tryCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want manifest, server or image", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want manifest, server, image or try", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "releasemeta:", err)
