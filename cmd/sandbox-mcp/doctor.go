@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -51,6 +53,7 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 		skillsDir     = fs.String("skills-dir", "", "skills `DIR`, as for serving")
 		isolation     = fs.String("isolation", "", "auto|bwrap|none|container, as for serving")
 		allowHostBash = fs.Bool("allow-host-bash", false, "as for serving")
+		image         = fs.String("image", "", "the sandboxes' `IMAGE` (docker, kubernetes), as for serving")
 		auditLog      = fs.String("audit-log", "", "audit log `FILE`, - or off, as for serving")
 		mounts        multiFlag
 	)
@@ -101,6 +104,9 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 		if set[name] {
 			*dst = v
 		}
+	}
+	if *image != "" {
+		cfg.Docker.Image, cfg.Kubernetes.Image = *image, *image
 	}
 	override("state-dir", &cfg.StateDir, *stateDir)
 	override("provider", &cfg.Provider, *provider)
@@ -272,7 +278,8 @@ func checkDocker(ctx context.Context, cfg *Config, lookup func(string) (string, 
 	defer os.RemoveAll(tmp)
 	c := *cfg
 	c.Provider, c.StateDir = "docker", tmp
-	c.Docker.RemoveOnExit = true // the container of the test command below
+	c.Docker.RemoveOnExit = true     // the container of the test command below
+	c.Docker.Pull = docker.PullNever // doctor pulls nothing; it says what the server would
 	rec := &recorder{}
 	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
@@ -280,6 +287,11 @@ func checkDocker(ctx context.Context, cfg *Config, lookup func(string) (string, 
 	host := "the default socket"
 	if h, ok := lookup("DOCKER_HOST"); ok && h != "" {
 		host = "DOCKER_HOST=" + h
+	}
+	if errors.Is(err, docker.ErrImageMissing) && cfg.Docker.Pull != docker.PullNever {
+		image := cmp.Or(cfg.Docker.Image, docker.DefaultImage)
+		return finding{"warn", what + ": engine reachable; image " + image + " is not on it yet: the server pulls it on its first call",
+			"engine at " + host + "\n`docker pull " + image + "` pulls it now (progress shown); docker.pull: never forbids pulling"}
 	}
 	if err != nil {
 		return finding{"FAIL", what + ": " + firstLine(strings.TrimPrefix(err.Error(), "docker provider: ")), "engine at " + host}
@@ -292,10 +304,7 @@ func checkDocker(ctx context.Context, cfg *Config, lookup func(string) (string, 
 		}
 		return finding{"FAIL", what + ": engine not reachable", detail}
 	}
-	image := c.Docker.Image
-	if image == "" {
-		image = "sandbox-mcp-base:latest"
-	}
+	image := cmp.Or(c.Docker.Image, docker.DefaultImage)
 	// A command in a container of its own, through the supervisor and
 	// the channel a server would use (on Docker Desktop: the exec channel
 	// and docker.supervisor_binary).
@@ -481,6 +490,9 @@ func clientConfig(cfg *Config, set map[string]bool, configFile string, mounts []
 	}
 	if set["isolation"] {
 		args = append(args, "--isolation", cfg.Local.Isolation)
+	}
+	if set["image"] && cfg.Docker.Image != "" {
+		args = append(args, "--image", cfg.Docker.Image)
 	}
 	if set["allow-host-bash"] {
 		args = append(args, "--allow-host-bash="+strconv.FormatBool(cfg.Local.AllowHostBash))
