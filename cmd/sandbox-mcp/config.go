@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"time"
 
@@ -518,8 +519,10 @@ func (c *Config) binaryPaths() []masking.Pair {
 	if exe, err := os.Executable(); err == nil {
 		pairs = append(pairs,
 			masking.Pair{Host: exe, Virtual: binaryVirtual},
-			// The Linux build beside a macOS or Windows server (docker).
-			masking.Pair{Host: filepath.Join(filepath.Dir(exe), "linux", "sandbox-mcp"), Virtual: binaryVirtual})
+			// The Linux build beside a macOS or Windows server (docker):
+			// the archives' linux/, the extension's linux-ARCH/.
+			masking.Pair{Host: filepath.Join(filepath.Dir(exe), "linux", "sandbox-mcp"), Virtual: binaryVirtual},
+			masking.Pair{Host: filepath.Join(filepath.Dir(exe), "linux-"+runtime.GOARCH, "sandbox-mcp"), Virtual: binaryVirtual})
 	}
 	if c.Docker.SupervisorBinary != "" {
 		pairs = append(pairs, masking.Pair{Host: c.Docker.SupervisorBinary, Virtual: binaryVirtual})
