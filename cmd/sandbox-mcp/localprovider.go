@@ -36,6 +36,10 @@ func newLocalProvider(cfg *Config, mounts []sandbox.Mount, log *slog.Logger) (sa
 	// that nothing does.
 	r := p.Limits()
 	switch {
+	case len(r.Missing) > 0 && p.Isolation() == local.IsolationContainer:
+		// The container's own limits (docker run --memory, --pids-limit)
+		// bound its commands, as they bound the server.
+		log.Info("no cgroup of its own can be made in this container: its commands are bounded by the container's limits", "missing", strings.Join(r.Missing, ", "), "reason", r.Reason)
 	case len(r.Missing) == 0:
 		log.Info("each thread's commands are bounded", "limits", strings.Join(r.Holding, ", "), "by", r.Cgroup)
 	case len(r.Holding) == 0:
