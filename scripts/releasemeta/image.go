@@ -19,14 +19,17 @@ import (
 
 // The server image, multi-architecture, as an OCI image layout in one tar
 // (what `skopeo copy oci-archive:FILE docker://REF` or `crane push`
-// publishes as one multi-arch tag), written here without a builder: the
-// image is the static binary FROM scratch (deploy/kubernetes/Dockerfile,
-// which build-image.sh builds for this machine), so each architecture's
-// image is one layer. The tar holds a Docker `manifest.json` beside the
-// layout too, one entry per architecture tagged REF-ARCH, so that `docker
-// load` (even an engine that reads no OCI index) takes it.
+// publishes as one multi-arch tag), written here without a builder: each
+// architecture's image is two layers, a shell and tools from static
+// Debian packages (debs.go; -debs, without which it is the state dir and
+// /tmp FROM scratch, as deploy/kubernetes/Dockerfile) and the static
+// binary. It is what a registry client runs (server.json's oci package):
+// the container is the sandbox (SANDBOX_MCP_ISOLATION=container). The tar
+// holds a Docker `manifest.json` beside the layout too, one entry per
+// architecture tagged REF-ARCH, so that `docker load` (even an engine that
+// reads no OCI index) takes it.
 //
-//	releasemeta image -version V -image REF -epoch SECONDS -out FILE linux/amd64=BIN linux/arm64=BIN
+//	releasemeta image -version V -image REF -epoch SECONDS -out FILE [-debs debs.lock -mirror URL -cache DIR] linux/amd64=BIN linux/arm64=BIN
 
 // imageUser is the image's user: not root (deploy/kubernetes/Dockerfile).
 const imageUser = "65532:65532"

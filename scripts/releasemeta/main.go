@@ -1,9 +1,11 @@
 // Command releasemeta writes the metadata files of a release, for
-// scripts/release.sh: the manifest.json of a Claude Desktop extension
-// bundle (.mcpb, manifest_version 0.4) and the server.json of the official
-// MCP Registry (schema 2025-12-11), and the multi-arch server image
-// (image.go). Their fields are typed here, and a test
-// checks them against the required keys of both specs.
+// scripts/release.sh: the manifest.json of the Claude Desktop extension
+// (.mcpb, manifest_version 0.4; one bundle for every platform, laid out by
+// bundle.go), the server.json of the official MCP Registry (schema
+// 2025-12-11), and the multi-arch server image (image.go); and it checks
+// them for scripts/release-check.sh (check.go, try.go). Their fields are
+// typed here; the manifest is checked against the MCPB rules of its
+// version (mcpbschema.go), server.json against the registry's schema.
 //
 //	releasemeta manifest -version V
 //	releasemeta server -version V -image REF -download URL FILE.mcpb
