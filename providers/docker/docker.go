@@ -207,7 +207,8 @@ type attempt struct {
 // with the engine hung each answers within one attempt's time limit. The
 // attempt is not the caller's: a call that ends (ctx) stops waiting, the
 // attempt goes on for the others. It returns errEngineDown while the
-// engine does not answer (also when ctx's deadline passes first).
+// engine does not answer (also when ctx's deadline passes first), and
+// errPulling when ctx's deadline passes while the image is being pulled.
 func (p *Provider) connect(ctx context.Context) error {
 	if p.connected.Load() {
 		return nil
@@ -253,7 +254,8 @@ func (p *Provider) connect(ctx context.Context) error {
 
 // tryConnect is one attempt to connect, for at most connectTimeout (a hung
 // engine is a down one) or until Close: ping, the image (its user and
-// architecture), and the containers an earlier run of this state dir left.
+// architecture; pulled first when the engine lacks it, for as long as that
+// takes), and the containers an earlier run of this state dir left.
 // It returns errEngineDown (the cause, which may name host paths, is
 // logged and kept in downErr) while the engine does not answer. One
 // attempt runs at a time (connect); what it sets is read once connected.
