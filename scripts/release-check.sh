@@ -1,22 +1,40 @@
 #!/usr/bin/env bash
 # The release dry run CI runs: scripts/release.sh into a temporary
-# directory (nothing is published), then checks what it made — the
-# checksums, every archive and bundle holding its binary, each bundle's
-# manifest.json, and the linux/amd64 archive's binary printing the stamped
-# version. Extra arguments go to release.sh (e.g. --no-image).
+# directory (nothing is published), then checks what it made as a client
+# would get it:
+#   - the checksums, and every archive holding its binary;
+#   - the one extension bundle and server.json (releasemeta check): the
+#     manifest against the MCPB rules of the version it declares, each
+#     platform's command in the bundle, executable, built for that OS and its
+#     architectures; server.json against the MCP Registry's own schema
+#     (modelcontextprotocol/registry, from the Go module proxy) and one
+#     package per registryType, so that a client can pick its own;
+#   - the linux/amd64 archive's binary printing the stamped version;
+#   - with a Docker engine: the image loads, prints its version, runs as
+#     its user, and — run exactly as server.json's oci package says
+#     (`docker run -i --rm ...`), driven over stdio by the go-sdk client —
+#     offers bash and answers `echo hi` (releasemeta try).
+# Extra arguments go to release.sh (e.g. --no-image).
 #   bash scripts/release-check.sh [--no-image]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 version=0.0.0-check.$(git rev-parse --short=12 HEAD)
 image=${IMAGE_REPO:-ghcr.io/sandbox-mcp/sandbox-mcp}:$version
-trap 'rm -rf "$out"; docker rmi "$image-amd64" "$image-arm64" >/dev/null 2>&1 || true' EXIT
+volume=sandbox-mcp-check-$$
+trap 'rm -rf "$out"; docker rmi "$image-amd64" "$image-arm64" >/dev/null 2>&1 || true; docker volume rm "$volume" >/dev/null 2>&1 || true' EXIT
 bash scripts/release.sh --out "$out/dist" --version "$version" "$@"
 
 fail() { echo "release-check: FAIL: $*" >&2; exit 1; }
 # has LISTING LINE: LISTING (a variable, not a pipe: grep -q closing the
 # pipe early would fail the listing under pipefail) has a line ending in LINE.
 has() { grep -q -- "$2\$" <<<"$1"; }
+go build -o "$out/releasemeta" ./scripts/releasemeta
+# The registry's server.json schema, from its Go module (the proxy, checked
+# against the checksum database).
+registry=github.com/modelcontextprotocol/registry@v1.8.9
+schema=$(go mod download -json "$registry" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')/internal/validators/schemas/2025-12-11.json
+[ -f "$schema" ] || fail "no server.json schema from $registry (the Go module proxy): $schema"
 cd "$out/dist"
 sha256sum --quiet -c SHA256SUMS || fail "SHA256SUMS does not match the files"
 for p in linux_amd64 linux_arm64 darwin_amd64 darwin_arm64 windows_amd64 windows_arm64; do
@@ -30,11 +48,9 @@ for p in linux_amd64 linux_arm64 darwin_amd64 darwin_arm64 windows_amd64 windows
 		has "$(tar -tzf "$base.tar.gz")" "^$base/$exe" || fail "$base.tar.gz has no $base/$exe"
 		case $p in darwin_*) has "$(tar -tzf "$base.tar.gz")" "^$base/linux/sandbox-mcp" || fail "$base.tar.gz has no linux/sandbox-mcp" ;; esac
 	fi
-	case $p in linux_*) ;; *) has "$(unzip -l "$base.mcpb")" " server/linux/sandbox-mcp" || fail "$base.mcpb has no server/linux/sandbox-mcp" ;; esac
-	has "$(unzip -p "$base.mcpb" manifest.json)" "\"version\": \"$version\"," || fail "$base.mcpb: manifest.json lacks the version"
-	has "$(unzip -l "$base.mcpb")" " server/$exe" || fail "$base.mcpb has no server/$exe"
-	grep -q "$base.mcpb" server.json || fail "server.json does not list $base.mcpb"
 done
+[ "$(ls ./*.mcpb | wc -l)" = 1 ] || fail "want one extension bundle, found: $(ls ./*.mcpb)"
+"$out/releasemeta" check -version "$version" -dist . -registry-schema "$schema" || fail "the bundle or server.json"
 # The image: an OCI layout of both architectures, and docker-loadable.
 if [ -f "sandbox-mcp_${version}_image.tar" ]; then
 	listing=$(tar -tf "sandbox-mcp_${version}_image.tar")
@@ -47,6 +63,8 @@ if [ -f "sandbox-mcp_${version}_image.tar" ]; then
 		[ "$got" = "sandbox-mcp $version" ] || fail "the image's --version printed \"$got\""
 		uid=$(docker image inspect -f '{{.Config.User}} {{index .Config.Labels "io.modelcontextprotocol.server.name"}}' "$image-amd64")
 		[ "$uid" = "65532:65532 io.github.sandbox-mcp/sandbox-mcp" ] || fail "the image's user and name label: $uid"
+		"$out/releasemeta" try -server server.json -image "$image-$(go env GOARCH)" -volume "$volume" ||
+			fail "the image, run as server.json says, does not serve bash"
 	fi
 fi
 mkdir x

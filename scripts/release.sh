@@ -6,21 +6,28 @@
 #     linux, darwin, windows × amd64, arm64, with LICENSE, README.md, SECURITY.md
 #     (darwin and windows: also linux/sandbox-mcp, the Linux build of the same
 #     architecture, which the docker provider puts into its containers)
-#   - Claude Desktop extension bundles sandbox-mcp_V_OS_ARCH.mcpb (manifest.json,
-#     server.type binary, user config for the thread and the skills dir)
+#   - one Claude Desktop extension for every platform, sandbox-mcp_V.mcpb
+#     (manifest.json 0.4, server.type binary, a command per OS through
+#     platform_overrides: a universal macOS binary, Windows amd64, Linux amd64
+#     and arm64 through a launcher; settings for the thread, the provider, the
+#     docker image, a config file, the skills dir; an icon): releasemeta bundle
 #   - the server image IMAGE_REPO:V for linux/amd64 and linux/arm64 (the static
-#     binary FROM scratch, non-root, labelled with its MCP Registry name) as
-#     one OCI image layout, sandbox-mcp_V_image.tar: publish it with
+#     binary, and a shell and tools — bash-static, busybox-static, CA
+#     certificates — from the Debian packages pinned in deploy/image/debs.lock,
+#     fetched from DEBIAN_MIRROR and cached under ~/.cache/sandbox-mcp-release;
+#     non-root, labelled with its MCP Registry name; the container is the
+#     sandbox) as one OCI image layout, sandbox-mcp_V_image.tar: publish it with
 #     `skopeo copy oci-archive:sandbox-mcp_V_image.tar:IMAGE_REPO:V docker://IMAGE_REPO:V`;
 #     `docker load` takes it too (as IMAGE_REPO:V-amd64 and -arm64)
-#   - server.json for the official MCP Registry (oci and mcpb packages)
+#   - server.json for the official MCP Registry (one oci package, one mcpb package)
 #   - SHA256SUMS over all of them
 #
 #   scripts/release.sh [--out DIR] [--version V] [--no-image]
 #
 # V defaults to `git describe --tags --dirty` without its leading v (a
 # checkout with no tag gives 0.0.0-<commit>). The image is written, not
-# built: no Docker engine is needed; --no-image skips it.
+# built: no Docker engine is needed (the Debian mirror is, once); --no-image
+# skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -33,7 +40,7 @@ while (($#)); do
 	--out) out=$2; shift 2 ;;
 	--version) version=$2; shift 2 ;;
 	--no-image) image=no; shift ;;
-	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "release: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -55,7 +62,7 @@ download=${DOWNLOAD_URL:-https://github.com/sandbox-mcp/sandbox-mcp/releases/dow
 
 platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64)
 [ "$image" = auto ] && image=yes
-steps=$((${#platforms[@]} + 1 + 1))
+steps=$((${#platforms[@]} + 1 + 1 + 1))
 [ "$image" = yes ] && steps=$((steps + 1))
 step=0
 progress() {
@@ -87,7 +94,7 @@ zipdir() {
 
 for p in "${platforms[@]}"; do
 	goos=${p%/*} goarch=${p#*/}
-	progress "$goos/$goarch: binary, archive, extension bundle"
+	progress "$goos/$goarch: binary, archive"
 	exe=sandbox-mcp
 	[ "$goos" = windows ] && exe=sandbox-mcp.exe
 	base=sandbox-mcp_${version}_${goos}_${goarch}
@@ -113,30 +120,30 @@ for p in "${platforms[@]}"; do
 		tarball "$stage" "$base" "$out/$base.tar.gz"
 	fi
 
-	bundle="$work/mcpb/$base"
-	mkdir -p "$bundle/server"
-	cp "$bin" "$bundle/server/$exe"
-	cp LICENSE "$bundle/"
-	chmod 0644 "$bundle/LICENSE" && chmod 0755 "$bundle/server/$exe"
-	if [ -n "$linux" ]; then
-		mkdir -p "$bundle/server/linux" && cp "$linux" "$bundle/server/linux/sandbox-mcp" && chmod 0755 "$bundle/server/linux/sandbox-mcp"
-	fi
-	"$work/releasemeta" manifest -version "$version" -os "$goos" -entry "server/$exe" >"$bundle/manifest.json"
-	zipdir "$bundle" "$out/$base.mcpb"
 done
 
+# One extension for every platform: server.json has no field for an OS or
+# an architecture, so a registry client could not pick among per-platform
+# bundles; the manifest's platform_overrides pick the command instead.
+progress "extension sandbox-mcp_$version.mcpb (darwin universal, windows amd64, linux amd64 and arm64)"
+bundle="$work/mcpb/sandbox-mcp_$version"
+"$work/releasemeta" bundle -version "$version" -bin "$work/bin" -license LICENSE -out "$bundle"
+zipdir "$bundle" "$out/sandbox-mcp_$version.mcpb"
+
 if [ "$image" = yes ]; then
-	# Written, not built: the image is the static binary FROM scratch
-	# (deploy/kubernetes/Dockerfile), one layer per architecture, so no
-	# engine, builder or registry is needed for a multi-arch image.
+	# Written, not built: the image is the static binary and static Debian
+	# tools, two layers per architecture, so no engine, builder or registry
+	# is needed for a multi-arch image.
 	progress "image $image_ref (linux/amd64, linux/arm64: an OCI layout, docker-loadable as $image_ref-ARCH)"
 	"$work/releasemeta" image -version "$version" -image "$image_ref" -epoch "$SOURCE_DATE_EPOCH" \
 		-out "$out/sandbox-mcp_${version}_image.tar" \
+		-debs deploy/image/debs.lock -mirror "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
+		-cache "${XDG_CACHE_HOME:-$HOME/.cache}/sandbox-mcp-release/debs" \
 		linux/amd64="$work/bin/linux_amd64/sandbox-mcp" linux/arm64="$work/bin/linux_arm64/sandbox-mcp"
 fi
 
 progress "server.json for the MCP Registry"
-"$work/releasemeta" server -version "$version" -image "$image_ref" -download "$download" "$out"/sandbox-mcp_*.mcpb >"$out/server.json"
+"$work/releasemeta" server -version "$version" -image "$image_ref" -download "$download" "$out/sandbox-mcp_$version.mcpb" >"$out/server.json"
 (cd "$out" && sha256sum sandbox-mcp_* server.json >SHA256SUMS)
 
 echo "release: done: $(ls "$out" | wc -l) files" >&2

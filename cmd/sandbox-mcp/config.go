@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -364,7 +365,12 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		return fmt.Errorf("--thread: %w", err)
 	}
 	if c.Local.Isolation == "" {
+		// The release's image sets SANDBOX_MCP_ISOLATION=container: the
+		// container it runs in is the sandbox.
 		c.Local.Isolation = local.IsolationAuto
+		if v, ok := lookup("SANDBOX_MCP_ISOLATION"); ok && v != "" {
+			c.Local.Isolation = v
+		}
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
@@ -430,6 +436,11 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	}
 	if err := c.Local.Validate(); err != nil {
 		return err
+	}
+	if c.Provider == "local" && c.Local.Isolation == local.IsolationContainer {
+		if _, ok := containerSign(lookup); !ok {
+			return fmt.Errorf("local.isolation container: this does not look like a container (no /.dockerenv, /run/.containerenv, $container or $KUBERNETES_SERVICE_HOST), and on a host it would run bash unisolated: use bwrap there, or --allow-host-bash to mean it")
+		}
 	}
 	if err := c.Docker.Validate(); err != nil {
 		return err
@@ -585,8 +596,10 @@ func (c *Config) binaryPaths() []masking.Pair {
 	if exe, err := os.Executable(); err == nil {
 		pairs = append(pairs,
 			masking.Pair{Host: exe, Virtual: binaryVirtual},
-			// The Linux build beside a macOS or Windows server (docker).
-			masking.Pair{Host: filepath.Join(filepath.Dir(exe), "linux", "sandbox-mcp"), Virtual: binaryVirtual})
+			// The Linux build beside a macOS or Windows server (docker):
+			// the archives' linux/, the extension's linux-ARCH/.
+			masking.Pair{Host: filepath.Join(filepath.Dir(exe), "linux", "sandbox-mcp"), Virtual: binaryVirtual},
+			masking.Pair{Host: filepath.Join(filepath.Dir(exe), "linux-"+runtime.GOARCH, "sandbox-mcp"), Virtual: binaryVirtual})
 	}
 	if c.Docker.SupervisorBinary != "" {
 		pairs = append(pairs, masking.Pair{Host: c.Docker.SupervisorBinary, Virtual: binaryVirtual})

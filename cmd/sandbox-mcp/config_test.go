@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -550,5 +551,59 @@ func TestHTTPStatelessDefault(t *testing.T) {
 		if got := c.HTTP.stateless(); got != want {
 			t.Errorf("%q: stateless %v, want %v", yaml, got, want)
 		}
+	}
+}
+
+// local.isolation container (the release image's SANDBOX_MCP_ISOLATION)
+// is taken where something shows a container, and refused on a host,
+// where it would be --allow-host-bash under another name.
+func TestIsolationContainer(t *testing.T) {
+	t.Parallel()
+	c := Config{StateDir: t.TempDir()}
+	if err := c.Validate(env("SANDBOX_MCP_ISOLATION", "container", "container", "docker")); err != nil || c.Local.Isolation != "container" {
+		t.Fatalf("SANDBOX_MCP_ISOLATION=container in a container: %v, isolation %q", err, c.Local.Isolation)
+	}
+	c = Config{StateDir: t.TempDir(), Local: local.Config{Isolation: "bwrap"}}
+	if err := c.Validate(env("SANDBOX_MCP_ISOLATION", "container")); err != nil || c.Local.Isolation != "bwrap" {
+		t.Errorf("the config's isolation gave way to the variable: %v, %q", err, c.Local.Isolation)
+	}
+	none := func(string) bool { return false }
+	if s, ok := containerSignOf(env(), none); ok {
+		t.Errorf("a host without a sign of a container: %q", s)
+	}
+	for _, c := range []struct {
+		lookup func(string) (string, bool)
+		exists func(string) bool
+		want   string
+	}{
+		{env(), func(f string) bool { return f == "/.dockerenv" }, "/.dockerenv"},
+		{env(), func(f string) bool { return f == "/run/.containerenv" }, "/run/.containerenv"},
+		{env("container", "podman"), none, "$container"},
+		{env("KUBERNETES_SERVICE_HOST", "10.0.0.1"), none, "$KUBERNETES_SERVICE_HOST"},
+	} {
+		if s, ok := containerSignOf(c.lookup, c.exists); !ok || s != c.want {
+			t.Errorf("sign %q %v, want %q", s, ok, c.want)
+		}
+	}
+}
+
+// An extension (manifest.json) passes every setting as --flag=VALUE: one
+// left blank arrives empty, or as the unfilled "${user_config.KEY}" that
+// MCPB clients keep when a setting has no value; either way it is not
+// given, and the config file's setting stands.
+func TestRunExtensionArgsLeftBlank(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	file := filepath.Join(root, "c.yaml")
+	os.WriteFile(file, []byte("provider: podman\n"), 0o600)
+	var stdout, stderr bytes.Buffer
+	args := []string{"--config=" + file, "--provider=", "--image=${user_config.image}", "--skills-dir=${user_config.skills_dir}",
+		"--isolation=", "--state-dir", filepath.Join(root, "s")}
+	code := run(args, strings.NewReader(""), &stdout, &stderr, env("HOME", root))
+	if code != 2 || !strings.Contains(stderr.String(), "podman") {
+		t.Errorf("run = %d, stderr %q; want 2 and the config's provider named (the blank flags leave it)", code, stderr.String())
+	}
+	if got := withoutUnfilled([]string{"--thread=${user_config.thread}", "--thread", "${user_config.thread}", "--image=x"}); !slices.Equal(got, []string{"--thread", "${user_config.thread}", "--image=x"}) {
+		t.Errorf("withoutUnfilled: %q", got)
 	}
 }

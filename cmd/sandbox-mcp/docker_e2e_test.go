@@ -31,7 +31,9 @@ func dockerE2EConfig(t *testing.T) (dir, cfgFile, prefix string) {
 	prefix = "smcp-e2e-" + hex.EncodeToString(b[:])
 	dir = t.TempDir()
 	cfgFile = filepath.Join(dir, "config.yaml")
-	os.WriteFile(cfgFile, []byte("provider: docker\ndocker:\n  container_prefix: "+prefix+"\n  memory: 256m\n  remove_on_exit: true\n"), 0o644)
+	// The image is named: the default is a stock one the engine pulls,
+	// and tests pull nothing.
+	os.WriteFile(cfgFile, []byte("provider: docker\ndocker:\n  container_prefix: "+prefix+"\n  memory: 256m\n  remove_on_exit: true\n  image: sandbox-mcp-base:latest\n"), 0o644)
 	t.Cleanup(func() {
 		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=sandbox-mcp.prefix="+prefix).Output()
 		for _, id := range strings.Fields(string(out)) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -49,8 +52,9 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 		provider      = fs.String("provider", "", "local|docker|kubernetes, as for serving")
 		thread        = fs.String("thread", "", "the thread the printed client config serves")
 		skillsDir     = fs.String("skills-dir", "", "skills `DIR`, as for serving")
-		isolation     = fs.String("isolation", "", "auto|bwrap|none, as for serving")
+		isolation     = fs.String("isolation", "", "auto|bwrap|none|container, as for serving")
 		allowHostBash = fs.Bool("allow-host-bash", false, "as for serving")
+		image         = fs.String("image", "", "the sandboxes' `IMAGE` (docker, kubernetes), as for serving")
 		auditLog      = fs.String("audit-log", "", "audit log `FILE`, - or off, as for serving")
 		client        = fs.String("client", "claude", "the client whose config to print: "+strings.Join(clientNames, ", "))
 		mounts        multiFlag
@@ -106,6 +110,9 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 		if set[name] {
 			*dst = v
 		}
+	}
+	if *image != "" {
+		cfg.Docker.Image, cfg.Kubernetes.Image = *image, *image
 	}
 	override("state-dir", &cfg.StateDir, *stateDir)
 	override("provider", &cfg.Provider, *provider)
@@ -183,6 +190,13 @@ func checkBash(ctx context.Context, cfg *Config) finding {
 	off := "bash is off: the file tools work, bash answers an error"
 	alternatives := "for bash, use --provider docker, or --allow-host-bash (unisolated, runs as you)"
 	switch {
+	case cfg.Local.Isolation == local.IsolationContainer:
+		sign, _ := containerSign(os.LookupEnv)
+		if err := cfg.Local.CheckShell(); err != nil {
+			return finding{"FAIL", what + ": isolation container, but " + firstLine(err.Error()), "the server refuses to start"}
+		}
+		return finding{"ok", what + ": runs in this container (isolation container; " + sign + ")",
+			"the container is the sandbox: bash runs as " + bashUser(false) + ", unisolated from the server, and reaches what the container reaches"}
 	case cfg.Local.Isolation != "none" && probe == nil:
 		return finding{"ok", what + ": bubblewrap works", "bash runs isolated in bubblewrap as " + bashUser(true) +
 			"; network " + map[bool]string{true: "on", false: "off"}[cfg.Local.Network]}
@@ -274,7 +288,8 @@ func checkDocker(ctx context.Context, cfg *Config, lookup func(string) (string, 
 	defer os.RemoveAll(tmp)
 	c := *cfg
 	c.Provider, c.StateDir = "docker", tmp
-	c.Docker.RemoveOnExit = true // the container of the test command below
+	c.Docker.RemoveOnExit = true     // the container of the test command below
+	c.Docker.Pull = docker.PullNever // doctor pulls nothing; it says what the server would
 	rec := &recorder{}
 	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
@@ -282,6 +297,11 @@ func checkDocker(ctx context.Context, cfg *Config, lookup func(string) (string, 
 	host := "the default socket"
 	if h, ok := lookup("DOCKER_HOST"); ok && h != "" {
 		host = "DOCKER_HOST=" + h
+	}
+	if errors.Is(err, docker.ErrImageMissing) && cfg.Docker.Pull != docker.PullNever {
+		image := cmp.Or(cfg.Docker.Image, docker.DefaultImage)
+		return finding{"warn", what + ": engine reachable; image " + image + " is not on it yet: the server pulls it on its first call",
+			"engine at " + host + "\n`docker pull " + image + "` pulls it now (progress shown); docker.pull: never forbids pulling"}
 	}
 	if err != nil {
 		return finding{"FAIL", what + ": " + firstLine(strings.TrimPrefix(err.Error(), "docker provider: ")), "engine at " + host}
@@ -294,10 +314,7 @@ func checkDocker(ctx context.Context, cfg *Config, lookup func(string) (string, 
 		}
 		return finding{"FAIL", what + ": engine not reachable", detail}
 	}
-	image := c.Docker.Image
-	if image == "" {
-		image = "sandbox-mcp-base:latest"
-	}
+	image := cmp.Or(c.Docker.Image, docker.DefaultImage)
 	// A command in a container of its own, through the supervisor and
 	// the channel a server would use (on Docker Desktop: the exec channel
 	// and docker.supervisor_binary).
@@ -504,6 +521,9 @@ func clientConfig(cfg *Config, set map[string]bool, configFile string, mounts []
 	}
 	if set["isolation"] {
 		args = append(args, "--isolation", cfg.Local.Isolation)
+	}
+	if set["image"] && cfg.Docker.Image != "" {
+		args = append(args, "--image", cfg.Docker.Image)
 	}
 	if set["allow-host-bash"] {
 		args = append(args, "--allow-host-bash="+strconv.FormatBool(cfg.Local.AllowHostBash))

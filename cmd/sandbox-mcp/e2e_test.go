@@ -129,6 +129,7 @@ type opts struct {
 	noBash    bool     // leave --allow-host-bash off
 	isolation string   // --isolation; "" = the default (auto)
 	extra     []string // more flags
+	env       []string // more KEY=VALUE of the server's environment
 	// rawPipes connects over the process's own pipes (mcp.IOTransport)
 	// instead of mcp.CommandTransport, so a test can close stdin while a
 	// call is in flight: go-sdk's ClientSession.Close waits for in-flight
@@ -162,7 +163,7 @@ func start(t *testing.T, o opts) *proc {
 	cmd := exec.Command(bin, args...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
-	cmd.Env = append(os.Environ(), "SANDBOX_MCP_E2E_SECRET=hunter2")
+	cmd.Env = append(append(os.Environ(), "SANDBOX_MCP_E2E_SECRET=hunter2"), o.env...)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

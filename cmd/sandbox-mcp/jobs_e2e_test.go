@@ -66,7 +66,7 @@ func TestE2EDockerJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(cfgFile, append(cfg, "  image: sandbox-mcp-test:busybox-sh\n"...), 0o644)
+	os.WriteFile(cfgFile, []byte(strings.Replace(string(cfg), "image: sandbox-mcp-base:latest", "image: sandbox-mcp-test:busybox-sh", 1)), 0o644)
 	audit := filepath.Join(dir, "audit.jsonl")
 	p := startHTTPBinary(t, "--config", cfgFile, "--audit-log", audit)
 	jobsScenario(t, p, p, "busybox", audit)

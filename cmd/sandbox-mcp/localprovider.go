@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -22,6 +23,9 @@ func newLocalProvider(cfg *Config, mounts []sandbox.Mount, log *slog.Logger) (sa
 	switch {
 	case p.Isolation() == local.IsolationBwrap:
 		log.Info("bash runs inside bubblewrap", "network", lc.Network)
+	case p.Isolation() == local.IsolationContainer:
+		sign, _ := containerSign(os.LookupEnv)
+		log.Info("bash runs in this container, unisolated from the server: the container is the sandbox (local.isolation container)", "container", sign)
 	case lc.AllowHostBash:
 		log.Warn("bash runs on the host, unisolated, as this user (--allow-host-bash)")
 	default:
@@ -32,6 +36,10 @@ func newLocalProvider(cfg *Config, mounts []sandbox.Mount, log *slog.Logger) (sa
 	// that nothing does.
 	r := p.Limits()
 	switch {
+	case len(r.Missing) > 0 && p.Isolation() == local.IsolationContainer:
+		// The container's own limits (docker run --memory, --pids-limit)
+		// bound its commands, as they bound the server.
+		log.Info("no cgroup of its own can be made in this container: its commands are bounded by the container's limits", "missing", strings.Join(r.Missing, ", "), "reason", r.Reason)
 	case len(r.Missing) == 0:
 		log.Info("each thread's commands are bounded", "limits", strings.Join(r.Holding, ", "), "by", r.Cgroup)
 	case len(r.Holding) == 0:
@@ -78,6 +86,29 @@ func limitsFinding(r local.LimitsReport) finding {
 		return finding{"warn", "thread limits that do not hold: " + strings.Join(r.Missing, ", "),
 			strings.Join(r.Holding, ", ") + " hold (" + r.Cgroup + "); the others do not: " + r.Reason + "\n" + hint}
 	}
+}
+
+// containerSign says what shows that this process runs in a container —
+// the files Docker and Podman put at the root, the variable Podman,
+// systemd-nspawn and LXC set, the one Kubernetes sets in every Pod — and
+// whether anything does. local.isolation container is refused without
+// one: on a host it would be --allow-host-bash under another name.
+func containerSign(lookup func(string) (string, bool)) (string, bool) {
+	return containerSignOf(lookup, func(f string) bool { _, err := os.Stat(f); return err == nil })
+}
+
+func containerSignOf(lookup func(string) (string, bool), exists func(string) bool) (string, bool) {
+	for _, f := range []string{"/.dockerenv", "/run/.containerenv"} {
+		if exists(f) {
+			return f, true
+		}
+	}
+	for _, v := range []string{"container", "KUBERNETES_SERVICE_HOST"} {
+		if s, ok := lookup(v); ok && s != "" {
+			return "$" + v, true
+		}
+	}
+	return "", false
 }
 
 // probeBwrap says whether bash can run in bubblewrap here.

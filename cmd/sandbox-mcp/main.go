@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -71,6 +72,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 	if len(args) > 0 && args[0] == "doctor" {
 		return doctorCommand(args[1:], stdout, stderr, lookup)
 	}
+	args = withoutUnfilled(args)
 	fs := flag.NewFlagSet("sandbox-mcp", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
@@ -79,8 +81,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 		provider      = fs.String("provider", "", "sandbox provider: local|docker|kubernetes (default local)")
 		thread        = fs.String("thread", "", "stdio only: the thread this process serves (default \"default\")")
 		skillsDir     = fs.String("skills-dir", "", "host `DIR` shown read-only at /mnt/skills")
-		isolation     = fs.String("isolation", "", "local provider: how bash is isolated: auto|bwrap|none (default auto)")
+		isolation     = fs.String("isolation", "", "local provider: how bash is isolated: auto|bwrap|none|container (default auto, or $SANDBOX_MCP_ISOLATION)")
 		allowHostBash = fs.Bool("allow-host-bash", false, "local provider without isolation: allow bash on the host")
+		image         = fs.String("image", "", "docker and kubernetes providers: the sandboxes' `IMAGE` (docker.image, kubernetes.image)")
 		httpAddr      = fs.String("http", "", "serve Streamable HTTP (and the deprecated SSE) on `ADDR` instead of stdio")
 		authToken     = fs.String("auth-token", "", "HTTP: require \"Authorization: Bearer `TOKEN`\" (also env SANDBOX_MCP_AUTH_TOKEN)")
 		auditLog      = fs.String("audit-log", "", "audit log `FILE`, - for stderr, or off (default <state-dir>/audit.jsonl)")
@@ -117,7 +120,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 		}
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		// Empty, these leave the config's setting as it is: an extension's
+		// settings left blank (manifest.json) pass them so.
+		if f.Value.String() != "" || !emptyIsUnset[f.Name] {
+			set[f.Name] = true
+		}
+	})
 	cfg.flags = map[string]string{}
 	override := func(name, key string, dst *string, v string) {
 		if set[name] {
@@ -125,6 +134,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 			cfg.flags[key] = "--" + name
 		}
 	}
+	override("image", "docker.image", &cfg.Docker.Image, *image)
+	override("image", "kubernetes.image", &cfg.Kubernetes.Image, *image)
 	override("state-dir", "state_dir", &cfg.StateDir, *stateDir)
 	override("provider", "provider", &cfg.Provider, *provider)
 	override("thread", "", &cfg.Thread, *thread)
@@ -192,6 +203,28 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 		return 1
 	}
 	return 0
+}
+
+// emptyIsUnset are the flags that, given empty, are not given: the
+// config file's setting (or the default) stands.
+var emptyIsUnset = map[string]bool{"provider": true, "image": true, "skills-dir": true, "isolation": true}
+
+// unfilled is a flag whose value is a variable of an MCPB manifest that
+// the client left as it was: MCPB clients keep "${user_config.KEY}" when
+// the user gave KEY no value and it has no default (modelcontextprotocol/mcpb,
+// replaceVariables), so an optional setting left blank arrives so.
+var unfilled = regexp.MustCompile(`^--?[a-z-]+=\$\{user_config\.[A-Za-z0-9_]+\}$`)
+
+// withoutUnfilled is args without the flags whose value is an unfilled
+// manifest variable: not given.
+func withoutUnfilled(args []string) []string {
+	out := args[:0:0]
+	for _, a := range args {
+		if !unfilled.MatchString(a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // startupError is an error before serving began (the state dir, the

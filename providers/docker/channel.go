@@ -192,19 +192,28 @@ func supervisorBinary(configured string) (*supervisor.Binary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker provider: %w", err)
 	}
-	return ownSupervisorBinary(runtime.GOOS, exe)
+	return ownSupervisorBinary(runtime.GOOS, runtime.GOARCH, exe)
 }
 
 // ownSupervisorBinary is the supervisor of a server that is exe, built
-// for goos: exe itself on Linux, elsewhere the Linux build beside it.
-func ownSupervisorBinary(goos, exe string) (*supervisor.Binary, error) {
+// for goos and goarch: exe itself on Linux, elsewhere the Linux build
+// beside it — linux/sandbox-mcp in the release's macOS and Windows
+// archives, linux-ARCH/sandbox-mcp in its extension (.mcpb), which holds
+// both architectures' (the engine of Docker Desktop runs Linux of the
+// host's architecture).
+func ownSupervisorBinary(goos, goarch, exe string) (*supervisor.Binary, error) {
 	if goos != "linux" {
-		// The release's macOS and Windows archives hold the Linux build of
-		// their architecture beside the binary.
-		beside := filepath.Join(filepath.Dir(exe), "linux", "sandbox-mcp")
-		fi, err := os.Stat(beside)
+		var beside string
+		var fi os.FileInfo
+		var err error
+		for _, d := range []string{"linux", "linux-" + goarch} {
+			beside = filepath.Join(filepath.Dir(exe), d, "sandbox-mcp")
+			if fi, err = os.Stat(beside); err == nil {
+				break
+			}
+		}
 		if err != nil {
-			return nil, fmt.Errorf("docker provider: containers need a Linux build of sandbox-mcp as their supervisor, and this server runs on %s: none at %s (where the release puts it); set docker.supervisor_binary to the linux build for the engine's architecture (the release's sandbox-mcp_VERSION_linux_amd64 or _arm64 archive)", goos, beside)
+			return nil, fmt.Errorf("docker provider: containers need a Linux build of sandbox-mcp as their supervisor, and this server runs on %s: none at %s or %s (where the release puts it); set docker.supervisor_binary to the linux build for the engine's architecture (the release's sandbox-mcp_VERSION_linux_amd64 or _arm64 archive)", goos, filepath.Join(filepath.Dir(exe), "linux", "sandbox-mcp"), beside)
 		}
 		if fi.Mode()&0o111 == 0 {
 			// An unpacker that dropped the mode (an extension's zip).

@@ -76,13 +76,13 @@ func TestOwnSupervisorBinaryBeside(t *testing.T) {
 	}
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "sandbox-mcp")
-	if _, err := ownSupervisorBinary("darwin", exe); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "linux", "sandbox-mcp")) {
+	if _, err := ownSupervisorBinary("darwin", "arm64", exe); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "linux", "sandbox-mcp")) {
 		t.Fatalf("no Linux build beside: %v", err)
 	}
 	os.Mkdir(filepath.Join(dir, "linux"), 0o755)
 	beside := filepath.Join(dir, "linux", "sandbox-mcp")
 	os.WriteFile(beside, data, 0o644)
-	bin, err := ownSupervisorBinary("windows", exe)
+	bin, err := ownSupervisorBinary("windows", "amd64", exe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +92,20 @@ func TestOwnSupervisorBinaryBeside(t *testing.T) {
 	if fi, _ := os.Stat(beside); fi.Mode()&0o111 == 0 {
 		t.Errorf("the Linux build was left without exec bits: %v", fi.Mode())
 	}
-	if bin, err := ownSupervisorBinary("linux", self); err != nil || bin.Path != self {
+	if bin, err := ownSupervisorBinary("linux", "amd64", self); err != nil || bin.Path != self {
 		t.Errorf("on Linux: %v %v", bin, err)
+	}
+	// The extension (.mcpb) holds both architectures' Linux builds,
+	// linux-ARCH/sandbox-mcp beside the server: the server's own
+	// architecture's is taken.
+	ext := t.TempDir()
+	for _, a := range []string{"amd64", "arm64"} {
+		os.Mkdir(filepath.Join(ext, "linux-"+a), 0o755)
+		os.WriteFile(filepath.Join(ext, "linux-"+a, "sandbox-mcp"), data, 0o755)
+	}
+	bin, err = ownSupervisorBinary("darwin", "arm64", filepath.Join(ext, "sandbox-mcp"))
+	if err != nil || bin.Path != filepath.Join(ext, "linux-arm64", "sandbox-mcp") {
+		t.Errorf("in the extension: %v %v", bin, err)
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 // config file's `docker:` section; zero values take the defaults of SPEC
 // §8. The rest comes from the server.
 type Config struct {
-	Image           string            `yaml:"image"`            // default sandbox-mcp-base:latest
+	Image           string            `yaml:"image"`            // default DefaultImage, pulled on first use
+	Pull            string            `yaml:"pull"`             // PullMissing (default) or PullNever
 	ContainerPrefix string            `yaml:"container_prefix"` // default sandbox-mcp
 	Replicas        int               `yaml:"replicas"`         // most containers running; default 3, <0 no cap
 	IdleTimeout     time.Duration     `yaml:"idle_timeout"`     // unused this long, a container goes; default 600 s, <0 never
@@ -68,6 +69,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("docker.memory %q: want a size like 512m or 1g", c.Memory)
 		}
 	}
+	switch c.Pull {
+	case "", PullMissing, PullNever:
+	default:
+		return fmt.Errorf("docker.pull %q: want missing (the default: pull an image the engine lacks) or never", c.Pull)
+	}
 	switch c.Channel {
 	case "", channelAuto, channelSocket, channelExec:
 	default:
@@ -85,7 +91,7 @@ func (c *Config) Validate() error {
 // setDefaults fills what is unset.
 func setDefaults(cfg *Config) {
 	if cfg.Image == "" {
-		cfg.Image = "sandbox-mcp-base:latest"
+		cfg.Image = DefaultImage
 	}
 	if cfg.ContainerPrefix == "" {
 		cfg.ContainerPrefix = "sandbox-mcp"

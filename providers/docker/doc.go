@@ -26,7 +26,9 @@
 // commands and which the server reaches through a unix socket in a bound
 // run directory; their user is not root unless
 // docker.user says so. The engine may be down at start-up: each call then
-// says so, until it is back.
+// says so, until it is back. The image — by default a stock one,
+// python:3.13-slim — is pulled by the engine when it lacks it (pull.go),
+// while the server serves; calls wait for the pull.
 //
 // Jobs (sandbox.Jobs) belong to the container's supervisor: they outlive
 // the call, the thread's sessions and a restart of the server (a new

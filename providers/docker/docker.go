@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -52,6 +53,7 @@ const (
 type engine interface {
 	Ping(ctx context.Context) (types.Ping, error)
 	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	ImagePull(ctx context.Context, ref string, opts image.PullOptions) (io.ReadCloser, error)
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ContainerCreate(ctx context.Context, config *container.Config, host *container.HostConfig, net *network.NetworkingConfig, platform *ocispec.Platform, name string) (container.CreateResponse, error)
 	ContainerStart(ctx context.Context, id string, opts container.StartOptions) error
@@ -83,6 +85,7 @@ type Provider struct {
 	connected  atomic.Bool
 	connecting *attempt // the attempt to connect in flight, if any (connectMu)
 	downErr    string   // why the engine did not answer (connectMu)
+	pulling    string   // the image's pull in progress, in words; "" when none (connectMu)
 	user       string   // the containers' user
 	uid, gid   int      // that user's ids, -1 when unknown
 	imageID    string   // the image's id, as it was when connect succeeded
@@ -179,6 +182,9 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 		// Serve anyway: each call says the engine is down, and the first
 		// call after it is back connects.
 		p.log.Warn("docker provider: engine not reachable; serving anyway, each call answers an error until it is back", "err", p.downReason())
+	} else if errors.Is(err, errPulling) {
+		// Serve meanwhile: calls wait for the pull (as long as each may).
+		p.log.Info("docker provider: serving while the image is pulled; calls wait for it", "image", cfg.Image)
 	} else if err != nil {
 		return nil, err
 	}
@@ -201,7 +207,8 @@ type attempt struct {
 // with the engine hung each answers within one attempt's time limit. The
 // attempt is not the caller's: a call that ends (ctx) stops waiting, the
 // attempt goes on for the others. It returns errEngineDown while the
-// engine does not answer (also when ctx's deadline passes first).
+// engine does not answer (also when ctx's deadline passes first), and
+// errPulling when ctx's deadline passes while the image is being pulled.
 func (p *Provider) connect(ctx context.Context) error {
 	if p.connected.Load() {
 		return nil
@@ -233,31 +240,29 @@ func (p *Provider) connect(ctx context.Context) error {
 			return ctx.Err()
 		}
 		p.connectMu.Lock()
+		defer p.connectMu.Unlock()
+		if p.pulling != "" {
+			// The engine answers; the image is on its way.
+			return fmt.Errorf("docker provider: %w %s for its first use (%s so far); call again in a moment", errPulling, p.cfg.Image, p.pulling)
+		}
 		if p.downErr == "" {
 			p.downErr = "no answer within the call's time"
 		}
-		p.connectMu.Unlock()
 		return errEngineDown
 	}
 }
 
 // tryConnect is one attempt to connect, for at most connectTimeout (a hung
 // engine is a down one) or until Close: ping, the image (its user and
-// architecture), and the containers an earlier run of this state dir left.
+// architecture; pulled first when the engine lacks it, for as long as that
+// takes), and the containers an earlier run of this state dir left.
 // It returns errEngineDown (the cause, which may name host paths, is
 // logged and kept in downErr) while the engine does not answer. One
 // attempt runs at a time (connect); what it sets is read once connected.
 func (p *Provider) tryConnect() error {
 	cfg := p.cfg
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.connectTimeout)
-	defer cancel()
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, cancel := p.attemptContext(p.cfg.connectTimeout)
+	defer func() { cancel() }()
 	if _, err := p.cli.Ping(ctx); err != nil {
 		p.connectMu.Lock()
 		p.downErr = strings.ReplaceAll(err.Error(), "\n", " ")
@@ -265,10 +270,26 @@ func (p *Provider) tryConnect() error {
 		return errEngineDown
 	}
 	img, err := p.cli.ImageInspect(ctx, cfg.Image)
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("docker provider: image %s not found: build it with deploy/docker/build-images.sh (Linux, as root; no registry is used), or set docker.image to any image with sh that the engine has (e.g. after docker pull debian:bookworm-slim)", cfg.Image)
+	if cerrdefs.IsNotFound(err) {
+		if cfg.Pull == PullNever {
+			return missingError(cfg.Image)
 		}
+		// A pull takes what it takes: not bounded by connectTimeout
+		// (the engine answered), only by Close and a generous cap.
+		pctx, pcancel := p.attemptContext(30 * time.Minute)
+		perr := p.pullImage(pctx, cfg.Image, 3*time.Second)
+		pcancel()
+		if perr != nil {
+			if e := engineError(perr); errors.Is(e, errEngineDown) {
+				return e
+			}
+			return pullError(cfg.Image, perr)
+		}
+		cancel()
+		ctx, cancel = p.attemptContext(p.cfg.connectTimeout)
+		img, err = p.cli.ImageInspect(ctx, cfg.Image)
+	}
+	if err != nil {
 		return fmt.Errorf("docker provider: image %s: %w", cfg.Image, engineError(err))
 	}
 	var imageUser string
@@ -306,6 +327,20 @@ func (p *Provider) tryConnect() error {
 	p.connectMu.Unlock()
 	p.connected.Store(true)
 	return nil
+}
+
+// attemptContext is the context of one step of an attempt to connect: it
+// ends after d, or when the provider closes.
+func (p *Provider) attemptContext(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // downReason is why the engine last did not answer.

@@ -22,6 +22,12 @@ const (
 	IsolationNone  = "none"  // on the host, only with AllowHostBash
 	IsolationBwrap = "bwrap" // in a bubblewrap namespace
 	IsolationAuto  = "auto"  // bwrap where it works here, else none
+	// IsolationContainer: the server runs inside a container (an image
+	// made to be the sandbox, as the release's image is): bash runs in
+	// it, unisolated from the server, and the container is the boundary
+	// between the agent and the host. The server's start-up checks that
+	// it is in a container; bash needs no AllowHostBash then.
+	IsolationContainer = "container"
 )
 
 // systemDirs are bound read-only when they are directories and recreated

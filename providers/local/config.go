@@ -15,8 +15,8 @@ import (
 // Config configures the provider. The fields with yaml keys are the config
 // file's `local:` section; the rest comes from the server.
 type Config struct {
-	// Isolation is IsolationAuto, IsolationBwrap or IsolationNone (the
-	// zero value; the config file's default is auto).
+	// Isolation is IsolationAuto, IsolationBwrap, IsolationContainer or
+	// IsolationNone (the zero value; the config file's default is auto).
 	Isolation     string `yaml:"isolation"`
 	Network       bool   `yaml:"network"`         // bwrap: keep the host's network
 	AllowHostBash bool   `yaml:"allow_host_bash"` // IsolationNone: run bash on the host, unisolated
@@ -28,6 +28,8 @@ type Config struct {
 	EnvInherit []string        `yaml:"-"` // variables passed on to commands
 	Locks      *filelock.Locks `yaml:"-"` // per-file locks; shared with other providers of the process
 	Logger     *slog.Logger    `yaml:"-"` // where the fall-back of auto is said
+
+	shells []string // the shells looked for outside bubblewrap, first found wins; nil: bash's and sh's usual paths (tests)
 }
 
 // Limits bound each thread's commands together, as a container's are
@@ -52,9 +54,9 @@ const minMemory = 32 << 20
 // Validate checks the config file's settings, naming the key that is wrong.
 func (c *Config) Validate() error {
 	switch c.Isolation {
-	case "", IsolationAuto, IsolationBwrap, IsolationNone:
+	case "", IsolationAuto, IsolationBwrap, IsolationNone, IsolationContainer:
 	default:
-		return fmt.Errorf("local.isolation %q: want auto, bwrap or none", c.Isolation)
+		return fmt.Errorf("local.isolation %q: want auto, bwrap, none or container", c.Isolation)
 	}
 	_, err := c.Limits.resolve()
 	return err

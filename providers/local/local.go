@@ -44,13 +44,7 @@ func New(cfg Config) (*Provider, error) {
 		}
 		cfg.Locks = locks
 	}
-	shell := "/bin/sh"
-	for _, s := range []string{"/bin/bash", "/usr/bin/bash"} {
-		if _, err := os.Stat(s); err == nil {
-			shell = s
-			break
-		}
-	}
+	shell := findShell(cfg.shells)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)
 	}
@@ -75,6 +69,14 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("local.isolation bwrap: %w", err)
 		}
 	}
+	if p.cfg.Isolation != IsolationBwrap && p.BashDisabled() == nil {
+		if err := p.cfg.CheckShell(); err != nil {
+			return nil, fmt.Errorf("local provider: %w", err)
+		}
+	}
+	if p.shell == "" {
+		p.shell = "/bin/sh" // bubblewrap's probe ran it; or bash is off
+	}
 	if p.cfg.Isolation == IsolationBwrap {
 		bin, err := exec.LookPath("bwrap")
 		if err != nil {
@@ -92,15 +94,45 @@ func New(cfg Config) (*Provider, error) {
 	return p, nil
 }
 
-// Isolation is how bash runs: IsolationBwrap or IsolationNone ("auto"
-// resolved).
+// findShell is the shell commands run with outside bubblewrap: bash where
+// there is one, else sh; "" when there is neither.
+func findShell(candidates []string) string {
+	if candidates == nil {
+		candidates = []string{"/bin/bash", "/usr/bin/bash", "/bin/sh"}
+	}
+	for _, s := range candidates {
+		if _, err := os.Stat(s); err == nil {
+			return s
+		}
+	}
+	return ""
+}
+
+// CheckShell says when bash, run outside bubblewrap (isolation container,
+// or none with AllowHostBash), would find no shell to run it — a
+// container image FROM scratch — naming what is missing and the setting
+// that asked for bash, rather than "no such file or directory" at the
+// first command.
+func (c Config) CheckShell() error {
+	if findShell(c.shells) != "" {
+		return nil
+	}
+	where, setting := "on this host", "--allow-host-bash"
+	if c.Isolation == IsolationContainer {
+		where, setting = "in this image", "local.isolation container"
+	}
+	return fmt.Errorf("no /bin/sh %s: bash needs /bin/sh or /bin/bash (%s); use an image with a shell, or drop the setting for the file tools alone", where, setting)
+}
+
+// Isolation is how bash runs: IsolationBwrap, IsolationContainer or
+// IsolationNone ("auto" resolved).
 func (p *Provider) Isolation() string { return p.cfg.Isolation }
 
 // BashDisabled says why the provider will not run bash in its
 // configuration — no isolation and no AllowHostBash — or nil. The server
 // then does not offer bash at all.
 func (p *Provider) BashDisabled() error {
-	if p.cfg.Isolation != IsolationBwrap && !p.cfg.AllowHostBash {
+	if p.cfg.Isolation != IsolationBwrap && p.cfg.Isolation != IsolationContainer && !p.cfg.AllowHostBash {
 		return fmt.Errorf("%w: bubblewrap isolation is off, and the local provider runs bash on the host only with --allow-host-bash (config local.allow_host_bash: true)", sandbox.ErrBashDisabled)
 	}
 	return nil

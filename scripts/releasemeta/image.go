@@ -3,7 +3,6 @@ package main
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -20,14 +19,17 @@ import (
 
 // The server image, multi-architecture, as an OCI image layout in one tar
 // (what `skopeo copy oci-archive:FILE docker://REF` or `crane push`
-// publishes as one multi-arch tag), written here without a builder: the
-// image is the static binary FROM scratch (deploy/kubernetes/Dockerfile,
-// which build-image.sh builds for this machine), so each architecture's
-// image is one layer. The tar holds a Docker `manifest.json` beside the
-// layout too, one entry per architecture tagged REF-ARCH, so that `docker
-// load` (even an engine that reads no OCI index) takes it.
+// publishes as one multi-arch tag), written here without a builder: each
+// architecture's image is two layers, a shell and tools from static
+// Debian packages (debs.go; -debs, without which it is the state dir and
+// /tmp FROM scratch, as deploy/kubernetes/Dockerfile) and the static
+// binary. It is what a registry client runs (server.json's oci package):
+// the container is the sandbox (SANDBOX_MCP_ISOLATION=container). The tar
+// holds a Docker `manifest.json` beside the layout too, one entry per
+// architecture tagged REF-ARCH, so that `docker load` (even an engine that
+// reads no OCI index) takes it.
 //
-//	releasemeta image -version V -image REF -epoch SECONDS -out FILE linux/amd64=BIN linux/arm64=BIN
+//	releasemeta image -version V -image REF -epoch SECONDS -out FILE [-debs debs.lock -mirror URL -cache DIR] linux/amd64=BIN linux/arm64=BIN
 
 // imageUser is the image's user: not root (deploy/kubernetes/Dockerfile).
 const imageUser = "65532:65532"
@@ -62,71 +64,95 @@ func jsonBlob(mediaType string, v any) (blob, error) {
 	return newBlob(mediaType, data), nil
 }
 
-// layer is the image's one layer: /sandbox-mcp, the empty home
-// directory and /tmp, owned by root, at the commit's time; gzip without a name or
-// time, so that the same binary gives the same digest.
-func layer(bin []byte, mtime time.Time) (gz []byte, diffID digest.Digest, err error) {
-	var raw bytes.Buffer
-	tw := tar.NewWriter(&raw)
-	for _, h := range []*tar.Header{
-		{Name: "var/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "var/lib/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "var/lib/sandbox-mcp/", Typeflag: tar.TypeDir, Mode: 0o700, Uid: 65532, Gid: 65532},
-		{Name: "sandbox-mcp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))},
-		// A scratch image has no /tmp: `sandbox-mcp doctor` and the
-		// provider's temporary files need one.
-		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777},
-	} {
-		h.ModTime, h.Format = mtime, tar.FormatPAX
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, "", err
-		}
-		if h.Typeflag == tar.TypeReg {
-			if _, err := tw.Write(bin); err != nil {
-				return nil, "", err
-			}
-		}
+// binaryLayer is the layer of the server: /sandbox-mcp, owned by root.
+func binaryLayer(bin []byte) []fileEntry {
+	return []fileEntry{{hdr: tar.Header{Name: "sandbox-mcp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))}, data: bin}}
+}
+
+// scratchDirs are what an image without a base layer needs beside the
+// binary: the state directory and /tmp (`sandbox-mcp doctor` and the
+// providers' temporary files need one).
+func scratchDirs() []fileEntry {
+	return []fileEntry{
+		{hdr: tar.Header{Name: "var/", Typeflag: tar.TypeDir, Mode: 0o755}},
+		{hdr: tar.Header{Name: "var/lib/", Typeflag: tar.TypeDir, Mode: 0o755}},
+		{hdr: tar.Header{Name: "var/lib/sandbox-mcp/", Typeflag: tar.TypeDir, Mode: 0o700, Uid: 65532, Gid: 65532}},
+		{hdr: tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}},
 	}
-	if err := tw.Close(); err != nil {
-		return nil, "", err
+}
+
+// imageEnv is the image's environment. The state dir is
+// $XDG_STATE_HOME/sandbox-mcp = /var/lib/sandbox-mcp, the volume
+// server.json mounts. With a base layer (a shell), the container is the
+// sandbox: SANDBOX_MCP_ISOLATION=container turns bash on in it.
+func imageEnv(withShell bool) []string {
+	env := []string{"HOME=/var/lib/sandbox-mcp", "XDG_STATE_HOME=/var/lib", "PATH=/usr/local/bin:/usr/bin:/bin"}
+	if withShell {
+		env = append(env, "SANDBOX_MCP_ISOLATION=container", "LANG=C.UTF-8")
 	}
-	var z bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
-	if _, err := zw.Write(raw.Bytes()); err != nil {
-		return nil, "", err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, "", err
-	}
-	return z.Bytes(), digest.FromBytes(raw.Bytes()), nil
+	return env
 }
 
 // platformImage is one architecture's image.
 type platformImage struct {
 	platform ocispec.Platform
 	config   blob
-	layer    blob
+	layers   []blob
 	manifest blob
 }
 
-func buildPlatformImage(version string, platform ocispec.Platform, bin []byte, created time.Time) (platformImage, error) {
-	gz, diffID, err := layer(bin, created)
-	if err != nil {
-		return platformImage{}, err
+// buildPlatformImage is one architecture's image: base (the shell and
+// tools; nil: FROM scratch) and the binary, one layer each.
+func buildPlatformImage(version string, platform ocispec.Platform, bin []byte, base []fileEntry, debs []debPin, created time.Time) (platformImage, error) {
+	pi := platformImage{platform: platform}
+	var diffIDs []digest.Digest
+	history := []ocispec.History{}
+	lower := base
+	if lower == nil {
+		lower = scratchDirs()
 	}
-	pi := platformImage{platform: platform, layer: newBlob(ocispec.MediaTypeImageLayerGzip, gz)}
+	for i, entries := range [][]fileEntry{lower, binaryLayer(bin)} {
+		gz, raw, err := tarLayer(entries, created)
+		if err != nil {
+			return platformImage{}, err
+		}
+		pi.layers = append(pi.layers, newBlob(ocispec.MediaTypeImageLayerGzip, gz))
+		diffIDs = append(diffIDs, digest.FromBytes(raw))
+		what := "releasemeta image: /sandbox-mcp (a static build)"
+		if i == 0 {
+			what = "releasemeta image: the state dir and /tmp FROM scratch"
+			if base != nil {
+				var names []string
+				for _, d := range debs {
+					names = append(names, d.pkg+"="+d.version)
+				}
+				what = "releasemeta image: a shell and tools from Debian (" + strings.Join(names, " ") + ") FROM scratch"
+			}
+		}
+		history = append(history, ocispec.History{Created: &created, CreatedBy: what})
+	}
+	labels := imageLabels(version)
+	if base != nil {
+		var names []string
+		for _, d := range debs {
+			names = append(names, d.pkg+"="+d.version)
+		}
+		labels["io.github.sandbox-mcp.debian-packages"] = strings.Join(names, " ")
+	}
 	cfg := ocispec.Image{
 		Created:  &created,
 		Platform: platform,
 		Config: ocispec.ImageConfig{
 			User:       imageUser,
-			Env:        []string{"HOME=/var/lib/sandbox-mcp"},
+			Env:        imageEnv(base != nil),
 			Entrypoint: []string{"/sandbox-mcp"},
-			Labels:     imageLabels(version),
+			WorkingDir: "/var/lib/sandbox-mcp",
+			Labels:     labels,
 		},
-		RootFS:  ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{diffID}},
-		History: []ocispec.History{{Created: &created, CreatedBy: "releasemeta image: /sandbox-mcp (a static build) FROM scratch"}},
+		RootFS:  ocispec.RootFS{Type: "layers", DiffIDs: diffIDs},
+		History: history,
 	}
+	var err error
 	if pi.config, err = jsonBlob(ocispec.MediaTypeImageConfig, cfg); err != nil {
 		return platformImage{}, err
 	}
@@ -134,15 +160,21 @@ func buildPlatformImage(version string, platform ocispec.Platform, bin []byte, c
 		Versioned: specs.Versioned{SchemaVersion: 2},
 		MediaType: ocispec.MediaTypeImageManifest,
 		Config:    pi.config.desc,
-		Layers:    []ocispec.Descriptor{pi.layer.desc},
+	}
+	for _, l := range pi.layers {
+		m.Layers = append(m.Layers, l.desc)
 	}
 	pi.manifest, err = jsonBlob(ocispec.MediaTypeImageManifest, m)
 	return pi, err
 }
 
+// imageBase gives an architecture's base layer (and the packages it
+// holds); nil: FROM scratch.
+type imageBase func(arch string) ([]fileEntry, []debPin, error)
+
 // writeImage writes the layout of the images (by platform, "linux/amd64"
 // → the binary's path) into w as a tar.
-func writeImage(w io.Writer, version, ref string, created time.Time, bins map[string]string) error {
+func writeImage(w io.Writer, version, ref string, created time.Time, bins map[string]string, base imageBase) error {
 	if i := strings.LastIndex(ref, ":"); i < 0 || i < strings.LastIndex(ref, "/") || i == len(ref)-1 {
 		return fmt.Errorf("image: -image %q: want REPOSITORY:TAG", ref)
 	}
@@ -161,7 +193,14 @@ func writeImage(w io.Writer, version, ref string, created time.Time, bins map[st
 		if err != nil {
 			return fmt.Errorf("image: %w", err)
 		}
-		pi, err := buildPlatformImage(version, ocispec.Platform{OS: goos, Architecture: arch}, bin, created)
+		var entries []fileEntry
+		var debs []debPin
+		if base != nil {
+			if entries, debs, err = base(arch); err != nil {
+				return fmt.Errorf("image: linux/%s: %w", arch, err)
+			}
+		}
+		pi, err := buildPlatformImage(version, ocispec.Platform{OS: goos, Architecture: arch}, bin, entries, debs, created)
 		if err != nil {
 			return fmt.Errorf("image: %w", err)
 		}
@@ -183,11 +222,16 @@ func writeImage(w io.Writer, version, ref string, created time.Time, bins map[st
 		d.Platform = &ocispec.Platform{OS: pi.platform.OS, Architecture: pi.platform.Architecture}
 		d.Annotations = map[string]string{ocispec.AnnotationRefName: ref + "-" + pi.platform.Architecture}
 		index.Manifests = append(index.Manifests, d)
-		blobs = append(blobs, pi.config, pi.layer, pi.manifest)
+		blobs = append(blobs, pi.config, pi.manifest)
+		blobs = append(blobs, pi.layers...)
+		var layers []string
+		for _, l := range pi.layers {
+			layers = append(layers, blobPath(l.desc.Digest))
+		}
 		docker = append(docker, dockerEntry{
 			Config:   blobPath(pi.config.desc.Digest),
 			RepoTags: []string{ref + "-" + pi.platform.Architecture},
-			Layers:   []string{blobPath(pi.layer.desc.Digest)},
+			Layers:   layers,
 		})
 	}
 	// The multi-arch image itself: an index of the platforms' manifests,
@@ -250,8 +294,19 @@ func imageCmd(args []string) error {
 	ref := fs.String("image", "", "the image's reference, REPOSITORY:TAG")
 	epoch := fs.Int64("epoch", 0, "file and creation times, in seconds since 1970 (the commit's)")
 	out := fs.String("out", "", "the tar to write")
+	lock := fs.String("debs", "", "debs.lock: the Debian packages of the base layer (a shell and tools); none: FROM scratch")
+	mirror := fs.String("mirror", "http://deb.debian.org/debian", "the Debian mirror the packages come from")
+	cache := fs.String("cache", "", "a directory that keeps downloaded packages (by sha256)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var base imageBase
+	if *lock != "" {
+		pins, err := readLock(*lock)
+		if err != nil {
+			return fmt.Errorf("image: %w", err)
+		}
+		base = func(arch string) ([]fileEntry, []debPin, error) { return baseLayer(arch, pins, *mirror, *cache) }
 	}
 	if *version == "" || *out == "" {
 		return fmt.Errorf("image: -version and -out are required")
@@ -265,7 +320,7 @@ func imageCmd(args []string) error {
 		bins[p] = path
 	}
 	var buf bytes.Buffer
-	if err := writeImage(&buf, *version, *ref, time.Unix(*epoch, 0).UTC(), bins); err != nil {
+	if err := writeImage(&buf, *version, *ref, time.Unix(*epoch, 0).UTC(), bins, base); err != nil {
 		return err
 	}
 	return os.WriteFile(*out, buf.Bytes(), 0o644)

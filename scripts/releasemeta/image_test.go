@@ -28,10 +28,10 @@ func TestImageLayout(t *testing.T) {
 	}
 	created := time.Unix(1764000000, 0).UTC()
 	var one, two bytes.Buffer
-	if err := writeImage(&one, "1.2.3", "ghcr.io/x/y:1.2.3", created, bins); err != nil {
+	if err := writeImage(&one, "1.2.3", "ghcr.io/x/y:1.2.3", created, bins, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeImage(&two, "1.2.3", "ghcr.io/x/y:1.2.3", created, bins); err != nil {
+	if err := writeImage(&two, "1.2.3", "ghcr.io/x/y:1.2.3", created, bins, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(one.Bytes(), two.Bytes()) {
@@ -91,10 +91,11 @@ func TestImageLayout(t *testing.T) {
 			cfg.Config.Labels["org.opencontainers.image.version"] != "1.2.3" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/sandbox-mcp" {
 			t.Errorf("%s config: %+v", arch, cfg)
 		}
-		if len(m.Layers) != 1 || len(cfg.RootFS.DiffIDs) != 1 {
+		if len(m.Layers) != 2 || len(cfg.RootFS.DiffIDs) != 2 {
 			t.Fatalf("%s: %d layers, %d diff ids", arch, len(m.Layers), len(cfg.RootFS.DiffIDs))
 		}
 		read(m.Layers[0], nil)
+		read(m.Layers[1], nil)
 	}
 	var docker []struct {
 		Config   string
@@ -111,14 +112,14 @@ func TestImageLayout(t *testing.T) {
 	}
 	// Bad input is refused, naming what is wrong.
 	for _, ref := range []string{"no-tag", "localhost:5000/sandbox-mcp", "r:"} {
-		if err := writeImage(io.Discard, "1", ref, created, bins); err == nil {
+		if err := writeImage(io.Discard, "1", ref, created, bins, nil); err == nil {
 			t.Errorf("a reference without a tag was taken: %s", ref)
 		}
 	}
-	if err := writeImage(io.Discard, "1", "localhost:5000/sandbox-mcp:1", created, bins); err != nil {
+	if err := writeImage(io.Discard, "1", "localhost:5000/sandbox-mcp:1", created, bins, nil); err != nil {
 		t.Errorf("a registry with a port: %v", err)
 	}
-	if err := writeImage(io.Discard, "1", "r:t", created, map[string]string{"darwin/arm64": bins["linux/arm64"]}); err == nil {
+	if err := writeImage(io.Discard, "1", "r:t", created, map[string]string{"darwin/arm64": bins["linux/arm64"]}, nil); err == nil {
 		t.Error("a darwin image was made")
 	}
 }
