@@ -93,7 +93,7 @@ func TestE2EConfigValueErrorsNameFileLineAndKey(t *testing.T) {
 		{"missing mount", "mounts:\n  - {host_path: /nonexistent-sandbox-mcp, container_path: /mnt/x}\n", `line 2: mounts[0].host_path /nonexistent-sandbox-mcp: no such file or directory`},
 		{"missing skills dir", "\nskills_dir: /nonexistent-sandbox-mcp\n", `line 2: skills_dir /nonexistent-sandbox-mcp: no such file or directory`},
 		{"negative http limit", "http:\n  max_connections: -5\n", `line 2: http.max_connections -5: want 0 (the default) or more`},
-		{"bad isolation", "local: {isolation: box}\n", `line 1: local.isolation "box": want auto, bwrap or none`},
+		{"bad isolation", "local: {isolation: box}\n", `line 1: local.isolation "box": want auto, bwrap, none or container`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
