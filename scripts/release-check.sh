@@ -44,8 +44,10 @@ for p in linux_amd64 linux_arm64 darwin_amd64 darwin_arm64 windows_amd64 windows
 	if [ -f "$base.zip" ]; then
 		has "$(unzip -l "$base.zip")" " $exe" || fail "$base.zip has no $exe"
 		has "$(unzip -l "$base.zip")" " linux/sandbox-mcp" || fail "$base.zip has no linux/sandbox-mcp"
+		has "$(unzip -l "$base.zip")" " docs/reference.md" || fail "$base.zip has no docs/ (the README links into it)"
 	else
 		has "$(tar -tzf "$base.tar.gz")" "^$base/$exe" || fail "$base.tar.gz has no $base/$exe"
+		has "$(tar -tzf "$base.tar.gz")" "^$base/docs/reference.md" || fail "$base.tar.gz has no docs/ (the README links into it)"
 		case $p in darwin_*) has "$(tar -tzf "$base.tar.gz")" "^$base/linux/sandbox-mcp" || fail "$base.tar.gz has no linux/sandbox-mcp" ;; esac
 	fi
 done

@@ -3,7 +3,7 @@
 # (-trimpath, CGO_ENABLED=0, no build id, file times fixed to the commit's),
 # and publishes nothing:
 #   - archives sandbox-mcp_V_OS_ARCH.tar.gz (.zip for windows) for
-#     linux, darwin, windows × amd64, arm64, with LICENSE, README.md, SECURITY.md
+#     linux, darwin, windows × amd64, arm64, with LICENSE, README.md, SECURITY.md, docs/
 #     (darwin and windows: also linux/sandbox-mcp, the Linux build of the same
 #     architecture, which the docker provider puts into its containers)
 #   - one Claude Desktop extension for every platform, sandbox-mcp_V.mcpb
@@ -105,7 +105,9 @@ for p in "${platforms[@]}"; do
 	stage="$work/stage/$base"
 	mkdir -p "$stage"
 	cp "$bin" LICENSE README.md SECURITY.md "$stage/"
-	chmod 0644 "$stage"/*.md "$stage/LICENSE" && chmod 0755 "$stage/$exe" # not the umask's
+	# The README links into docs/: the archive carries them, so its links resolve.
+	mkdir -p "$stage/docs" && cp docs/*.md "$stage/docs/"
+	chmod 0644 "$stage"/*.md "$stage"/docs/*.md "$stage/LICENSE" && chmod 0755 "$stage/$exe" # not the umask's
 	# macOS and Windows: the Linux build of the same architecture beside
 	# the binary, for the docker provider's containers (Docker Desktop's
 	# engine runs Linux of the host's architecture).
