@@ -67,7 +67,8 @@ type HTTPConfig struct {
 
 	// ThreadsPerToken caps the threads with a live sandbox per token
 	// (without tokens: in all), sessions and stateless leases together
-	// (limits.threads_per_token, SPEC §16); 0: no cap. Past it a new
+	// (limits.threads_per_token, SPEC §16); 0: only the open-file budget's
+	// (ServeHTTP fits every token's cap in the open-file limit). Past it a new
 	// thread's call is a tool error, once no idle lease of the token can
 	// make room.
 	ThreadsPerToken int
