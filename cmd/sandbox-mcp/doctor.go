@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"runtime"
@@ -171,6 +172,21 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 	}
 
 	entry, notes := clientConfig(&cfg, set, *configFile, mounts, lookup, configVars)
+	if *client == "docker" {
+		// The server image instead of this binary: its container is the
+		// sandbox (docs/install.md).
+		image := serverImage()
+		if image == "" {
+			image = "ghcr.io/sandbox-mcp/sandbox-mcp:VERSION"
+			notes = append(notes, "this build is of no release: put the image you run (its tag) in place of "+image)
+		}
+		docker, err := exec.LookPath("docker")
+		if err != nil {
+			docker = "docker"
+			notes = append(notes, "docker is not on this PATH: put its absolute path in \"command\" (clients do not search PATH)")
+		}
+		entry = stdioEntry{Command: docker, Args: append(slices.Clone(imageRunArgs), image, "--thread", cfg.Thread)}
+	}
 	where, text := clientSnippet(*client, entry, lookup)
 	fmt.Fprintf(stdout, "\nClient config for this machine (%s):\n%s\n", where, text)
 	for _, n := range notes {
@@ -575,7 +591,23 @@ type stdioEntry struct {
 }
 
 // clientNames are the clients doctor writes a config for.
-var clientNames = []string{"claude", "cursor", "vscode", "codex"}
+var clientNames = []string{"claude", "cursor", "vscode", "codex", "docker"}
+
+// imageRunArgs are the docker run arguments of the server image, as the
+// release's server.json gives a registry client (scripts/releasemeta,
+// server): stdio, the state volume, the container hardened as the sandbox
+// it is.
+var imageRunArgs = []string{"run", "-i", "--rm", "-v", "sandbox-mcp-state:/var/lib/sandbox-mcp",
+	"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--network", "none",
+	"--pids-limit", "1024", "--memory", "4g"}
+
+// serverImage is the image of this release ("" for a build of no release).
+func serverImage() string {
+	if version == "" {
+		return ""
+	}
+	return "ghcr.io/sandbox-mcp/sandbox-mcp:" + version
+}
 
 // clientSnippet is entry in the config format of client, and where that
 // client keeps it.

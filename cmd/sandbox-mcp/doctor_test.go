@@ -352,6 +352,21 @@ func TestDoctorClients(t *testing.T) {
 		}
 		check("codex", s)
 	}
+	// docker: the server image, run as a registry client runs it.
+	out, _ = doctor(t, home, nil, append(base, "--client", "docker")...)
+	var dk struct{ MCPServers map[string]server }
+	if err := json.Unmarshal([]byte(snippet(out)), &dk); err != nil {
+		t.Fatalf("--client docker: %v:\n%s", err, out)
+	}
+	d := dk.MCPServers["sandbox"]
+	args := strings.Join(d.Args, " ")
+	if filepath.Base(d.Command) != "docker" || !strings.HasPrefix(args, "run -i --rm -v sandbox-mcp-state:/var/lib/sandbox-mcp ") ||
+		!strings.Contains(args, "--cap-drop ALL") || !strings.HasSuffix(args, "ghcr.io/sandbox-mcp/sandbox-mcp:VERSION --thread proj") {
+		t.Errorf("--client docker: command %q args %q", d.Command, d.Args)
+	}
+	if !strings.Contains(out, "this build is of no release") {
+		t.Errorf("--client docker from a build of no release: no note on the image's tag:\n%s", out)
+	}
 	if _, code := doctor(t, home, nil, append(base, "--client", "emacs")...); code != 2 {
 		t.Errorf("--client emacs: exit %d, want 2", code)
 	}
