@@ -223,3 +223,38 @@ func TestSessionsJobsKeepTheThreadCounted(t *testing.T) {
 		t.Fatalf("t1 is held %d times after its job ended", p.holds("t1"))
 	}
 }
+
+// A new thread at its tenant's cap, finding no idle lease left because
+// another call is ending the last one, waits for that end and takes the
+// room, rather than be refused while room is being made (the flood of
+// sixteen calls at once was refused 436 times of 3200).
+func TestSessionsWaitForRoomBeingMade(t *testing.T) {
+	t.Parallel()
+	p := &fakeProvider{}
+	r := NewSessions(p, "")
+	r.threadsPerTenant = 1
+	defer r.EndAll()
+	ref := func(id string) ThreadRef { return ThreadRef{ID: id, Key: id, Tenant: "b"} }
+	_, done, err := r.Call(t.Context(), "lease-1", ref("t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	// Another call took the idle lease: it ends it a moment later.
+	r.reclaim = func(string) bool { return false }
+	r.reclaimStart("b")
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		r.End("lease-1")
+		r.reclaimDone("b")
+	}()
+	if _, done, err := r.Call(t.Context(), "lease-2", ref("t2")); err != nil {
+		t.Fatalf("a new thread while room is being made: %v", err)
+	} else {
+		done()
+	}
+	// With nothing being made, the call is refused.
+	if _, _, err := r.Call(t.Context(), "lease-3", ref("t3")); !errors.Is(err, ErrThreadLimit) {
+		t.Fatalf("a new thread at the cap, no room being made: %v, want %v", err, ErrThreadLimit)
+	}
+}

@@ -416,10 +416,15 @@ func (s *Server) reclaimLease(tenant string) bool {
 		if s.sessions.jobsRunning(key) {
 			continue
 		}
+		// Counted before the lease leaves the table: a call that finds no
+		// idle lease left waits for this one's end rather than refuse.
+		s.sessions.reclaimStart(tenant)
 		if s.leases.drop(key) {
 			s.sessions.End(key)
+			s.sessions.reclaimDone(tenant)
 			return true
 		}
+		s.sessions.reclaimDone(tenant)
 	}
 	return false
 }

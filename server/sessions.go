@@ -52,6 +52,29 @@ type Sessions struct {
 	lastPrune time.Time
 	closed    chan struct{} // closed by EndAll: lingering threads let go
 	closeOnce sync.Once
+	// reclaiming counts, by tenant, the idle leases being ended to make
+	// room under the cap; reclaimed is closed (and made anew) as each is
+	// done, for the calls that found no idle lease left meanwhile.
+	reclaiming map[string]int
+	reclaimed  chan struct{}
+}
+
+// reclaimStart says one of the tenant's idle leases is about to be ended
+// for room under its cap; reclaimDone that it was (or was not after all).
+func (r *Sessions) reclaimStart(tenant string) {
+	r.mu.Lock()
+	r.reclaiming[tenant]++
+	r.mu.Unlock()
+}
+
+func (r *Sessions) reclaimDone(tenant string) {
+	r.mu.Lock()
+	if r.reclaiming[tenant]--; r.reclaiming[tenant] <= 0 {
+		delete(r.reclaiming, tenant)
+	}
+	close(r.reclaimed)
+	r.reclaimed = make(chan struct{})
+	r.mu.Unlock()
 }
 
 // endedKeep is how long an ended session's id is refused: longer than any
@@ -121,7 +144,10 @@ func NewSessions(p sandbox.Provider, stateDir string, hidden ...masking.Pair) *S
 		tenants:  map[string]int{},
 		ended:    map[string]time.Time{},
 		closed:   make(chan struct{}),
-		logger:   slog.New(slog.DiscardHandler),
+
+		reclaiming: map[string]int{},
+		reclaimed:  make(chan struct{}),
+		logger:     slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -142,16 +168,27 @@ func (r *Sessions) Call(ctx context.Context, session string, thread ThreadRef) (
 }
 
 func (r *Sessions) get(ctx context.Context, session string, thread ThreadRef, call bool) (*binding, error) {
+	for {
+		b, again, err := r.getOnce(ctx, session, thread, call)
+		if !again {
+			return b, err
+		}
+	}
+}
+
+// getOnce is get's one try; again asks for another (room was made under
+// the tenant's cap, or is being made).
+func (r *Sessions) getOnce(ctx context.Context, session string, thread ThreadRef, call bool) (_ *binding, again bool, _ error) {
 	r.mu.Lock()
 	b := r.sessions[session]
 	if b == nil {
 		if _, dead := r.ended[session]; dead {
 			r.mu.Unlock()
-			return nil, errSessionEnded
+			return nil, false, errSessionEnded
 		}
 		if err := sandbox.ValidThreadID(thread.ID); err != nil {
 			r.mu.Unlock()
-			return nil, err
+			return nil, false, err
 		}
 		use := r.threads[thread.Key]
 		if use == nil && r.threadsPerTenant > 0 && r.tenants[thread.Tenant] >= r.threadsPerTenant {
@@ -159,9 +196,23 @@ func (r *Sessions) get(ctx context.Context, session string, thread ThreadRef, ca
 			// makes room, or the call is refused (never another tenant's).
 			r.mu.Unlock()
 			if r.reclaim != nil && r.reclaim(thread.Tenant) {
-				return r.get(ctx, session, thread, call)
+				return nil, true, nil
 			}
-			return nil, fmt.Errorf("%w: this token already has %d threads with a live sandbox (limits.threads_per_token); "+
+			// Another call may be ending the tenant's last idle lease right
+			// now, for a thread of its own: wait for it, then look again,
+			// rather than refuse while room is being made.
+			r.mu.Lock()
+			pending, done := r.reclaiming[thread.Tenant], r.reclaimed
+			r.mu.Unlock()
+			if pending > 0 {
+				select {
+				case <-done:
+					return nil, true, nil
+				case <-ctx.Done():
+					return nil, false, ctx.Err()
+				}
+			}
+			return nil, false, fmt.Errorf("%w: this token already has %d threads with a live sandbox (limits.threads_per_token); "+
 				"end a session, or wait until an idle thread is released, then try again", ErrThreadLimit, r.threadsPerTenant)
 		}
 		b = &binding{thread: thread, ready: make(chan struct{})}
@@ -199,7 +250,7 @@ func (r *Sessions) get(ctx context.Context, session string, thread ThreadRef, ca
 		if b.err != nil && call {
 			b.calls.Done()
 		}
-		return b, b.err
+		return b, false, b.err
 	}
 	if call {
 		b.calls.Add(1) // under r.mu: End, which removes b first, waits for it
@@ -210,12 +261,12 @@ func (r *Sessions) get(ctx context.Context, session string, thread ThreadRef, ca
 		if b.err != nil && call {
 			b.calls.Done()
 		}
-		return b, b.err
+		return b, false, b.err
 	case <-ctx.Done():
 		if call {
 			b.calls.Done()
 		}
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 }
 
