@@ -258,3 +258,27 @@ func TestSessionsWaitForRoomBeingMade(t *testing.T) {
 		t.Fatalf("a new thread at the cap, no room being made: %v, want %v", err, ErrThreadLimit)
 	}
 }
+
+// A connection's place in its token's share goes back when it closes, and
+// a request still served on a connection already closed counts nothing
+// (its count would never go back).
+func TestTokenConnsClaimAndDrop(t *testing.T) {
+	t.Parallel()
+	tc := &tokenConns{share: 1, per: map[string]int{}}
+	a, b := &limitedConn{tokens: tc}, &limitedConn{tokens: tc}
+	if !tc.claim(a, "x") || tc.claim(b, "x") {
+		t.Fatal("want the first connection in the share, the second refused")
+	}
+	if !tc.claim(a, "x") {
+		t.Fatal("a connection already counted was refused")
+	}
+	tc.drop(a)
+	if !tc.claim(b, "x") {
+		t.Fatal("the place did not come back when the first closed")
+	}
+	c := &limitedConn{tokens: tc}
+	tc.drop(c) // closed before its request claimed
+	if !tc.claim(c, "y") || tc.per["y"] != 0 {
+		t.Fatalf("a closed connection counted: %v", tc.per)
+	}
+}

@@ -53,14 +53,14 @@ type tokenConns struct {
 func (t *tokenConns) claim(c *limitedConn, cred string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c.cred != "" {
-		return true // already counted (for the token that first used it)
+	if c.cred != "" || c.dropped {
+		return true // already counted (for the token that first used it), or closed
 	}
 	if t.per[cred] >= t.share {
 		return false
 	}
 	t.per[cred]++
-	c.cred, c.tokens = cred, t
+	c.cred = cred
 	return true
 }
 
@@ -68,6 +68,7 @@ func (t *tokenConns) claim(c *limitedConn, cred string) bool {
 func (t *tokenConns) drop(c *limitedConn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	c.dropped = true // a request still being served on it counts no more
 	if c.cred == "" {
 		return
 	}
@@ -232,7 +233,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		select {
 		case l.slots <- struct{}{}:
-			lc := &limitedConn{Conn: c, release: func() { <-l.slots }}
+			lc := &limitedConn{Conn: c, release: func() { <-l.slots }, tokens: l.perToken}
 			if l.unauth != nil && !l.unauth.tokenWaiting(c) {
 				l.unauth.add(lc)
 			}
@@ -258,12 +259,13 @@ type limitedConn struct {
 	once    sync.Once
 	hard    time.Time
 
-	unauth *unauthConns  // the share it is counted in until it authenticates
-	elem   *list.Element // its place there (under unauth.mu); nil: not counted
-	spoke  atomic.Bool   // a read returned bytes
-	cred   string        // the token it is counted for (under tokens.mu)
-	tokens *tokenConns
-	born   time.Time // when it was counted in the share
+	unauth  *unauthConns  // the share it is counted in until it authenticates
+	elem    *list.Element // its place there (under unauth.mu); nil: not counted
+	spoke   atomic.Bool   // a read returned bytes
+	cred    string        // the token it is counted for (under tokens.mu)
+	tokens  *tokenConns   // the per-token counts (set at accept, then only read)
+	dropped bool          // closed: its token's count was given back (under tokens.mu)
+	born    time.Time     // when it was counted in the share
 	// What peek read of the first request's headers (Read's goroutine only).
 	head     []byte
 	peekDone bool
