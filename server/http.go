@@ -299,8 +299,12 @@ func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener)
 				// A connection whose request shows a valid token leaves the
 				// unauthenticated share; one whose request does not is
 				// answered and closed (no keep-alive holds a slot).
-				if guard.authorized(r) {
-					if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+				// The token is checked once a request: the guard reads the
+				// answer from the context.
+				ok := guard.authorized(r)
+				r = r.WithContext(context.WithValue(r.Context(), authKey{}, ok))
+				if ok {
+					if lc, isLimited := r.Context().Value(connKey{}).(*limitedConn); isLimited {
 						lc.authenticated()
 						if ll.perToken != nil && !ll.perToken.claim(lc, credential(r.Header, true)) {
 							// One token holds its share of the connections:
@@ -456,7 +460,7 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 			refuse(w, r, http.StatusForbidden, fmt.Sprintf("Host %q not allowed: add it to http.allowed_hosts", r.Host))
 			return
 		}
-		if len(g.tokens) > 0 && !g.authorized(r) {
+		if len(g.tokens) > 0 && !g.checkedAuthorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-mcp"`)
 			refuse(w, r, http.StatusUnauthorized, "unauthorized")
 			return
@@ -550,6 +554,19 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 // authorized compares the request's token with every configured token in
 // constant time (hashes, so lengths do not leak either).
 func (g *httpGuard) authorized(r *http.Request) bool { return g.validToken(r.Header) }
+
+// authKey holds, in a request's context, whether its token was found valid
+// (the server's first handler checks it for the connection caps).
+type authKey struct{}
+
+// checkedAuthorized is authorized, from the request's context when the
+// token was checked already.
+func (g *httpGuard) checkedAuthorized(r *http.Request) bool {
+	if ok, checked := r.Context().Value(authKey{}).(bool); checked {
+		return ok
+	}
+	return g.authorized(r)
+}
 
 // validToken: the header's bearer token is a configured one.
 func (g *httpGuard) validToken(h http.Header) bool {

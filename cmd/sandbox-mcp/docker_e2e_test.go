@@ -56,6 +56,20 @@ func stdioSession(t *testing.T, ctx context.Context, cmd *exec.Cmd) (*mcp.Client
 	return cs, stderr
 }
 
+// caller is a tool call on cs that answers the result's text and whether
+// it is an error, failing the test on a protocol error (stderr: the
+// server's, for the message).
+func caller(t *testing.T, ctx context.Context, cs *mcp.ClientSession, stderr *syncBuffer) func(string, map[string]any) (string, bool) {
+	return func(name string, args map[string]any) (string, bool) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, stderr)
+		}
+		return res.Content[0].(*mcp.TextContent).Text, res.IsError
+	}
+}
+
 // The real binary with --provider docker, driven over stdio: the tools
 // work in a container, and nothing names a host path.
 func TestE2EDockerProvider(t *testing.T) {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 )
 
@@ -37,14 +35,7 @@ func TestE2EDockerJobLogsBounded(t *testing.T) {
 	defer cancel()
 	cs, stderr := stdioSession(t, ctx, cmd)
 	defer cs.Close()
-	jobLogsBounded(t, func(name string, args map[string]any) (string, bool) {
-		t.Helper()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", name, err, stderr)
-		}
-		return res.Content[0].(*mcp.TextContent).Text, res.IsError
-	}, filepath.Join(local.ThreadDir(state, "logs"), "outputs", ".tool-results"))
+	jobLogsBounded(t, caller(t, ctx, cs, stderr), filepath.Join(local.ThreadDir(state, "logs"), "outputs", ".tool-results"))
 }
 
 func jobLogsBounded(t *testing.T, call func(string, map[string]any) (string, bool), results string) {

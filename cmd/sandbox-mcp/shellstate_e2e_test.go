@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A command that exports BASH_ENV naming a hook that exits 0 (#24 item
@@ -34,14 +32,7 @@ func TestE2EDockerShellStateSurvivesBashEnv(t *testing.T) {
 	defer cancel()
 	cs, stderr := stdioSession(t, ctx, cmd)
 	defer cs.Close()
-	shellStateSurvives(t, func(name string, args map[string]any) (string, bool) {
-		t.Helper()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", name, err, stderr)
-		}
-		return res.Content[0].(*mcp.TextContent).Text, res.IsError
-	})
+	shellStateSurvives(t, caller(t, ctx, cs, stderr))
 }
 
 func shellStateSurvives(t *testing.T, call func(string, map[string]any) (string, bool)) {

@@ -16,6 +16,7 @@ package main
 import (
 	"fmt"
 	"io/fs"
+	"iter"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -175,26 +176,38 @@ var (
 	htmlRefRE = regexp.MustCompile(`(?i)<(?:a|img)\s[^>]*?(?:href|src)="([^"]+)"`)
 )
 
+// proseLines yields the lines of a Markdown text (with their index) that
+// are outside fenced code blocks.
+func proseLines(md string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		var fence string
+		for i, line := range strings.Split(md, "\n") {
+			if m := fenceRE.FindStringSubmatch(line); m != nil {
+				switch {
+				case fence == "":
+					fence = m[1]
+					continue
+				case strings.HasPrefix(m[1], fence[:1]) && len(m[1]) >= len(fence):
+					fence = ""
+					continue
+				}
+			}
+			if fence != "" {
+				continue
+			}
+			if !yield(i, line) {
+				return
+			}
+		}
+	}
+}
+
 // extractLinks returns the link targets of a Markdown text, outside fenced
 // code blocks and code spans: inline links and images, reference
 // definitions, and the href or src of HTML a and img tags.
 func extractLinks(md string) []link {
 	var out []link
-	var fence string
-	for i, line := range strings.Split(md, "\n") {
-		if m := fenceRE.FindStringSubmatch(line); m != nil {
-			switch {
-			case fence == "":
-				fence = m[1]
-				continue
-			case strings.HasPrefix(m[1], fence[:1]) && len(m[1]) >= len(fence):
-				fence = ""
-				continue
-			}
-		}
-		if fence != "" {
-			continue
-		}
+	for i, line := range proseLines(md) {
 		line = stripCodeSpans(line)
 		for _, re := range []*regexp.Regexp{linkRE, refDefRE, htmlRefRE} {
 			for _, m := range re.FindAllStringSubmatch(line, -1) {
@@ -258,21 +271,7 @@ var (
 func anchors(md string) map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]int{}
-	var fence string
-	for _, line := range strings.Split(md, "\n") {
-		if m := fenceRE.FindStringSubmatch(line); m != nil {
-			switch {
-			case fence == "":
-				fence = m[1]
-				continue
-			case strings.HasPrefix(m[1], fence[:1]) && len(m[1]) >= len(fence):
-				fence = ""
-				continue
-			}
-		}
-		if fence != "" {
-			continue
-		}
+	for _, line := range proseLines(md) {
 		for _, m := range idRE.FindAllStringSubmatch(line, -1) {
 			out[strings.ToLower(m[1])] = true
 		}
