@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -8,79 +9,123 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// A tool's arguments are read into its own struct, once, by bindArgs: a
-// field per argument, named by its json tag; `arg:"required"` marks a
-// required one, `arg:"min=N"` the smallest value a number may take and
-// `arg:"above=N"` a bound it must be more than.
+// A tool's arguments are declared once, as a struct: a field per argument,
+// named by its json tag and described by its jsonschema_description tag
+// (as the facts structs are). `arg:"required"` marks a required one;
+// `arg:"minimum=N"` is the smallest value a number may take and
+// `arg:"exclusiveMinimum=N"` a bound it must be more than (the schema's own
+// keywords); `jsonschema:"enum=a,enum=b"` lists the values a string takes
+// (the tool checks them and names them in its error).
 // Field types: string, bool, int (a JSON integer) and float64 (a JSON
-// number). Anything else the client sends — a wrong type (`"four"`, `3.9`
-// or `1e300` for an integer, `"true"` for a boolean), a name the tool does
-// not take, a missing required argument — is an error naming the argument
-// and listing what the tool takes (SPEC §6); nothing is silently replaced
-// by a default. null is taken as "not given": an optional argument keeps
-// its default, a required one is missing.
+// number).
+//
+// newTool makes the tool's input schema from that struct and reads each
+// call's arguments into it. Anything else the client sends — a wrong type
+// (`"four"`, `3.9` or `1e300` for an integer, `"true"` for a boolean), a
+// name the tool does not take, a missing required argument — is an error
+// naming the argument and listing what the tool takes (SPEC §6); nothing is
+// silently replaced by a default. null is taken as "not given": an optional
+// argument keeps its default, a required one is missing.
+
+// newTool is the tool name whose arguments are the struct A: its input
+// schema is made from A's fields, and its handler reads each call's
+// arguments into a copy of defaults before calling handle.
+func newTool[A any](name string, defaults A, handle func(context.Context, *Env, A) *Result, opts ...mcp.ToolOption) Tool {
+	fields := argFields(reflect.TypeFor[A]())
+	return Tool{
+		Def: mcp.NewTool(name, append(opts, func(t *mcp.Tool) { t.InputSchema = inputSchema(fields) })...),
+		Handle: func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
+			a := defaults
+			if err := bindArgs(name, fields, req, reflect.ValueOf(&a).Elem()); err != nil {
+				return fail(err)
+			}
+			return handle(ctx, env, a)
+		},
+	}
+}
 
 // maxSafeInt is the largest integer a JSON number (a float64) holds exactly.
 const maxSafeInt = 1 << 53
 
 // argField is one argument of a tool's struct.
 type argField struct {
-	name     string
-	index    int
-	kind     reflect.Kind
-	required bool
-	min      *float64
-	above    bool // min is exclusive
+	name, desc string
+	index      int
+	kind       reflect.Kind
+	required   bool
+	bound      string // "minimum" or "exclusiveMinimum", of min; "": none
+	min        float64
+	enum       []string
 }
 
-// argFields lists the arguments of an args struct type, in field order.
+// argFields lists the arguments of an args struct type, in field order. A
+// tag it cannot read is a mistake in this package: it panics when the
+// tools are made.
 func argFields(t reflect.Type) []argField {
 	var fields []argField
 	for i := range t.NumField() {
 		sf := t.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		if name == "" || name == "-" {
-			continue
+		where := t.Name() + "." + sf.Name
+		f := argField{name: sf.Tag.Get("json"), desc: sf.Tag.Get("jsonschema_description"), index: i, kind: sf.Type.Kind()}
+		if f.name == "" || strings.Contains(f.name, ",") || f.desc == "" {
+			panic("tools: " + where + " needs a json name (no options) and a jsonschema_description")
 		}
-		f := argField{name: name, index: i, kind: sf.Type.Kind()}
 		for opt := range strings.SplitSeq(sf.Tag.Get("arg"), ",") {
-			switch {
-			case opt == "required":
+			key, val, _ := strings.Cut(opt, "=")
+			switch key {
+			case "":
+			case "required":
 				f.required = true
-			case strings.HasPrefix(opt, "min="), strings.HasPrefix(opt, "above="):
-				key, val, _ := strings.Cut(opt, "=")
+			case "minimum", "exclusiveMinimum":
 				m, err := strconv.ParseFloat(val, 64)
 				if err != nil {
-					panic("tools: bad " + key + " in arg tag of " + t.Name() + "." + sf.Name)
+					panic("tools: bad " + key + " in the arg tag of " + where)
 				}
-				f.min, f.above = &m, key == "above"
+				f.bound, f.min = key, m
+			default:
+				panic("tools: unknown option " + strconv.Quote(opt) + " in the arg tag of " + where)
+			}
+		}
+		if tag := sf.Tag.Get("jsonschema"); tag != "" {
+			for opt := range strings.SplitSeq(tag, ",") {
+				v, ok := strings.CutPrefix(opt, "enum=")
+				if !ok {
+					panic("tools: only enum= options in the jsonschema tag of " + where)
+				}
+				f.enum = append(f.enum, v)
 			}
 		}
 		switch f.kind {
 		case reflect.String, reflect.Bool, reflect.Int, reflect.Float64:
 		default:
-			panic("tools: argument " + name + " of " + t.Name() + " has unsupported type " + sf.Type.String())
+			panic("tools: argument " + f.name + " of " + t.Name() + " has unsupported type " + sf.Type.String())
 		}
 		fields = append(fields, f)
 	}
 	return fields
 }
 
-// fieldsOf caches argFields by type: the tags are read once per tool, not
-// on every call.
-var fieldsOf sync.Map // reflect.Type -> []argField
-
-func cachedArgFields(t reflect.Type) []argField {
-	if f, ok := fieldsOf.Load(t); ok {
-		return f.([]argField)
+// inputSchema is the JSON schema of a tool's arguments.
+func inputSchema(fields []argField) mcp.ToolInputSchema {
+	s := mcp.ToolInputSchema{Type: "object", Properties: map[string]any{}}
+	for _, f := range fields {
+		p := map[string]any{"type": kindName(f.kind), "description": f.desc}
+		if f.bound != "" {
+			p[f.bound] = f.min
+		}
+		if f.enum != nil {
+			p["enum"] = f.enum
+		}
+		s.Properties[f.name] = p
+		if f.required {
+			s.Required = append(s.Required, f.name)
+		}
 	}
-	f, _ := fieldsOf.LoadOrStore(t, argFields(t))
-	return f.([]argField)
+	return s
 }
 
 // kindName is the JSON schema type of a field kind.
@@ -110,11 +155,9 @@ func argsUsage(tool string, fields []argField) string {
 	return tool + " takes " + strings.Join(parts, ", ")
 }
 
-// bindArgs reads the request's arguments into dst, a pointer to the tool's
-// args struct holding the defaults.
-func bindArgs(tool string, req mcp.CallToolRequest, dst any) error {
-	v := reflect.ValueOf(dst).Elem()
-	fields := cachedArgFields(v.Type())
+// bindArgs reads the request's arguments into dst, the tool's args struct
+// holding the defaults.
+func bindArgs(tool string, fields []argField, req mcp.CallToolRequest, dst reflect.Value) error {
 	usage := func() string { return argsUsage(tool, fields) }
 	raw := req.GetArguments()
 	if raw == nil && req.Params.Arguments != nil {
@@ -133,7 +176,7 @@ func bindArgs(tool string, req mcp.CallToolRequest, dst any) error {
 			}
 			continue
 		}
-		if err := setArg(v.Field(f.index), f, val); err != nil {
+		if err := setArg(dst.Field(f.index), f, val); err != nil {
 			return fmt.Errorf("argument %q %v; %s", f.name, err, usage())
 		}
 	}
@@ -159,8 +202,11 @@ func setArg(dst reflect.Value, f argField, val any) error {
 		return nil
 	}
 	n, ok := number(val)
+	if !ok && f.kind == reflect.Int {
+		return fmt.Errorf("must be an integer, got %s", describe(val))
+	}
 	if !ok {
-		return fmt.Errorf("must be %s, got %s", article(kindName(f.kind)), describe(val))
+		return fmt.Errorf("must be a number, got %s", describe(val))
 	}
 	if f.kind == reflect.Int {
 		if n != math.Trunc(n) {
@@ -170,11 +216,11 @@ func setArg(dst reflect.Value, f argField, val any) error {
 			return fmt.Errorf("is out of range: %s", describe(val))
 		}
 	}
-	if f.min != nil && f.above && n <= *f.min {
-		return fmt.Errorf("must be more than %s, got %s", strconv.FormatFloat(*f.min, 'g', -1, 64), describe(val))
+	if f.bound == "exclusiveMinimum" && n <= f.min {
+		return fmt.Errorf("must be more than %s, got %s", strconv.FormatFloat(f.min, 'g', -1, 64), describe(val))
 	}
-	if f.min != nil && n < *f.min {
-		return fmt.Errorf("must be %s or more, got %s", strconv.FormatFloat(*f.min, 'g', -1, 64), describe(val))
+	if f.bound == "minimum" && n < f.min {
+		return fmt.Errorf("must be %s or more, got %s", strconv.FormatFloat(f.min, 'g', -1, 64), describe(val))
 	}
 	if f.kind == reflect.Int {
 		dst.SetInt(int64(n))
@@ -198,13 +244,6 @@ func number(val any) (float64, bool) {
 	return 0, false
 }
 
-func article(kind string) string {
-	if kind == "integer" {
-		return "an integer"
-	}
-	return "a " + kind
-}
-
 // describe shows a value the client sent, short and on one line.
 func describe(val any) string {
 	switch v := val.(type) {
@@ -225,10 +264,4 @@ func describe(val any) string {
 		return "an object"
 	}
 	return fmt.Sprintf("a %T", val)
-}
-
-// exclusiveMinimum sets a number property's exclusiveMinimum (mcp-go has
-// no option for it).
-func exclusiveMinimum(n float64) mcp.PropertyOption {
-	return func(schema map[string]any) { schema["exclusiveMinimum"] = n }
 }

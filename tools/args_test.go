@@ -1,54 +1,9 @@
 package tools_test
 
 import (
-	"reflect"
-	"slices"
 	"strings"
 	"testing"
-
-	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
-
-// TestArgsMatchSchema: the struct each handler reads its arguments into
-// names exactly the schema's properties, with the same types and the same
-// required ones: what the client is told is what the tool takes.
-func TestArgsMatchSchema(t *testing.T) {
-	t.Parallel()
-	jsonType := map[reflect.Kind]string{reflect.String: "string", reflect.Bool: "boolean", reflect.Int: "integer", reflect.Float64: "number"}
-	for _, tl := range tools.All() {
-		typ := reflect.TypeOf(tl.Args)
-		if typ == nil || typ.Kind() != reflect.Struct {
-			t.Errorf("%s: Args is %v, want an args struct", tl.Def.Name, typ)
-			continue
-		}
-		var names, required []string
-		for i := range typ.NumField() {
-			sf := typ.Field(i)
-			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-			names = append(names, name)
-			if strings.Contains(sf.Tag.Get("arg"), "required") {
-				required = append(required, name)
-			}
-			prop, ok := tl.Def.InputSchema.Properties[name].(map[string]any)
-			if !ok {
-				t.Errorf("%s: argument %q is not in the schema", tl.Def.Name, name)
-				continue
-			}
-			if prop["type"] != jsonType[sf.Type.Kind()] {
-				t.Errorf("%s: argument %q is %v in the schema, %s in the struct", tl.Def.Name, name, prop["type"], jsonType[sf.Type.Kind()])
-			}
-		}
-		for name := range tl.Def.InputSchema.Properties {
-			if !slices.Contains(names, name) {
-				t.Errorf("%s: schema property %q is not in the args struct", tl.Def.Name, name)
-			}
-		}
-		slices.Sort(required)
-		if got := slices.Sorted(slices.Values(tl.Def.InputSchema.Required)); !slices.Equal(got, required) {
-			t.Errorf("%s: schema requires %v, the struct %v", tl.Def.Name, got, required)
-		}
-	}
-}
 
 // TestArgsStrict: an argument of the wrong type, a name the tool does not
 // take, a missing required one, a value below its minimum: each is one

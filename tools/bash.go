@@ -26,45 +26,32 @@ const (
 )
 
 func bashTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("bash",
-			mcp.WithDescription("Run a bash command in the sandbox. Calls share one shell: a command starts in the working directory "+
-				"and with the exported variables the last one left (first: /mnt/user-data/workspace; reset: true starts afresh). "+
-				"Files are under /mnt/user-data/{workspace,uploads,outputs}. stdout and stderr come back interleaved, "+
-				"followed by [exit code N] or [timed out after Ns]. Long output keeps its head and tail. "+
-				"A dev server, watcher or anything meant to keep running: run_in_background: true, then bash_output to read it, "+
-				"bash_input to answer a prompt, bash_kill to stop it. A long build or test run: let it go; "+
-				"past yield_after seconds it continues as a job ([still running as job J]) — poll it with bash_output and wait: 60."),
-			mcp.WithString("command", mcp.Required(), mcp.Description("The command, run with bash -c.")),
-			mcp.WithNumber("timeout", exclusiveMinimum(0), mcp.Description("Seconds before the command and every process it started are killed (default 120, max 600). A command that became a job has no timeout.")),
-			mcp.WithString("description", mcp.Description("What the command does, in a few words (for logs).")),
-			mcp.WithBoolean("run_in_background", mcp.Description("Start the command as a job and answer at once ([job J started], with its first 0.2 s of output); it keeps running after the call. Its stdin is open for bash_input.")),
-			mcp.WithNumber("yield_after", mcp.Min(0), mcp.Description("Seconds after which a command still running is not killed but goes on as a job, and the call answers what it printed so far (default 50, 0 = never: timeout alone bounds it).")),
-			mcp.WithBoolean("reset", mcp.Description("Start from a fresh shell: the workspace and the sandbox's own environment, forgetting the directory and exported variables of earlier calls.")),
-			destructive("Run command", true),
-			withIcon("terminal"),
-			mcp.WithOutputSchema[bashFacts](),
-		),
-		Args:         bashArgs{},
-		RunsCommands: true,
-		Handle:       bash,
-	}
+	t := newTool("bash", bashArgs{Timeout: bashDefaultTimeout.Seconds(), YieldAfter: bashDefaultYield}, bash,
+		mcp.WithDescription("Run a bash command in the sandbox. Calls share one shell: a command starts in the working directory "+
+			"and with the exported variables the last one left (first: /mnt/user-data/workspace; reset: true starts afresh). "+
+			"Files are under /mnt/user-data/{workspace,uploads,outputs}. stdout and stderr come back interleaved, "+
+			"followed by [exit code N] or [timed out after Ns]. Long output keeps its head and tail. "+
+			"A dev server, watcher or anything meant to keep running: run_in_background: true, then bash_output to read it, "+
+			"bash_input to answer a prompt, bash_kill to stop it. A long build or test run: let it go; "+
+			"past yield_after seconds it continues as a job ([still running as job J]) — poll it with bash_output and wait: 60."),
+		destructive("Run command", true),
+		withIcon("terminal"),
+		mcp.WithOutputSchema[bashFacts](),
+	)
+	t.RunsCommands = true
+	return t
 }
 
 type bashArgs struct {
-	Command         string  `json:"command" arg:"required"`
-	Timeout         float64 `json:"timeout" arg:"above=0"`
-	Description     string  `json:"description"`
-	RunInBackground bool    `json:"run_in_background"`
-	YieldAfter      float64 `json:"yield_after" arg:"min=0"`
-	Reset           bool    `json:"reset"`
+	Command         string  `json:"command" arg:"required" jsonschema_description:"The command, run with bash -c."`
+	Timeout         float64 `json:"timeout" arg:"exclusiveMinimum=0" jsonschema_description:"Seconds before the command and every process it started are killed (default 120, max 600). A command that became a job has no timeout."`
+	Description     string  `json:"description" jsonschema_description:"What the command does, in a few words (for logs)."`
+	RunInBackground bool    `json:"run_in_background" jsonschema_description:"Start the command as a job and answer at once ([job J started], with its first 0.2 s of output); it keeps running after the call. Its stdin is open for bash_input."`
+	YieldAfter      float64 `json:"yield_after" arg:"minimum=0" jsonschema_description:"Seconds after which a command still running is not killed but goes on as a job, and the call answers what it printed so far (default 50, 0 = never: timeout alone bounds it)."`
+	Reset           bool    `json:"reset" jsonschema_description:"Start from a fresh shell: the workspace and the sandbox's own environment, forgetting the directory and exported variables of earlier calls."`
 }
 
-func bash(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	a := bashArgs{Timeout: bashDefaultTimeout.Seconds(), YieldAfter: bashDefaultYield}
-	if err := bindArgs("bash", req, &a); err != nil {
-		return fail(err)
-	}
+func bash(ctx context.Context, env *Env, a bashArgs) *Result {
 	command := a.Command
 	if strings.TrimSpace(command) == "" {
 		return failf("command is empty")

@@ -11,37 +11,27 @@ import (
 )
 
 func bashInputTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("bash_input",
-			mcp.WithDescription("Type into a job's stdin (a job started with bash run_in_background): answer a prompt, drive a REPL. "+
-				"Nothing is added: end the input with \\n to press Enter. Answers the job's output of the next 0.3 s, then its state line."),
-			mcp.WithString("job", mcp.Required(), mcp.Description("The job's id (j1, j2, …).")),
-			mcp.WithString("input", mcp.Description("What to write (at most 64 KiB).")),
-			mcp.WithBoolean("close", mcp.Description("Close the job's stdin after the input (end of file, like Ctrl-D).")),
-			destructive("Write to a job", true),
-			withIcon("terminal"),
-			mcp.WithOutputSchema[jobFacts](),
-		),
-		Args:         bashInputArgs{},
-		RunsCommands: true,
-		Handle:       bashInput,
-	}
+	t := newTool("bash_input", bashInputArgs{}, bashInput,
+		mcp.WithDescription("Type into a job's stdin (a job started with bash run_in_background): answer a prompt, drive a REPL. "+
+			"Nothing is added: end the input with \\n to press Enter. Answers the job's output of the next 0.3 s, then its state line."),
+		destructive("Write to a job", true),
+		withIcon("terminal"),
+		mcp.WithOutputSchema[jobFacts](),
+	)
+	t.RunsCommands = true
+	return t
 }
 
 type bashInputArgs struct {
-	Job   string `json:"job" arg:"required"`
-	Input string `json:"input"`
-	Close bool   `json:"close"`
+	Job   string `json:"job" arg:"required" jsonschema_description:"The job's id (j1, j2, …)."`
+	Input string `json:"input" jsonschema_description:"What to write (at most 64 KiB)."`
+	Close bool   `json:"close" jsonschema_description:"Close the job's stdin after the input (end of file, like Ctrl-D)."`
 }
 
 // maxJobInput is the most bytes one bash_input writes.
 const maxJobInput = 64 << 10
 
-func bashInput(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	var a bashInputArgs
-	if err := bindArgs("bash_input", req, &a); err != nil {
-		return fail(err)
-	}
+func bashInput(ctx context.Context, env *Env, a bashInputArgs) *Result {
 	if err := checkJobID(a.Job); err != nil {
 		return fail(err)
 	}

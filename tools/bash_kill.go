@@ -13,32 +13,23 @@ import (
 )
 
 func bashKillTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("bash_kill",
-			mcp.WithDescription("Stop a job: send a signal to its whole process group (the command and every process it started). "+
-				"Answers the job's last output and how it ended."),
-			mcp.WithString("job", mcp.Required(), mcp.Description("The job's id (j1, j2, …).")),
-			mcp.WithString("signal", mcp.Enum("TERM", "INT", "KILL"), mcp.Description("TERM (default), INT (like Ctrl-C) or KILL.")),
-			destructive("Kill a job", false),
-			withIcon("stop"),
-			mcp.WithOutputSchema[jobFacts](),
-		),
-		Args:         bashKillArgs{},
-		RunsCommands: true,
-		Handle:       bashKill,
-	}
+	t := newTool("bash_kill", bashKillArgs{Signal: "TERM"}, bashKill,
+		mcp.WithDescription("Stop a job: send a signal to its whole process group (the command and every process it started). "+
+			"Answers the job's last output and how it ended."),
+		destructive("Kill a job", false),
+		withIcon("stop"),
+		mcp.WithOutputSchema[jobFacts](),
+	)
+	t.RunsCommands = true
+	return t
 }
 
 type bashKillArgs struct {
-	Job    string `json:"job" arg:"required"`
-	Signal string `json:"signal"`
+	Job    string `json:"job" arg:"required" jsonschema_description:"The job's id (j1, j2, …)."`
+	Signal string `json:"signal" jsonschema:"enum=TERM,enum=INT,enum=KILL" jsonschema_description:"TERM (default), INT (like Ctrl-C) or KILL."`
 }
 
-func bashKill(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	a := bashKillArgs{Signal: "TERM"}
-	if err := bindArgs("bash_kill", req, &a); err != nil {
-		return fail(err)
-	}
+func bashKill(ctx context.Context, env *Env, a bashKillArgs) *Result {
 	if err := checkJobID(a.Job); err != nil {
 		return fail(err)
 	}

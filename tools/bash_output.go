@@ -12,38 +12,28 @@ import (
 )
 
 func bashOutputTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("bash_output",
-			mcp.WithDescription("Read a job's output: a command started with bash run_in_background, or one that outran yield_after. "+
-				"Answers the output not shown yet (or from offset), then [job J running; next offset N] or [job J exited with code C; next offset N]. "+
-				"Use wait to block until there is new output or the job ends (e.g. poll a long build with wait 60). "+
-				"Without job: lists the thread's jobs, one per line."),
-			mcp.WithString("job", mcp.Description("The job's id (j1, j2, …); omit to list the jobs.")),
-			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Characters of the job's output to skip (default: what was not shown yet; 0 reads from the start).")),
-			mcp.WithNumber("wait", mcp.Min(0), mcp.Description("Seconds to wait for new output or the job's end (default 0, max 60).")),
-			// Read-only, not idempotent: it moves the job's "not shown yet" mark.
-			mcp.WithToolAnnotation(mcp.ToolAnnotation{Title: "Read job output", ReadOnlyHint: mcp.ToBoolPtr(true),
-				DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(false)}),
-			withIcon("terminal"),
-			mcp.WithOutputSchema[jobFacts](),
-		),
-		Args:         bashOutputArgs{},
-		RunsCommands: true,
-		Handle:       readJob,
-	}
+	t := newTool("bash_output", bashOutputArgs{Offset: -1}, readJob,
+		mcp.WithDescription("Read a job's output: a command started with bash run_in_background, or one that outran yield_after. "+
+			"Answers the output not shown yet (or from offset), then [job J running; next offset N] or [job J exited with code C; next offset N]. "+
+			"Use wait to block until there is new output or the job ends (e.g. poll a long build with wait 60). "+
+			"Without job: lists the thread's jobs, one per line."),
+		// Read-only, not idempotent: it moves the job's "not shown yet" mark.
+		mcp.WithToolAnnotation(mcp.ToolAnnotation{Title: "Read job output", ReadOnlyHint: mcp.ToBoolPtr(true),
+			DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(false)}),
+		withIcon("terminal"),
+		mcp.WithOutputSchema[jobFacts](),
+	)
+	t.RunsCommands = true
+	return t
 }
 
 type bashOutputArgs struct {
-	Job    string  `json:"job"`
-	Offset int     `json:"offset" arg:"min=0"`
-	Wait   float64 `json:"wait" arg:"min=0"`
+	Job    string  `json:"job" jsonschema_description:"The job's id (j1, j2, …); omit to list the jobs."`
+	Offset int     `json:"offset" arg:"minimum=0" jsonschema_description:"Characters of the job's output to skip (default: what was not shown yet; 0 reads from the start)."`
+	Wait   float64 `json:"wait" arg:"minimum=0" jsonschema_description:"Seconds to wait for new output or the job's end (default 0, max 60)."`
 }
 
-func readJob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	a := bashOutputArgs{Offset: -1}
-	if err := bindArgs("bash_output", req, &a); err != nil {
-		return fail(err)
-	}
+func readJob(ctx context.Context, env *Env, a bashOutputArgs) *Result {
 	jobs, err := jobsOf(env)
 	if err != nil {
 		return fail(err)

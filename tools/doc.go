@@ -12,5 +12,6 @@
 // read text) are a type in the tool's own file. Each is its tool's
 // outputSchema too (mcp.WithOutputSchema reflects it), so the schema a
 // client is given and what a handler returns are one declaration. A tool
-// error carries none.
+// error carries none. The arguments likewise: a tool's args struct is its
+// inputSchema (newTool reads its tags) and what its handler is given.
 package tools

@@ -15,39 +15,25 @@ import (
 const globDefaultMax = 200
 
 func globTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("glob",
-			mcp.WithDescription("Find files whose path matches a glob pattern (** matches any number of directories, "+
-				"{a,b} alternatives), relative to path. .git directories are skipped."),
-			mcp.WithString("pattern", mcp.Required(), mcp.Description(`Glob pattern, e.g. "**/*.go"; an absolute pattern searches from its fixed prefix. At most 4096 bytes and 256 patterns once {a,b} groups are expanded.`)),
-			mcp.WithString("path", mcp.Description("Directory to search (default /mnt/user-data/workspace).")),
-			mcp.WithBoolean("include_dirs", mcp.Description("Also list matching directories (default false).")),
-			mcp.WithInteger("max_results", mcp.Min(1), mcp.Description("Most paths to list (default 200).")),
-			mcp.WithString("sort", mcp.Enum("path", "mtime"), mcp.Description("path: by path (default); mtime: newest first.")),
-			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Skip this many paths first, to page through a long result (default 0).")),
-			readOnly("Find files"),
-			withIcon("search"),
-			mcp.WithOutputSchema[globFacts](),
-		),
-		Args:   globArgs{},
-		Handle: glob,
-	}
+	return newTool("glob", globArgs{MaxResults: globDefaultMax, Sort: "path"}, glob,
+		mcp.WithDescription("Find files whose path matches a glob pattern (** matches any number of directories, "+
+			"{a,b} alternatives), relative to path. .git directories are skipped."),
+		readOnly("Find files"),
+		withIcon("search"),
+		mcp.WithOutputSchema[globFacts](),
+	)
 }
 
 type globArgs struct {
-	Pattern     string `json:"pattern" arg:"required"`
-	Path        string `json:"path"`
-	IncludeDirs bool   `json:"include_dirs"`
-	MaxResults  int    `json:"max_results" arg:"min=1"`
-	Sort        string `json:"sort"`
-	Offset      int    `json:"offset" arg:"min=0"`
+	Pattern     string `json:"pattern" arg:"required" jsonschema_description:"Glob pattern, e.g. \"**/*.go\"; an absolute pattern searches from its fixed prefix. At most 4096 bytes and 256 patterns once {a,b} groups are expanded."`
+	Path        string `json:"path" jsonschema_description:"Directory to search (default /mnt/user-data/workspace)."`
+	IncludeDirs bool   `json:"include_dirs" jsonschema_description:"Also list matching directories (default false)."`
+	MaxResults  int    `json:"max_results" arg:"minimum=1" jsonschema_description:"Most paths to list (default 200)."`
+	Sort        string `json:"sort" jsonschema:"enum=path,enum=mtime" jsonschema_description:"path: by path (default); mtime: newest first."`
+	Offset      int    `json:"offset" arg:"minimum=0" jsonschema_description:"Skip this many paths first, to page through a long result (default 0)."`
 }
 
-func glob(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	a := globArgs{MaxResults: globDefaultMax, Sort: "path"}
-	if err := bindArgs("glob", req, &a); err != nil {
-		return fail(err)
-	}
+func glob(ctx context.Context, env *Env, a globArgs) *Result {
 	pattern := a.Pattern
 	base, err := sandbox.Clean(a.Path)
 	if err != nil {

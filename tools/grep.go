@@ -25,47 +25,30 @@ const (
 )
 
 func grepTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("grep",
-			mcp.WithDescription("Search file contents with a regular expression (RE2 syntax), case-insensitive unless "+
-				"case_sensitive. One match a line: path:line: text (context lines: path-line- text, groups "+
-				"separated by --). Binary files, large files and .git are skipped; lines that are not UTF-8 show invalid bytes as \uFFFD, with a note. A cut result is saved whole "+
-				"under /mnt/user-data/outputs/.tool-results/ and the note names the file."),
-			mcp.WithString("pattern", mcp.Required(), mcp.Description("RE2 regular expression, or a plain string with literal.")),
-			mcp.WithString("path", mcp.Description("File or directory to search (default /mnt/user-data/workspace).")),
-			mcp.WithString("glob", mcp.Description(`Only search files matching this glob, e.g. "*.go" (base name) or "src/**/*.ts" (relative path).`)),
-			mcp.WithBoolean("literal", mcp.Description("Treat pattern as a plain string (default false).")),
-			mcp.WithBoolean("case_sensitive", mcp.Description("Match case (default false).")),
-			mcp.WithInteger("max_results", mcp.Min(1), mcp.Description("Most results to list: matches, or files with output_mode files/count (default 100).")),
-			mcp.WithInteger("context", mcp.Min(0), mcp.Description("Lines of context before and after each match (default 0, max 20: more is taken as 20).")),
-			mcp.WithString("output_mode", mcp.Enum("content", "files", "count"), mcp.Description("content: matching lines (default); files: paths of matching files; count: path:matches per file.")),
-			mcp.WithInteger("offset", mcp.Min(0), mcp.Description("Skip this many results first, to page through a long result (default 0).")),
-			readOnly("Search file contents"),
-			withIcon("search"),
-			mcp.WithOutputSchema[grepFacts](),
-		),
-		Args:   grepArgs{},
-		Handle: grep,
-	}
+	return newTool("grep", grepArgs{MaxResults: grepDefaultMax, OutputMode: "content"}, grep,
+		mcp.WithDescription("Search file contents with a regular expression (RE2 syntax), case-insensitive unless "+
+			"case_sensitive. One match a line: path:line: text (context lines: path-line- text, groups "+
+			"separated by --). Binary files, large files and .git are skipped; lines that are not UTF-8 show invalid bytes as \uFFFD, with a note. A cut result is saved whole "+
+			"under /mnt/user-data/outputs/.tool-results/ and the note names the file."),
+		readOnly("Search file contents"),
+		withIcon("search"),
+		mcp.WithOutputSchema[grepFacts](),
+	)
 }
 
 type grepArgs struct {
-	Pattern       string `json:"pattern" arg:"required"`
-	Path          string `json:"path"`
-	Glob          string `json:"glob"`
-	Literal       bool   `json:"literal"`
-	CaseSensitive bool   `json:"case_sensitive"`
-	MaxResults    int    `json:"max_results" arg:"min=1"`
-	Context       int    `json:"context" arg:"min=0"`
-	OutputMode    string `json:"output_mode"`
-	Offset        int    `json:"offset" arg:"min=0"`
+	Pattern       string `json:"pattern" arg:"required" jsonschema_description:"RE2 regular expression, or a plain string with literal."`
+	Path          string `json:"path" jsonschema_description:"File or directory to search (default /mnt/user-data/workspace)."`
+	Glob          string `json:"glob" jsonschema_description:"Only search files matching this glob, e.g. \"*.go\" (base name) or \"src/**/*.ts\" (relative path)."`
+	Literal       bool   `json:"literal" jsonschema_description:"Treat pattern as a plain string (default false)."`
+	CaseSensitive bool   `json:"case_sensitive" jsonschema_description:"Match case (default false)."`
+	MaxResults    int    `json:"max_results" arg:"minimum=1" jsonschema_description:"Most results to list: matches, or files with output_mode files/count (default 100)."`
+	Context       int    `json:"context" arg:"minimum=0" jsonschema_description:"Lines of context before and after each match (default 0, max 20: more is taken as 20)."`
+	OutputMode    string `json:"output_mode" jsonschema:"enum=content,enum=files,enum=count" jsonschema_description:"content: matching lines (default); files: paths of matching files; count: path:matches per file."`
+	Offset        int    `json:"offset" arg:"minimum=0" jsonschema_description:"Skip this many results first, to page through a long result (default 0)."`
 }
 
-func grep(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	a := grepArgs{MaxResults: grepDefaultMax, OutputMode: "content"}
-	if err := bindArgs("grep", req, &a); err != nil {
-		return fail(err)
-	}
+func grep(ctx context.Context, env *Env, a grepArgs) *Result {
 	pattern := a.Pattern
 	if pattern == "" {
 		return failf("pattern is empty")

@@ -94,7 +94,7 @@ func TestGrepOrder(t *testing.T) {
 	call := func(args map[string]any) string {
 		req := mcp.CallToolRequest{}
 		req.Params.Arguments = args
-		res := grep(t.Context(), env, req)
+		res := grepTool().Handle(t.Context(), env, req)
 		if res.IsError {
 			t.Fatalf("grep %v: %v", args, res.Content)
 		}

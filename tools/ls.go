@@ -22,30 +22,20 @@ const (
 var errStop = errors.New("stop listing")
 
 func lsTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("ls",
-			mcp.WithDescription("List a directory as a tree: one entry a line, children indented under their directory, "+
-				"directories ending in /, sorted by name."),
-			mcp.WithString("path", mcp.Description("Directory to list (default /mnt/user-data/workspace).")),
-			mcp.WithInteger("depth", mcp.Min(1), mcp.Description("How many levels to show (default 2, max 5: more is shown as 5).")),
-			readOnly("List directory"),
-			withIcon("folder"),
-		),
-		Args:   lsArgs{},
-		Handle: ls,
-	}
+	return newTool("ls", lsArgs{Depth: lsDefaultDepth}, ls,
+		mcp.WithDescription("List a directory as a tree: one entry a line, children indented under their directory, "+
+			"directories ending in /, sorted by name."),
+		readOnly("List directory"),
+		withIcon("folder"),
+	)
 }
 
 type lsArgs struct {
-	Path  string `json:"path"`
-	Depth int    `json:"depth" arg:"min=1"`
+	Path  string `json:"path" jsonschema_description:"Directory to list (default /mnt/user-data/workspace)."`
+	Depth int    `json:"depth" arg:"minimum=1" jsonschema_description:"How many levels to show (default 2, max 5: more is shown as 5)."`
 }
 
-func ls(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	a := lsArgs{Depth: lsDefaultDepth}
-	if err := bindArgs("ls", req, &a); err != nil {
-		return fail(err)
-	}
+func ls(ctx context.Context, env *Env, a lsArgs) *Result {
 	dir, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)

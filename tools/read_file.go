@@ -34,30 +34,22 @@ var imageTypes = map[string]string{
 }
 
 func readFileTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("read_file",
-			mcp.WithDescription("Read a text file, whole or a range of lines. Images (png, jpeg, gif, webp) come back as "+
-				"image content; other binary files, and text that is not UTF-8, are refused. Long output is cut with a note. The structured "+
-				"result carries the whole file's sha256, lines and bytes; pass the sha256 as expected_sha256 to "+
-				"write_file or str_replace to refuse an edit when the file changed since this read."),
-			mcp.WithString("path", mcp.Required(), mcp.Description("File to read; relative paths are under /mnt/user-data/workspace.")),
-			mcp.WithInteger("start_line", mcp.Min(1), mcp.Description("First line to return, 1-based (default 1).")),
-			mcp.WithInteger("end_line", mcp.Min(1), mcp.Description("Last line to return, inclusive (default: the last line).")),
-			mcp.WithBoolean("with_hash", mcp.Description("Also end the text with a line [sha256: HEX] (the whole file's hash).")),
-			readOnly("Read file"),
-			withIcon("file"),
-			mcp.WithOutputSchema[fileFacts](),
-		),
-		Args:   readFileArgs{},
-		Handle: readFile,
-	}
+	return newTool("read_file", readFileArgs{StartLine: 1}, readFile,
+		mcp.WithDescription("Read a text file, whole or a range of lines. Images (png, jpeg, gif, webp) come back as "+
+			"image content; other binary files, and text that is not UTF-8, are refused. Long output is cut with a note. The structured "+
+			"result carries the whole file's sha256, lines and bytes; pass the sha256 as expected_sha256 to "+
+			"write_file or str_replace to refuse an edit when the file changed since this read."),
+		readOnly("Read file"),
+		withIcon("file"),
+		mcp.WithOutputSchema[fileFacts](),
+	)
 }
 
 type readFileArgs struct {
-	Path      string `json:"path" arg:"required"`
-	StartLine int    `json:"start_line" arg:"min=1"`
-	EndLine   int    `json:"end_line" arg:"min=1"`
-	WithHash  bool   `json:"with_hash"`
+	Path      string `json:"path" arg:"required" jsonschema_description:"File to read; relative paths are under /mnt/user-data/workspace."`
+	StartLine int    `json:"start_line" arg:"minimum=1" jsonschema_description:"First line to return, 1-based (default 1)."`
+	EndLine   int    `json:"end_line" arg:"minimum=1" jsonschema_description:"Last line to return, inclusive (default: the last line)."`
+	WithHash  bool   `json:"with_hash" jsonschema_description:"Also end the text with a line [sha256: HEX] (the whole file's hash)."`
 }
 
 // fileFacts is read_file's structured content. For a file too large to
@@ -70,11 +62,7 @@ type fileFacts struct {
 	Note   string `json:"note,omitempty"`
 }
 
-func readFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	a := readFileArgs{StartLine: 1}
-	if err := bindArgs("read_file", req, &a); err != nil {
-		return fail(err)
-	}
+func readFile(ctx context.Context, env *Env, a readFileArgs) *Result {
 	name, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)

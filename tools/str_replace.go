@@ -13,43 +13,29 @@ import (
 )
 
 func strReplaceTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("str_replace",
-			mcp.WithDescription("Replace text in a file. old_str must occur exactly once unless replace_all; "+
-				"include enough surrounding lines to make it unique. In a file that is not UTF-8 text the bytes outside the match are kept exactly. The file keeps its line endings (an old_str "+
-				"written with LF matches a CRLF file; the lines of new_str take the file's line ending), BOM, final newline and mode. The write is atomic."),
-			mcp.WithString("path", mcp.Required(), mcp.Description("File to edit; relative paths are under /mnt/user-data/workspace.")),
-			mcp.WithString("old_str", mcp.Required(), mcp.Description("Exact text to find.")),
-			mcp.WithString("new_str", mcp.Required(), mcp.Description("Text to put in its place (may be empty).")),
-			mcp.WithBoolean("replace_all", mcp.Description("Replace every occurrence (default false).")),
-			mcp.WithString("expected_sha256", mcp.Description("Refuse the edit unless the file's sha256 is this (from read_file): no lost update.")),
-			mcp.WithBoolean("dry_run", mcp.Description("Return the unified diff of the edit without writing it (default false).")),
-			destructive("Edit file", false),
-			withIcon("pencil"),
-			mcp.WithOutputSchema[replaceFacts](),
-		),
-		Args:   strReplaceArgs{},
-		Handle: strReplace,
-	}
+	return newTool("str_replace", strReplaceArgs{}, strReplace,
+		mcp.WithDescription("Replace text in a file. old_str must occur exactly once unless replace_all; "+
+			"include enough surrounding lines to make it unique. In a file that is not UTF-8 text the bytes outside the match are kept exactly. The file keeps its line endings (an old_str "+
+			"written with LF matches a CRLF file; the lines of new_str take the file's line ending), BOM, final newline and mode. The write is atomic."),
+		destructive("Edit file", false),
+		withIcon("pencil"),
+		mcp.WithOutputSchema[replaceFacts](),
+	)
 }
 
 type strReplaceArgs struct {
-	Path           string `json:"path" arg:"required"`
-	OldStr         string `json:"old_str" arg:"required"`
-	NewStr         string `json:"new_str" arg:"required"`
-	ReplaceAll     bool   `json:"replace_all"`
-	ExpectedSHA256 string `json:"expected_sha256"`
-	DryRun         bool   `json:"dry_run"`
+	Path           string `json:"path" arg:"required" jsonschema_description:"File to edit; relative paths are under /mnt/user-data/workspace."`
+	OldStr         string `json:"old_str" arg:"required" jsonschema_description:"Exact text to find."`
+	NewStr         string `json:"new_str" arg:"required" jsonschema_description:"Text to put in its place (may be empty)."`
+	ReplaceAll     bool   `json:"replace_all" jsonschema_description:"Replace every occurrence (default false)."`
+	ExpectedSHA256 string `json:"expected_sha256" jsonschema_description:"Refuse the edit unless the file's sha256 is this (from read_file): no lost update."`
+	DryRun         bool   `json:"dry_run" jsonschema_description:"Return the unified diff of the edit without writing it (default false)."`
 }
 
 // errDryRun stops an edit after the new content is computed.
 var errDryRun = errors.New("dry run")
 
-func strReplace(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	var a strReplaceArgs
-	if err := bindArgs("str_replace", req, &a); err != nil {
-		return fail(err)
-	}
+func strReplace(ctx context.Context, env *Env, a strReplaceArgs) *Result {
 	oldStr, newStr := a.OldStr, a.NewStr
 	if oldStr == "" {
 		return failf("old_str is empty")

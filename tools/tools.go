@@ -67,12 +67,11 @@ type Result struct {
 	Changed []string
 }
 
-// Tool is one tool: its MCP definition, its arguments and its handler.
+// Tool is one tool: its MCP definition and its handler (newTool makes
+// both, the input schema from the struct the handler's arguments are read
+// into).
 type Tool struct {
 	Def mcp.Tool
-	// Args is the zero value of the struct the handler reads its arguments
-	// into (bindArgs); a test checks it against Def's schema.
-	Args any
 	// RunsCommands: the tool runs commands in the sandbox (bash), so it is
 	// not offered when the provider runs none.
 	RunsCommands bool

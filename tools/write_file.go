@@ -13,35 +13,23 @@ import (
 )
 
 func writeFileTool() Tool {
-	return Tool{
-		Def: mcp.NewTool("write_file",
-			mcp.WithDescription("Write a file, creating it and its parent directories when needed. The write is atomic "+
-				"(readers never see half a file) and an existing file keeps its mode."),
-			mcp.WithString("path", mcp.Required(), mcp.Description("File to write; relative paths are under /mnt/user-data/workspace.")),
-			mcp.WithString("content", mcp.Required(), mcp.Description("The file's new content (or what to append).")),
-			mcp.WithBoolean("append", mcp.Description("Add content at the end instead of replacing the file (default false).")),
-			mcp.WithString("expected_sha256", mcp.Description("Refuse the write unless the file exists with this sha256 (from read_file): no lost update.")),
-			destructive("Write file", false),
-			withIcon("pencil"),
-			mcp.WithOutputSchema[EditedFile](),
-		),
-		Args:   writeFileArgs{},
-		Handle: writeFile,
-	}
+	return newTool("write_file", writeFileArgs{}, writeFile,
+		mcp.WithDescription("Write a file, creating it and its parent directories when needed. The write is atomic "+
+			"(readers never see half a file) and an existing file keeps its mode."),
+		destructive("Write file", false),
+		withIcon("pencil"),
+		mcp.WithOutputSchema[EditedFile](),
+	)
 }
 
 type writeFileArgs struct {
-	Path           string `json:"path" arg:"required"`
-	Content        string `json:"content" arg:"required"`
-	Append         bool   `json:"append"`
-	ExpectedSHA256 string `json:"expected_sha256"`
+	Path           string `json:"path" arg:"required" jsonschema_description:"File to write; relative paths are under /mnt/user-data/workspace."`
+	Content        string `json:"content" arg:"required" jsonschema_description:"The file's new content (or what to append)."`
+	Append         bool   `json:"append" jsonschema_description:"Add content at the end instead of replacing the file (default false)."`
+	ExpectedSHA256 string `json:"expected_sha256" jsonschema_description:"Refuse the write unless the file exists with this sha256 (from read_file): no lost update."`
 }
 
-func writeFile(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result {
-	var a writeFileArgs
-	if err := bindArgs("write_file", req, &a); err != nil {
-		return fail(err)
-	}
+func writeFile(ctx context.Context, env *Env, a writeFileArgs) *Result {
 	name, err := sandbox.Clean(a.Path)
 	if err != nil {
 		return fail(err)
