@@ -33,8 +33,8 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cmdenv"
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/replicas"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/supervised"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -701,14 +701,10 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		if err != nil {
 			return nil, nil, fmt.Errorf("open thread %s: %w", thread, err)
 		}
-		sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts, host: hfs}
-		sb.link = supervisor.NewLink(sb.dial)
-		sb.cfs = supervisor.NewFS(sb.link, nil) // read-only mounts are the host's
-		sb.Runner = jobs.NewRunner(sb.link, sb.enterJobs)
-		return sb, func() {
-			sb.link.Close() // the channel; the supervisor and its container stay warm
-			hfs.Close()
-		}, nil
+		sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts}
+		sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Host: hfs, Image: p.cfg.Image})
+		// Close ends the channel; the supervisor and its container stay warm.
+		return sb, sb.Close, nil
 	})
 }
 
@@ -860,6 +856,16 @@ func (p *Provider) use(name, key string) (string, func()) {
 			p.mu.Unlock()
 		})
 	}
+}
+
+// idOf is the id of running container name, as the provider knows it.
+func (p *Provider) idOf(name string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.running[name]; r != nil {
+		return r.id
+	}
+	return ""
 }
 
 // forget drops a container the engine no longer has (killed or removed
