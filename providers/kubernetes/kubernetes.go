@@ -263,7 +263,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		mounts = append(mounts, p.cfg.Mounts...)
 		sb := newSandbox(p, thread, mounts)
 		return sb, func() {
-			sb.link.Close() // the channel ends; the Pod stays warm
+			sb.Close() // the channel ends; the Pod stays warm
 			p.released(sb)
 		}, nil
 	})
