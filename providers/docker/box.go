@@ -50,7 +50,7 @@ func (s *Sandbox) Enter(ctx context.Context) (func(), error) {
 // Unresponsive restarts the container (supervised.Box): every process in
 // it goes, the thread's files stay.
 func (s *Sandbox) Unresponsive() {
-	if id := s.p.idOf(s.name); id != "" {
+	if id := s.p.boxes.ID(s.name); id != "" {
 		s.restart(id)
 	}
 }
@@ -92,7 +92,7 @@ func (s *Sandbox) Dial(ctx context.Context) (*supervisor.Conn, error) {
 		}
 		done()
 		if errors.Is(err, errGone) && attempt == 0 {
-			s.p.forget(s.name, id)
+			s.p.boxes.Forget(s.name, id)
 			continue
 		}
 		if errors.Is(err, errNoSupervisor) && attempt == 0 {
