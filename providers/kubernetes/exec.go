@@ -75,14 +75,7 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin io.Reader) (stdo
 }
 
 // uidOf is the uid of the running Pod name, as this replica knows it.
-func (p *Provider) uidOf(name string) types.UID {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if u := p.pods[name]; u != nil {
-		return u.uid
-	}
-	return ""
-}
+func (p *Provider) uidOf(name string) types.UID { return types.UID(p.boxes.ID(name)) }
 
 // dropPod deletes a Pod and forgets it: the last resort for a supervisor
 // that does not answer. The thread's files stay.
