@@ -195,9 +195,9 @@ func TestBoxFilesReadOnlyMount(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ro, "x")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the read-only mount was written: %v", err)
 	}
-	if _, err := s.FS().Stat(t.Context(), sandbox.WorkspaceDir); err == nil {
-		t.Fatal("the workspace's virtual path reached the host's (none here)")
-	}
+	// A thread path is the box's too (here the host's own path, whatever
+	// is there): it enters the box.
+	s.FS().Stat(t.Context(), sandbox.WorkspaceDir)
 	if entered, inside, _ := b.counts(); entered != 2 || inside != 0 {
 		t.Fatalf("entered %d, inside %d; want 2, 0", entered, inside)
 	}
@@ -239,8 +239,9 @@ func TestJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	calls := 1
 	o, err := s.JobOutput(ctx, j.ID, 0, 10*time.Second)
-	for err == nil && o.Job.State == sandbox.JobRunning {
+	for calls++; err == nil && o.Job.State == sandbox.JobRunning; calls++ {
 		o, err = s.JobOutput(ctx, j.ID, 0, 10*time.Second)
 	}
 	if err != nil || string(o.Data) != "job\n" {
@@ -259,8 +260,8 @@ func TestJobs(t *testing.T) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.jobsStarted != 2 || b.inside != 0 || b.entered != 5 {
-		t.Fatalf("jobs started %d, inside %d, entered %d; want 2, 0, 5", b.jobsStarted, b.inside, b.entered)
+	if calls += 2; b.jobsStarted != 2 || b.inside != 0 || b.entered != calls {
+		t.Fatalf("jobs started %d, inside %d, entered %d; want 2, 0, %d", b.jobsStarted, b.inside, b.entered, calls)
 	}
 }
 
