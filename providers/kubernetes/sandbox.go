@@ -54,13 +54,14 @@ func (s *Sandbox) PodName() string { return s.name }
 // call runs), making it when it does not run, on a channel to the Pod the
 // provider knows now (supervised.Box): a channel dialed to an earlier Pod
 // of the thread (deleted, made again since) is dropped for a new one.
-func (s *Sandbox) Enter(ctx context.Context) (done func(), err error) {
+func (s *Sandbox) Enter(ctx context.Context) (func(), error) {
 	for attempt := 0; ; attempt++ {
 		c, err := s.Link().Conn(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if done, err = s.p.ensure(ctx, s); err != nil {
+		done, err := s.p.ensure(ctx, s)
+		if err != nil {
 			return nil, err
 		}
 		if attempt > 0 || s.dialedTo(c) == s.p.uidOf(s.name) {
