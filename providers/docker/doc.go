@@ -8,7 +8,9 @@
 // through the container's supervisor (supervisor.FS), as the container's
 // user. bash runs through the same supervisor (see below), in its own
 // process group, killed whole when the command ends, times out or is
-// cancelled.
+// cancelled. The sandbox over the supervisor's link is
+// providers/internal/supervised's, as every provider's: this package
+// makes the container and dials its supervisor (box.go).
 //
 // Containers are named <prefix>-<16 hex of sha256(state dir, settings,
 // thread)> and used only when their labels name the thread, the state dir

@@ -33,8 +33,8 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cmdenv"
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/replicas"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/supervised"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -91,21 +91,11 @@ type Provider struct {
 	imageID    string   // the image's id, as it was when connect succeeded
 	spec       string   // specTag
 
-	mu      sync.Mutex
 	threads threads.Table[*Sandbox] // acquired sandboxes
-	running map[string]*run         // our containers, by name
-
-	admitting chan struct{} // one admission (admit) at a time
+	boxes   *replicas.Table         // our containers, by name
 
 	stop chan struct{}
 	done chan struct{}
-}
-
-// run is what the provider knows of one container.
-type run struct {
-	id, key  string // id "": its place, held while it starts (admit)
-	lastUsed time.Time
-	busy     int // execs and file operations in flight
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -170,12 +160,14 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	}
 	p := &Provider{
 		cfg: cfg, cli: cli, log: cfg.Logger, memory: mem, env: envList(cfg), bin: bin, channel: channel,
-		stateTag:  tag,
-		running:   map[string]*run{},
-		admitting: make(chan struct{}, 1),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		stateTag: tag,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
+	p.boxes = replicas.NewTable(replicas.TableConfig{Setting: "docker.replicas", Limit: cfg.Replicas, What: "docker provider: container",
+		Lock: func(ctx context.Context, name string) (func(), error) {
+			return p.cfg.Locks.Lock(ctx, "container\x00"+name)
+		}})
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := p.connect(pctx); errors.Is(err, errEngineDown) {
@@ -470,13 +462,13 @@ func (p *Provider) ourFilters() filters.Args {
 // or another server's on this state dir), or under a name that is not
 // theirs — are removed unless a command runs in them (leftUnlessBusy). It
 // may run after New, on a call once the engine is back, while the reaper
-// runs: what it found is merged into p.running under p.mu.
+// runs: what it found is added to p.boxes.
 func (p *Provider) adopt(ctx context.Context) error {
 	list, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: p.ourFilters()})
 	if err != nil {
 		return fmt.Errorf("docker provider: list containers: %w", err)
 	}
-	found := map[string]*run{}
+	kept := 0
 	for _, c := range list {
 		name := strings.TrimPrefix(firstName(c.Names), "/")
 		key := c.Labels[labelThread]
@@ -484,17 +476,11 @@ func (p *Provider) adopt(ctx context.Context) error {
 			p.removeUnlessBusy(ctx, c)
 			continue
 		}
-		found[name] = &run{id: c.ID, key: key, lastUsed: time.Now()}
+		p.boxes.Add(name, c.ID, key)
+		kept++
 	}
-	p.mu.Lock()
-	for name, r := range found {
-		if p.running[name] == nil {
-			p.running[name] = r
-		}
-	}
-	p.mu.Unlock()
 	if len(list) > 0 {
-		p.log.Info("docker provider: found containers of an earlier run", "kept", len(found), "found", len(list))
+		p.log.Info("docker provider: found containers of an earlier run", "kept", kept, "found", len(list))
 	}
 	return nil
 }
@@ -582,100 +568,22 @@ func (p *Provider) reap() {
 			return
 		case <-t.C:
 		}
-		p.mu.Lock()
-		idle := map[string]*run{}
-		for name, r := range p.running {
-			if r.busy == 0 && time.Since(r.lastUsed) >= p.cfg.IdleTimeout {
-				idle[name] = r
-			}
-		}
-		p.mu.Unlock()
-		for name, r := range idle {
+		for _, b := range replicas.Idle(p.boxes.Snapshot(), p.cfg.IdleTimeout) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if p.takeIdle(ctx, name, r) {
-				p.log.Info("docker provider: idle container removed", "id", shortID(r.id))
-				p.remove(ctx, r.id)
+			if p.takeIdle(ctx, b) {
+				p.log.Info("docker provider: idle container removed", "id", shortID(b.ID))
+				p.remove(ctx, b.ID)
 			}
 			cancel()
 		}
 	}
 }
 
-// takeIdle forgets container name (known as r) to remove it, unless a
-// call here uses it (busy, or its place held while it starts), or its
-// supervisor runs something — a job, or a command of another server on the
-// state dir. One whose supervisor runs something counts as used now, so
-// that it is asked again only after another IdleTimeout. A thread merely
-// held (a session open between calls) is not in use (SPEC §16: calls in
-// flight and running jobs are protected): its container may go, and its
-// next call makes it again, files intact.
-func (p *Provider) takeIdle(ctx context.Context, name string, r *run) bool {
-	used := p.supervisorBusy(ctx, name) // not under p.mu: it dials
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.running[name] != r || r.busy > 0 || r.id == "":
-		return false
-	case used:
-		r.lastUsed = time.Now()
-		return false
-	}
-	delete(p.running, name)
-	return true
-}
-
-// admit makes room under Replicas for container name of thread key, about
-// to be made or started (replicas.MakeRoom: never a container in use —
-// a call in flight, a job or command running — nor, for
-// another token, one within that token's share), and holds its place: a
-// run in use without an id, which the container's own run replaces once
-// it runs, or release drops. Admissions take turns, so that two new
-// threads never both count the last free place. When nothing may go the
-// error is a *replicas.FullError naming docker.replicas.
-func (p *Provider) admit(ctx context.Context, name, key string) (release func(), err error) {
-	select {
-	case p.admitting <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-p.admitting }()
-	p.mu.Lock()
-	var boxes []replicas.Box
-	runs := map[string]*run{}
-	for n, r := range p.running {
-		if n == name {
-			continue
-		}
-		boxes = append(boxes, replicas.Box{Name: n, Thread: r.key, LastUsed: r.lastUsed, InUse: r.busy > 0 || r.id == ""})
-		runs[n] = r
-	}
-	p.mu.Unlock()
-	err = replicas.MakeRoom("docker.replicas", p.cfg.Replicas, boxes, key, func(b replicas.Box) bool {
-		r := runs[b.Name]
-		if !p.takeIdle(ctx, b.Name, r) {
-			return false
-		}
-		p.log.Info("docker provider: least recently used container removed (replicas)", "id", shortID(r.id), "for", name)
-		p.remove(ctx, r.id)
-		return true
-	})
-	if err != nil {
-		p.log.Info("docker provider: no container may go to make room (replicas)", "name", name, "replicas", p.cfg.Replicas)
-		return nil, err
-	}
-	place := &run{key: key, lastUsed: time.Now(), busy: 1}
-	p.mu.Lock()
-	if p.running[name] == nil {
-		p.running[name] = place
-	}
-	p.mu.Unlock()
-	return func() {
-		p.mu.Lock()
-		if p.running[name] == place {
-			delete(p.running, name)
-		}
-		p.mu.Unlock()
-	}, nil
+// takeIdle forgets container b to remove it (replicas.Table.Take), unless
+// it is in use: a call here, or its supervisor running something — a job,
+// or a command of another server on the state dir.
+func (p *Provider) takeIdle(ctx context.Context, b replicas.Box) bool {
+	return p.boxes.Take(b, p.supervisorBusy(ctx, b.Name))
 }
 
 // Acquire returns the thread's sandbox, creating its directories; the
@@ -701,14 +609,10 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		if err != nil {
 			return nil, nil, fmt.Errorf("open thread %s: %w", thread, err)
 		}
-		sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts, host: hfs}
-		sb.link = supervisor.NewLink(sb.dial)
-		sb.cfs = supervisor.NewFS(sb.link, nil) // read-only mounts are the host's
-		sb.Runner = jobs.NewRunner(sb.link, sb.enterJobs)
-		return sb, func() {
-			sb.link.Close() // the channel; the supervisor and its container stay warm
-			hfs.Close()
-		}, nil
+		sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts}
+		sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Host: hfs, Image: p.cfg.Image})
+		// Close ends the channel; the supervisor and its container stay warm.
+		return sb, sb.Close, nil
 	})
 }
 
@@ -739,11 +643,7 @@ func (p *Provider) Discard(ctx context.Context, thread string) error {
 		return err
 	}
 	defer unlock()
-	p.mu.Lock()
-	if r := p.running[name]; r != nil && r.key == thread {
-		delete(p.running, name)
-	}
-	p.mu.Unlock()
+	p.boxes.Forget(name, "")
 	f := p.ourFilters()
 	f.Add("label", labelThread+"="+thread)
 	list, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
@@ -781,95 +681,42 @@ func (p *Provider) Close() error {
 		<-a.done
 	}
 	p.threads.Close()
-	p.mu.Lock()
-	var ids []string
+	var gone []replicas.Box
 	if p.cfg.RemoveOnExit {
-		for name, r := range p.running {
-			if r.id != "" {
-				ids = append(ids, r.id)
-			}
-			delete(p.running, name)
-		}
+		gone = p.boxes.Clear()
 	}
-	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, id := range ids {
-		p.remove(ctx, id)
+	for _, b := range gone {
+		p.remove(ctx, b.ID)
 	}
 	return p.cli.Close()
 }
 
 // ensure returns the id of the thread's running container, making or
-// starting it, and marks it busy until done is called. Concurrent first
-// uses of a thread — in this process or another on the same state dir —
-// make one container: creation holds the thread's lock (an flock).
+// starting it, and marks it busy until done is called
+// (replicas.Table.Ensure). Concurrent first uses of a thread — in this
+// process or another on the same state dir — make one container: creation
+// holds the thread's lock (an flock). A container about to be made or
+// started is admitted under Replicas: the least recently used of the
+// others goes (replicas.MakeRoom: never a container in use — a call in
+// flight, a job or command running — nor, for another token, one within
+// that token's share); when nothing may go the error is a
+// *replicas.FullError naming docker.replicas.
 func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbox.Mount) (id string, done func(), err error) {
-	if id, done := p.use(name, key); id != "" {
-		return id, done, nil
-	}
-	unlock, err := p.cfg.Locks.Lock(ctx, "container\x00"+name)
-	if err != nil {
-		return "", nil, err
-	}
-	defer unlock()
-	if id, done := p.use(name, key); id != "" {
-		return id, done, nil
-	}
-	var release func()
-	defer func() {
-		if release != nil {
-			release()
+	start := func(admit func() error) (string, error) { return p.startContainer(ctx, name, key, mounts, admit) }
+	id, done, err = p.boxes.Ensure(ctx, name, key, start, replicas.Room{Take: func(b replicas.Box) bool {
+		if !p.takeIdle(ctx, b) {
+			return false
 		}
-	}()
-	id, err = p.startContainer(ctx, name, key, mounts, func() (err error) {
-		if release == nil {
-			release, err = p.admit(ctx, name, key)
-		}
-		return err
-	})
-	if err != nil {
-		return "", nil, err
+		p.log.Info("docker provider: least recently used container removed (replicas)", "id", shortID(b.ID), "for", name)
+		p.remove(ctx, b.ID)
+		return true
+	}})
+	if errors.Is(err, replicas.ErrFull) {
+		p.log.Info("docker provider: no container may go to make room (replicas)", "name", name, "replicas", p.cfg.Replicas)
 	}
-	p.mu.Lock()
-	p.running[name] = &run{id: id, key: key, lastUsed: time.Now()} // in place of the one admit held
-	p.mu.Unlock()
-	id, done = p.use(name, key)
-	if id == "" {
-		return "", nil, errors.New("docker provider: container went away while starting")
-	}
-	return id, done, nil
-}
-
-// use marks a known running container of thread key busy.
-func (p *Provider) use(name, key string) (string, func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r := p.running[name]
-	if r == nil || r.key != key || r.id == "" {
-		return "", nil
-	}
-	r.busy++
-	r.lastUsed = time.Now()
-	var once sync.Once
-	return r.id, func() {
-		once.Do(func() {
-			p.mu.Lock()
-			r.busy--
-			r.lastUsed = time.Now()
-			p.mu.Unlock()
-		})
-	}
-}
-
-// forget drops a container the engine no longer has (killed or removed
-// behind the server's back): the next use makes it again.
-func (p *Provider) forget(name, id string) {
-	p.mu.Lock()
-	if r := p.running[name]; r != nil && r.id == id {
-		delete(p.running, name)
-	}
-	p.mu.Unlock()
+	return id, done, err
 }
 
 // startContainer finds the thread's container by name or makes it, and

@@ -62,11 +62,7 @@ func (f *fixture) inFlight(t testing.TB, thread string) (end func()) {
 	end = func() { cancel(); <-done; f.p.Release(thread) }
 	name := f.p.containerName(thread)
 	for deadline := time.Now().Add(time.Minute); ; {
-		f.p.mu.Lock()
-		r := f.p.running[name]
-		busy := r != nil && r.id != "" && r.busy > 0
-		f.p.mu.Unlock()
-		if busy {
+		if inUse, _ := f.p.boxes.Used(name); inUse && f.p.boxes.ID(name) != "" {
 			break
 		}
 		if time.Now().After(deadline) {

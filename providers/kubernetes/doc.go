@@ -17,13 +17,13 @@
 // the copy is whole (pods.go), and the sandbox container runs it as its
 // main process; the
 // server keeps one long-lived pods/exec per Pod of its relay (supervise
-// --connect) and runs every command as a stream of that channel
-// (exec.go). The file tools read and write through exec's stdout and stdin.
-// containerd can truncate exec stdin silently, so every transfer is checked
-// against a size and sha256 computed on the other side, and every frame of
-// the channel carries a checksum. Per-file edit locks are flocks taken
-// inside the Pod, held by an exec stream for the length of the edit, so
-// they hold across server replicas and go away with a replica that dies.
+// --connect) and runs every command, job and file operation as a stream
+// of that channel (exec.go dials it; the sandbox over it is
+// providers/internal/supervised's, as every provider's). containerd can
+// truncate exec stdin silently, so every write is checked against a size
+// and sha256 computed inside the Pod, and every frame of the channel
+// carries a checksum; an edit is a compare-and-swap inside the Pod, so
+// replicas editing one file lose no update.
 //
 // Last use is kept in an annotation on the Pod, so any replica may reap an
 // idle Pod or, beyond Replicas running, the least recently used one that

@@ -16,8 +16,6 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
-	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
@@ -76,85 +74,8 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin io.Reader) (stdo
 	return o.Bytes(), e.Bytes(), code, nil
 }
 
-// Exec runs the command through the Pod's supervisor (its main process),
-// over the sandbox's link: one long-lived pods/exec of the supervisor's
-// relay (supervise --connect) per Pod, shared by every call, so that a warm
-// call is one round trip on that stream, not an exec of its own. The
-// supervisor runs the command in its own process group with cwd the
-// workspace (with req.Shell, in the shell state it keeps: package
-// supervisor) and enforces the timeout; a cancelled ctx kills the group. If
-// the supervisor does not end a command it was told to (stopped, hung),
-// the Pod is deleted: every process in it goes, the thread's files stay,
-// and the next call makes it again.
-func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	c, done, err := s.channel(ctx)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	defer done()
-	argv, err := s.argv(c, req.Command)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Job: jobs.Settings(req.Jobs, sandbox.JobLogDir)})
-	if errors.Is(err, supervisor.ErrUnresponsive) {
-		s.p.log.Warn("kubernetes provider: the supervisor did not end a command; deleting the Pod", "pod", s.name)
-		s.p.dropPod(s.name)
-	}
-	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Job: res.Job}, err
-}
-
-// argv is how the shell of the Pod (whose supervisor c reaches) runs
-// command. $0 is "bash", as for bash -c, whatever the shell: it prefixes
-// the shell's error messages.
-func (s *Sandbox) argv(c *supervisor.Conn, command string) ([]string, error) {
-	shell := c.Hello().Shell
-	if shell == "" {
-		return nil, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
-	}
-	return []string{shell, "-c", command, "bash"}, nil
-}
-
-// channel returns the channel to the supervisor of the thread's Pod, and
-// marks the Pod busy until done is called (never reaped as idle while a
-// call runs). A channel dialed to an earlier Pod of the thread (deleted,
-// made again since) is dropped for a new one.
-func (s *Sandbox) channel(ctx context.Context) (c *supervisor.Conn, done func(), err error) {
-	for attempt := 0; ; attempt++ {
-		if c, err = s.link.Conn(ctx); err != nil {
-			return nil, nil, err
-		}
-		if done, err = s.p.ensure(ctx, s); err != nil {
-			return nil, nil, err
-		}
-		if attempt > 0 || s.dialedTo(c) == s.p.uidOf(s.name) {
-			return c, done, nil
-		}
-		done()
-		s.link.Drop(c)
-	}
-}
-
-// dialedTo is the uid of the Pod channel c was dialed to.
-func (s *Sandbox) dialedTo(c *supervisor.Conn) types.UID {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dialed.c != c {
-		return ""
-	}
-	return s.dialed.uid
-}
-
 // uidOf is the uid of the running Pod name, as this replica knows it.
-func (p *Provider) uidOf(name string) types.UID {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if u := p.pods[name]; u != nil {
-		return u.uid
-	}
-	return ""
-}
+func (p *Provider) uidOf(name string) types.UID { return types.UID(p.boxes.ID(name)) }
 
 // dropPod deletes a Pod and forgets it: the last resort for a supervisor
 // that does not answer. The thread's files stay.
@@ -173,11 +94,14 @@ var errGone = errors.New("pod gone")
 // an old supervisor image, a relay that could not start).
 var errNoSupervisor = errors.New("the Pod's supervisor does not answer")
 
-// dial opens a channel to the supervisor of the thread's Pod, making the
-// Pod when it is not running. A Pod that went away behind the server's
-// back is made again; one whose supervisor does not answer (or answers in
-// another version) is deleted and made again, once.
-func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
+// Dial opens a channel to the supervisor of the thread's Pod
+// (supervised.Box): one long-lived pods/exec of the supervisor's relay
+// (supervise --connect), shared by every call, so that a warm call is one
+// round trip on that stream, not an exec of its own. It makes the Pod when
+// it is not running. A Pod that went away behind the server's back is made
+// again; one whose supervisor does not answer (or answers in another
+// version) is deleted and made again, once.
+func (s *Sandbox) Dial(ctx context.Context) (*supervisor.Conn, error) {
 	for attempt := 0; ; attempt++ {
 		done, err := s.p.ensure(ctx, s)
 		if err != nil {

@@ -15,20 +15,19 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cmdenv"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/replicas"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -68,29 +67,11 @@ type Provider struct {
 	wrapRelay func(io.Reader) io.Reader // tests: what the relay's stdout passes through
 	mutatePod func(*corev1.Pod)         // tests: a change to every Pod made
 
-	mu      sync.Mutex
 	threads threads.Table[*Sandbox] // acquired sandboxes
-	pods    map[string]*podUse      // Pods known running, by name
-	// starting: the Pods this replica is making, by name, with their
-	// threads (admit holds their place under Replicas).
-	starting map[string]string
-
-	admitting chan struct{} // one admission (admit) at a time
+	boxes   *replicas.Table         // the Pods this replica knows running, or is making
 
 	stop chan struct{}
 	done chan struct{}
-}
-
-// podUse is what this replica knows of one running Pod.
-type podUse struct {
-	uid      types.UID
-	key      string // the thread it serves
-	lastUsed time.Time
-	patched  time.Time // when the annotations were last written (syncLocked)
-	patching bool      // a write in flight
-	again    bool      // write again after it: whether this replica uses the Pod changed
-	said     bool      // this replica's in-use annotation is on the Pod (as last written)
-	busy     int       // execs and file operations in flight
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -148,13 +129,15 @@ func restConfig(cfg Config) (*rest.Config, error) {
 func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Config) (*Provider, error) {
 	p := &Provider{
 		cfg: cfg, cs: cs, rest: rc, log: cfg.Logger, id: strings.ToLower(rand.Text()[:12]),
-		locks:     filelock.NewLocks(),
-		pods:      map[string]*podUse{},
-		starting:  map[string]string{},
-		admitting: make(chan struct{}, 1),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		locks: filelock.NewLocks(),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
 	}
+	p.boxes = replicas.NewTable(replicas.TableConfig{Setting: "kubernetes.replicas", Limit: cfg.Replicas, What: "kubernetes provider: Pod",
+		Lock: func(ctx context.Context, name string) (func(), error) {
+			return p.locks.Lock(ctx, "pod\x00"+name)
+		},
+		Publish: p.publish, Heartbeat: p.heartbeat()})
 	p.limits = corev1.ResourceList{}
 	for _, r := range []struct {
 		name corev1.ResourceName
@@ -263,23 +246,17 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		mounts = append(mounts, p.cfg.Mounts...)
 		sb := newSandbox(p, thread, mounts)
 		return sb, func() {
-			sb.link.Close() // the channel ends; the Pod stays warm
+			sb.Close() // the channel ends; the Pod stays warm
 			p.released(sb)
 		}, nil
 	})
 }
 
 // released: sb's thread is no longer held here. Its Pod's in-use
-// annotation of this replica goes at once (syncLocked) unless a call is
-// still in flight, so that every replica may take it for the replicas
-// cap from now on.
-func (p *Provider) released(sb *Sandbox) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if u := p.pods[sb.name]; u != nil && u.key == sb.key {
-		p.syncLocked(sb.name, u)
-	}
-}
+// annotation of this replica goes at once (replicas.Table.Publish) unless
+// a call is still in flight, so that every replica may take it for the
+// replicas cap from now on.
+func (p *Provider) released(sb *Sandbox) { p.boxes.Publish(sb.name, sb.key) }
 
 // makeThreadDir makes a thread directory owned by the Pods' user.
 func (p *Provider) makeThreadDir(dir string) error {
@@ -383,19 +360,14 @@ func (p *Provider) Close() error {
 		<-p.done
 	}
 	p.threads.Close()
-	p.mu.Lock()
-	var names []string
-	if p.cfg.RemoveOnExit {
-		for name := range p.pods {
-			names = append(names, name)
-		}
+	gone := p.boxes.Clear()
+	if !p.cfg.RemoveOnExit {
+		return nil
 	}
-	clear(p.pods)
-	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, name := range names {
-		p.deletePod(ctx, name, "")
+	for _, b := range gone {
+		p.deletePod(ctx, b.Name, "")
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,67 +49,19 @@ func (p *Provider) supervisorArgs() []string {
 }
 
 // ensure makes sure the sandbox's Pod runs and marks it busy until done is
-// called. Concurrent first uses in this replica wait for one creator;
-// creators in other replicas meet at the API: AlreadyExists means use
-// that Pod.
+// called (replicas.Table.Ensure). Concurrent first uses in this replica
+// wait for one creator; creators in other replicas meet at the API:
+// AlreadyExists means use that Pod.
 func (p *Provider) ensure(ctx context.Context, sb *Sandbox) (done func(), err error) {
-	if done := p.use(sb.name, sb.key); done != nil {
-		return done, nil
+	start := func(admit func() error) (string, error) {
+		uid, err := p.startPod(ctx, sb, admit)
+		return string(uid), err
 	}
-	unlock, err := p.locks.Lock(ctx, "pod\x00"+sb.name)
-	if err != nil {
-		return nil, err
+	_, done, err = p.boxes.Ensure(ctx, sb.name, sb.key, start, p.room(ctx, sb))
+	if errors.Is(err, replicas.ErrFull) {
+		p.log.Info("kubernetes provider: no Pod may go to make room (replicas)", "pod", sb.name, "replicas", p.cfg.Replicas)
 	}
-	defer unlock()
-	if done := p.use(sb.name, sb.key); done != nil {
-		return done, nil
-	}
-	var release func()
-	defer func() {
-		if release != nil {
-			release()
-		}
-	}()
-	uid, err := p.startPod(ctx, sb, func() (err error) {
-		if release == nil {
-			release, err = p.admit(ctx, sb)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	p.pods[sb.name] = &podUse{uid: uid, key: sb.key, lastUsed: time.Now()}
-	p.mu.Unlock()
-	if done = p.use(sb.name, sb.key); done == nil {
-		return nil, errors.New("kubernetes provider: Pod went away while starting")
-	}
-	return done, nil
-}
-
-// use marks a known running Pod of thread key busy; nil when the Pod is
-// not known (as that thread's).
-func (p *Provider) use(name, key string) func() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	u := p.pods[name]
-	if u == nil || u.key != key {
-		return nil
-	}
-	u.busy++
-	u.lastUsed = time.Now()
-	p.syncLocked(name, u)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			p.mu.Lock()
-			u.busy--
-			u.lastUsed = time.Now()
-			p.syncLocked(name, u)
-			p.mu.Unlock()
-		})
-	}
+	return done, err
 }
 
 // heartbeat is how often the annotations of a Pod in use are written at
@@ -132,43 +83,13 @@ func (p *Provider) heartbeat() time.Duration {
 // flight and running jobs, and the cap may take an idle Pod as before.
 func (p *Provider) inUseKey() string { return annInUsePrefix + p.id }
 
-// syncLocked writes this replica's annotations of the Pod in the
-// background: last-used, and inUseKey while a call is in flight here. One
-// that says this replica began using the Pod goes at once (after the one
-// in flight); any other (a refresh, or the end of use) waits a heartbeat
-// since the last. p.mu is held.
-func (p *Provider) syncLocked(name string, u *podUse) {
-	began := u.busy > 0 && !u.said
-	if !began && time.Since(u.patched) < p.heartbeat() {
-		return
-	}
-	if u.patching {
-		u.again = u.again || began
-		return
-	}
-	u.patching = true
-	go func() {
-		for {
-			p.mu.Lock()
-			inUse := u.busy > 0
-			at := u.lastUsed
-			p.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := p.patchAnnotations(ctx, name, map[string]any{annLastUsed: at.UTC().Format(time.RFC3339Nano), p.inUseKey(): inUseValue(inUse)})
-			cancel()
-			p.mu.Lock()
-			if err == nil {
-				u.patched, u.said = time.Now(), inUse
-			}
-			if err != nil || !u.again {
-				u.patching, u.again = false, false
-				p.mu.Unlock()
-				return
-			}
-			u.again = false
-			p.mu.Unlock()
-		}
-	}()
+// publish writes this replica's annotations of Pod name
+// (replicas.TableConfig.Publish): last-used, and inUseKey while a call is
+// in flight here.
+func (p *Provider) publish(name string, inUse bool, lastUsed time.Time) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return p.patchAnnotations(ctx, name, map[string]any{annLastUsed: lastUsed.UTC().Format(time.RFC3339Nano), p.inUseKey(): inUseValue(inUse)})
 }
 
 // inUseValue is inUseKey's value: now while in use, else null (a merge
@@ -227,11 +148,7 @@ func (p *Provider) inUse(ctx context.Context, o ourPod) bool {
 
 // forget drops a Pod that went away behind the server's back: the next
 // use makes it again.
-func (p *Provider) forget(name string) {
-	p.mu.Lock()
-	delete(p.pods, name)
-	p.mu.Unlock()
-}
+func (p *Provider) forget(name string) { p.boxes.Forget(name, "") }
 
 // gone reports whether the sandbox's Pod is no longer there to exec into:
 // deleted, deleting, or not running.
@@ -794,13 +711,9 @@ func (p *Provider) ourPod(pod *corev1.Pod) (ourPod, bool) {
 		}
 	}
 	o.starting = pod.Status.Phase == corev1.PodPending && time.Since(pod.CreationTimestamp.Time) < p.cfg.StartTimeout
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if u := p.pods[pod.Name]; u != nil {
-		o.busy = u.busy > 0
-		if u.lastUsed.After(o.lastUsed) {
-			o.lastUsed = u.lastUsed
-		}
+	var lastUsed time.Time
+	if o.busy, lastUsed = p.boxes.Used(pod.Name); lastUsed.After(o.lastUsed) {
+		o.lastUsed = lastUsed
 	}
 	return o, true
 }
@@ -841,9 +754,9 @@ func (p *Provider) deleteIfUnchanged(ctx context.Context, o ourPod, why string) 
 // reap deletes Pods unused for IdleTimeout — any replica's, by their
 // last-used annotation, unless their supervisor runs a job (inUse) — and
 // keeps fresh, every few seconds, the annotations of Pods in use here
-// (syncLocked: last-used while a call is in flight, this replica's in-use
-// while one is or their thread is held; a held thread does not keep its
-// Pod from idling out).
+// (replicas.Table.Refresh: last-used while a call is in flight, this
+// replica's in-use while one is; a held thread does not keep its Pod from
+// idling out).
 func (p *Provider) reap() {
 	defer close(p.done)
 	every := min(max(p.cfg.IdleTimeout/4, 100*time.Millisecond), 30*time.Second)
@@ -860,16 +773,7 @@ func (p *Provider) reap() {
 			return
 		case <-t.C:
 		}
-		p.mu.Lock()
-		for name, u := range p.pods {
-			if u.busy > 0 {
-				u.lastUsed = time.Now()
-			}
-			if u.busy > 0 || u.said {
-				p.syncLocked(name, u)
-			}
-		}
-		p.mu.Unlock()
+		p.boxes.Refresh()
 		if p.cfg.IdleTimeout < 0 || time.Since(lastList) < min(max(p.cfg.IdleTimeout/4, 100*time.Millisecond), 30*time.Second) {
 			continue
 		}
@@ -888,49 +792,31 @@ func (p *Provider) reap() {
 	}
 }
 
-// admit makes room under Replicas for sb's Pod, about to be made
-// (replicas.MakeRoom over every replica's Pods of this prefix), and holds
-// its place among them until release. Never taken: a Pod in use here (a
-// call in flight, its thread held), one another replica says it uses
-// (its in-use annotation, fresh within two heartbeats), one still
-// starting, one whose supervisor runs a command or job (asked as it is
-// taken: it then counts as used now), and another token's within that
-// token's share. Admissions in this replica take turns, so that two new
-// threads never both count the last free place; two replicas admitting
-// at once may each count it (the cap holds over all of them to within one
-// Pod per replica admitting at that moment). When nothing may go the
-// error is a *replicas.FullError naming kubernetes.replicas.
-func (p *Provider) admit(ctx context.Context, sb *Sandbox) (release func(), err error) {
-	if p.cfg.Replicas < 0 {
-		return func() {}, nil
-	}
-	select {
-	case p.admitting <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-p.admitting }()
-	pods, err := p.listOurs(ctx)
-	if err != nil {
-		return nil, apiError(err)
-	}
-	var boxes []replicas.Box
+// room is how sb's Pod, about to be made, is made room for under
+// Replicas (replicas.MakeRoom over every replica's Pods of this prefix).
+// Never taken: a Pod in use here (a call in flight), one another replica
+// says it uses (its in-use annotation, fresh within two heartbeats), one
+// still starting, one whose supervisor runs a command or job (asked as it
+// is taken: it then counts as used now), and another token's within that
+// token's share. Admissions in this replica take turns
+// (replicas.Table.Ensure); two replicas admitting at once may each count
+// the last free place (the cap holds over all of them to within one Pod
+// per replica admitting at that moment).
+func (p *Provider) room(ctx context.Context, sb *Sandbox) replicas.Room {
 	byName := map[string]ourPod{}
-	for _, o := range pods {
-		if o.name == sb.name {
-			continue
+	list := func(ctx context.Context) ([]replicas.Box, error) {
+		pods, err := p.listOurs(ctx)
+		if err != nil {
+			return nil, apiError(err)
 		}
-		boxes = append(boxes, replicas.Box{Name: o.name, Thread: o.key, LastUsed: o.lastUsed, InUse: p.capInUse(o)})
-		byName[o.name] = o
-	}
-	p.mu.Lock()
-	for name, key := range p.starting { // made here, not listed yet
-		if _, listed := byName[name]; !listed && name != sb.name {
-			boxes = append(boxes, replicas.Box{Name: name, Thread: key, LastUsed: time.Now(), InUse: true})
+		var boxes []replicas.Box
+		for _, o := range pods {
+			boxes = append(boxes, replicas.Box{Name: o.name, ID: string(o.uid), Thread: o.key, LastUsed: o.lastUsed, InUse: p.capInUse(o)})
+			byName[o.name] = o
 		}
+		return boxes, nil
 	}
-	p.mu.Unlock()
-	err = replicas.MakeRoom("kubernetes.replicas", p.cfg.Replicas, boxes, sb.key, func(b replicas.Box) bool {
+	return replicas.Room{List: list, Take: func(b replicas.Box) bool {
 		o := byName[b.Name]
 		if p.inUse(ctx, o) {
 			return false
@@ -957,19 +843,7 @@ func (p *Provider) admit(ctx context.Context, sb *Sandbox) (release func(), err 
 				return true // deleting
 			}
 		}
-	})
-	if err != nil {
-		p.log.Info("kubernetes provider: no Pod may go to make room (replicas)", "pod", sb.name, "replicas", p.cfg.Replicas)
-		return nil, err
-	}
-	p.mu.Lock()
-	p.starting[sb.name] = sb.key
-	p.mu.Unlock()
-	return func() {
-		p.mu.Lock()
-		delete(p.starting, sb.name)
-		p.mu.Unlock()
-	}, nil
+	}}
 }
 
 func oneLine(s string) string {

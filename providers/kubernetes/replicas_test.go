@@ -68,10 +68,11 @@ func inFlight(t *testing.T, p *Provider, thread string) (end func()) {
 	t.Cleanup(func() { cancel(); <-done })
 	name := sb.(*Sandbox).PodName()
 	waitFor(t, 2*time.Minute, "the call in "+thread+" in flight and said so", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		u := p.pods[name]
-		return u != nil && u.busy > 0 && u.said
+		if inUse, _ := p.boxes.Used(name); !inUse || p.boxes.ID(name) == "" {
+			return false
+		}
+		pod, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+		return err == nil && pod.Annotations[p.inUseKey()] != ""
 	})
 	return end
 }

@@ -383,9 +383,8 @@ func TestChannelToAnEarlierPodIsDropped(t *testing.T) {
 	if n := dials.Load(); n != 1 {
 		t.Fatalf("%d dials for two calls", n)
 	}
-	p.mu.Lock()
-	p.pods[sb.name].uid = "a-later-pod"
-	p.mu.Unlock()
+	p.boxes.Forget(sb.name, "")
+	p.boxes.Add(sb.name, "a-later-pod", sb.key)
 	if out, _ := execOut(t, sb, "echo ok"); out != "ok\n" {
 		t.Fatalf("%q", out)
 	}

@@ -13,56 +13,36 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
-// Exec runs the command with bash through the thread's supervisor
-// (package supervisor), started on first use and kept until the thread is
-// released: inside bubblewrap when the provider isolates, where the
-// virtual paths are real mount points; else on the host — only when
-// AllowHostBash — with the virtual paths of the command rewritten to host
-// paths. Each command runs in its own process group, with cwd the
-// workspace and a scrubbed environment (the supervisor's own) — with
-// req.Shell, the directory and exported variables the thread's last Shell
-// command left (kept by the supervisor; on the host, a host path); when the
-// shell exits, when the timeout fires or when ctx is cancelled, the whole
-// group is killed, so background children cannot outlive the call or hold
-// its pipe open, and children that left the group (setsid) are killed too
-// once no command runs (the supervisor is their subreaper).
-func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	argv, dir, logDir, err := s.command(req.Command)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	// On ErrUnresponsive the link drops the channel: the supervisor's
-	// process (and bwrap's namespace) ends, with every process in it.
-	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: dir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Job: jobs.Settings(req.Jobs, logDir)})
-	if res.Job != "" {
-		s.holdForJobs()
-	}
-	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Job: res.Job}, err
-}
-
-// command is how the thread's supervisor runs a shell command: its argv
-// and working directory, and the directory of job logs, as the
-// supervisor sees them (inside bubblewrap, the virtual paths; on the host,
-// the command's virtual paths rewritten and the host directories).
-func (s *Sandbox) command(command string) (argv []string, dir, logDir string, err error) {
+// command is how the thread's supervisor runs a shell command
+// (supervised.Config.Command): its argv and working directory, and the
+// directory of job logs, as the supervisor sees them — inside bubblewrap,
+// where the virtual paths are real mount points; else on the host (only
+// when AllowHostBash: Enter says so), with the command's virtual paths
+// rewritten to host paths and the host directories. Each command runs in
+// its own process group, with cwd the workspace and a scrubbed
+// environment (the supervisor's own) — with req.Shell, the directory and
+// exported variables the thread's last Shell command left (kept by the
+// supervisor; on the host, a host path); when the shell exits, when the
+// timeout fires or when ctx is cancelled, the whole group is killed, so
+// background children cannot outlive the call or hold its pipe open, and
+// children that left the group (setsid) are killed too once no command
+// runs (the supervisor is their subreaper).
+func (s *Sandbox) command(command string) (jobs.Command, error) {
 	if s.p.cfg.Isolation == IsolationBwrap {
-		return []string{s.p.shell, "-c", command}, sandbox.WorkspaceDir, sandbox.JobLogDir, nil
-	}
-	if err := s.p.BashDisabled(); err != nil {
-		return nil, "", "", err
+		return jobs.Command{Argv: []string{s.p.shell, "-c", command}, Dir: sandbox.WorkspaceDir, LogDir: sandbox.JobLogDir}, nil
 	}
 	for _, m := range s.mounts {
 		if !shellSafe(m.Host) {
-			return nil, "", "", fmt.Errorf("%w: the host directory of %s has characters that need shell quoting, so virtual paths cannot be rewritten into commands; use a plainer path or bubblewrap isolation", sandbox.ErrBashDisabled, m.Virtual)
+			return jobs.Command{}, fmt.Errorf("%w: the host directory of %s has characters that need shell quoting, so virtual paths cannot be rewritten into commands; use a plainer path or bubblewrap isolation", sandbox.ErrBashDisabled, m.Virtual)
 		}
 	}
+	c := jobs.Command{Argv: []string{s.p.shell, "-c", rewrite(command, s.mounts)}, Dir: s.mounts[0].Host}
 	for _, m := range s.mounts {
 		if m.Virtual == sandbox.OutputsDir {
-			logDir = m.Host + strings.TrimPrefix(sandbox.JobLogDir, sandbox.OutputsDir)
+			c.LogDir = m.Host + strings.TrimPrefix(sandbox.JobLogDir, sandbox.OutputsDir)
 		}
 	}
-	return []string{s.p.shell, "-c", rewrite(command, s.mounts)}, s.mounts[0].Host, logDir, nil
+	return c, nil
 }
 
 // dial starts the thread's supervisor, in the thread's cgroups where they

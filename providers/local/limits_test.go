@@ -184,7 +184,7 @@ func TestLimitsMemoryHog(t *testing.T) {
 	t.Parallel()
 	_, a, b := newLimited(t, Limits{Memory: "64m"})
 	mustRun(t, a, "true")
-	before, err := a.link.Conn(t.Context())
+	before, err := a.Link().Conn(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestLimitsMemoryHog(t *testing.T) {
 		t.Errorf("a 256 MiB hog under memory 64m: %q, want exit 137 (killed)", out)
 	}
 	wantMemoryLimit(t, a, 64<<20)
-	after, err := a.link.Conn(t.Context())
+	after, err := a.Link().Conn(t.Context())
 	if err != nil || after != before {
 		t.Errorf("thread a's supervisor did not survive its command's OOM kill (channel %p, then %p, %v)", before, after, err)
 	}

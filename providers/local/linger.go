@@ -67,12 +67,12 @@ func (s *Sandbox) watchJobs() {
 
 // jobsRunning asks the thread's supervisor, if it runs, whether a job does.
 func (s *Sandbox) jobsRunning() bool {
-	if !s.link.Connected() {
+	if !s.Link().Connected() {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	list, err := s.Runner.Jobs(ctx)
+	list, err := s.Jobs(ctx)
 	if err != nil {
 		return false
 	}

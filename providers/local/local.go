@@ -13,7 +13,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cgroups"
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/supervised"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -159,9 +159,9 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		if err != nil {
 			return nil, nil, fmt.Errorf("open thread %s: %w", thread, err)
 		}
-		sb := &Sandbox{p: p, thread: thread, mounts: mounts, fs: hfs}
-		sb.link = supervisor.NewLink(sb.dial)
-		sb.Runner = jobs.NewRunner(sb.link, sb.enterJobs)
+		sb := &Sandbox{p: p, thread: thread, mounts: mounts}
+		sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Host: hfs, HostOnly: true,
+			Command: sb.command, JobStarted: sb.holdForJobs})
 		return sb, sb.close, nil
 	})
 }
@@ -180,25 +180,31 @@ func (p *Provider) Close() error {
 	return nil
 }
 
-// Sandbox is one thread's host-backed sandbox.
+// Sandbox is one thread's host-backed sandbox: its files served on the
+// host (hostfs), its commands and jobs run by the thread's supervisor —
+// started on first use and kept until the thread is released — inside
+// bubblewrap when the provider isolates, else on the host (command).
 type Sandbox struct {
-	p            *Provider
-	thread       string
-	mounts       []sandbox.Mount
-	fs           *hostfs.FS
-	link         *supervisor.Link // to the thread's supervisor, which runs its commands
-	*jobs.Runner                  // its jobs (sandbox.Jobs), run by the supervisor
-	linger       linger           // a running job keeps the sandbox (linger.go)
+	*supervised.Sandbox
+	p      *Provider
+	thread string
+	mounts []sandbox.Mount
+	linger linger // a running job keeps the sandbox (linger.go)
 
 	cgMu     sync.Mutex
 	cg       *cgroups.Group // bounds the supervisor and its commands; made on the first dial
 	cgClosed bool           // the sandbox ended: no cgroup is made any more
 }
 
+var (
+	_ sandbox.Sandbox = (*Sandbox)(nil)
+	_ sandbox.Jobs    = (*Sandbox)(nil)
+)
+
 // close ends the sandbox: its supervisor, with every process it runs, its
-// cgroups and its files' handles.
+// files' handles and its cgroups.
 func (s *Sandbox) close() {
-	s.link.Close()
+	s.Sandbox.Close()
 	s.cgMu.Lock()
 	g := s.cg
 	s.cg, s.cgClosed = nil, true
@@ -206,16 +212,18 @@ func (s *Sandbox) close() {
 	if err := g.Remove(); err != nil && s.p.cfg.Logger != nil {
 		s.p.cfg.Logger.Warn("a thread's cgroup cannot be removed", "err", err.Error())
 	}
-	s.fs.Close()
 }
 
-var _ sandbox.Sandbox = (*Sandbox)(nil)
+// Dial starts the thread's supervisor (supervised.Box: dial).
+func (s *Sandbox) Dial(ctx context.Context) (*supervisor.Conn, error) { return s.dial(ctx) }
 
-// Thread is the thread id.
-func (s *Sandbox) Thread() string { return s.thread }
+// Enter readies the sandbox for a command or job call
+// (supervised.Box): it says why commands do not run here, if they do not,
+// so that the job calls do not start a supervisor on the host only to
+// find no job. Nothing reaps a thread's supervisor while it is held.
+func (s *Sandbox) Enter(context.Context) (func(), error) { return func() {}, s.p.BashDisabled() }
 
-// Mounts lists the host-backed virtual directories.
-func (s *Sandbox) Mounts() []sandbox.Mount { return s.mounts }
-
-// FS is the confined host file system.
-func (s *Sandbox) FS() sandbox.FS { return s.fs }
+// Unresponsive does nothing more (supervised.Box): the link dropped the
+// channel, and with it the supervisor's process ended (and bubblewrap's
+// namespace), with every process in it.
+func (s *Sandbox) Unresponsive() {}

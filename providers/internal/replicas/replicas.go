@@ -1,10 +1,12 @@
-// Package replicas is the docker and kubernetes providers' one policy for
-// their `replicas` cap (SPEC §16): the most sandboxes running at once,
-// least recently used first to go, fair between tenants. Each provider
-// keeps its own view of what runs (a map of its containers; the Pods any
-// replica made) and its own way to take a sandbox (ask its supervisor
-// whether a job runs, then remove it); this package decides which may go,
-// in which order, and says when none may.
+// Package replicas is the docker and kubernetes providers' one table of
+// the boxes they run (Table: in use here, last used, the places held for
+// boxes being made, the idle ones) and one policy for their `replicas`
+// cap (SPEC §16): the most sandboxes running at once, least recently used
+// first to go, fair between tenants. Each provider gives its engine's
+// acts: what runs (its containers; the Pods any replica made), how a box
+// is made, and how one is taken (ask its supervisor whether a job runs,
+// then remove it); this package decides which may go, in which order, and
+// says when none may.
 //
 // The rules, and why:
 //   - A sandbox in use never goes: a call in flight, or — asked by the
@@ -42,6 +44,7 @@ import (
 // Box is a running sandbox as the cap sees it.
 type Box struct {
 	Name     string // container or Pod name
+	ID       string // the engine's id of it (a container's id, a Pod's uid); "" for a place held (Table)
 	Thread   string // its thread key
 	LastUsed time.Time
 	// InUse: a call in flight (here, or where the provider can tell:

@@ -11,51 +11,48 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/supervised"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
-// Exec runs the command through the container's supervisor (its main
-// process), over the channel of the sandbox's link: a unix socket in the
-// container's run directory, bound from the host, so that a warm call is
-// one round trip on a socket, not an exec through the engine. The
-// supervisor runs the command in its own process group with cwd the
-// workspace (with req.Shell, in the shell state it keeps: package
-// supervisor) and enforces the timeout; a cancelled ctx kills the group. If
-// the supervisor does not end a command it was told to (stopped, hung),
-// the container is restarted: every process in it goes, the thread's files
-// stay.
-func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	id, done, err := s.container(ctx)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	defer done()
-	argv, err := s.argv(ctx, req.Command)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Job: jobs.Settings(req.Jobs, sandbox.JobLogDir)})
-	if errors.Is(err, supervisor.ErrUnresponsive) {
-		s.restart(id)
-	}
-	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Job: res.Job}, err
+// Sandbox is one thread's container-backed sandbox (supervised.Sandbox):
+// the thread's directories served on the host, every other path by the
+// container's supervisor, as are its commands and jobs. Jobs outlive the
+// call, the thread's release and a restart of the server, and end with
+// the container; between calls a running job keeps the idle reaper away
+// (supervisorBusy).
+type Sandbox struct {
+	*supervised.Sandbox
+	p      *Provider
+	key    string // thread key
+	name   string // container name
+	mounts []sandbox.Mount
 }
 
-// argv is how the container's shell runs command. $0 is "bash", as for
-// bash -c, whatever the shell: it prefixes the shell's error messages.
-func (s *Sandbox) argv(ctx context.Context, command string) ([]string, error) {
-	c, err := s.link.Conn(ctx)
-	if err != nil {
-		return nil, err
+var (
+	_ sandbox.Sandbox = (*Sandbox)(nil)
+	_ sandbox.Jobs    = (*Sandbox)(nil)
+)
+
+// container returns the running container's id, marked busy until done.
+func (s *Sandbox) container(ctx context.Context) (string, func(), error) {
+	return s.p.ensure(ctx, s.name, s.key, s.mounts)
+}
+
+// Enter marks the container busy for one call, making or starting it
+// when it does not run (supervised.Box).
+func (s *Sandbox) Enter(ctx context.Context) (func(), error) {
+	_, done, err := s.container(ctx)
+	return done, err
+}
+
+// Unresponsive restarts the container (supervised.Box): every process in
+// it goes, the thread's files stay.
+func (s *Sandbox) Unresponsive() {
+	if id := s.p.boxes.ID(s.name); id != "" {
+		s.restart(id)
 	}
-	shell := c.Hello().Shell
-	if shell == "" {
-		return nil, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.p.cfg.Image)
-	}
-	return []string{shell, "-c", command, "bash"}, nil
 }
 
 // restart restarts the container: the last resort for a command that does
@@ -74,11 +71,14 @@ func (s *Sandbox) restart(id string) {
 // listen once the container runs.
 const supervisorStart = 10 * time.Second
 
-// dial reaches the supervisor of the thread's container, making or
-// starting the container when it is not running (the supervisor ended,
-// taking the container with it; or it was removed behind the server's
-// back).
-func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
+// Dial reaches the supervisor of the thread's container (supervised.Box),
+// making or starting the container when it is not running (the supervisor
+// ended, taking the container with it; or it was removed behind the
+// server's back). The container's supervisor is its main process; in
+// socket mode, its unix socket in the container's run directory, bound
+// from the host, so that a warm call is one round trip on a socket, not
+// an exec through the engine.
+func (s *Sandbox) Dial(ctx context.Context) (*supervisor.Conn, error) {
 	for attempt := 0; ; attempt++ {
 		id, done, err := s.container(ctx)
 		if err != nil {
@@ -92,7 +92,7 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		}
 		done()
 		if errors.Is(err, errGone) && attempt == 0 {
-			s.p.forget(s.name, id)
+			s.p.boxes.Forget(s.name, id)
 			continue
 		}
 		if errors.Is(err, errNoSupervisor) && attempt == 0 {
