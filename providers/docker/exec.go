@@ -11,7 +11,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -37,7 +36,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, err
 	}
 	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Job: jobs.Settings(req.Jobs, sandbox.JobLogDir)})
+		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Jobs: req.Jobs, LogDir: sandbox.JobLogDir})
 	if errors.Is(err, supervisor.ErrUnresponsive) {
 		s.restart(id)
 	}
@@ -124,7 +123,7 @@ func (s *Sandbox) connect(ctx context.Context, id string) (*supervisor.Conn, err
 			c, err := supervisor.NewConn(hctx, nc, nc, nc)
 			cancel()
 			if err != nil {
-				return nil, fmt.Errorf("%w: container %s: %v", errNoSupervisor, s.name, err)
+				return nil, fmt.Errorf("%w: container %s: %v", errNoSupervisor, s.name, s.p.bin.Refusal(err))
 			}
 			return c, nil
 		}

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -97,7 +96,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, err
 	}
 	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Job: jobs.Settings(req.Jobs, sandbox.JobLogDir)})
+		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Jobs: req.Jobs, LogDir: sandbox.JobLogDir})
 	if errors.Is(err, supervisor.ErrUnresponsive) {
 		s.p.log.Warn("kubernetes provider: the supervisor did not end a command; deleting the Pod", "pod", s.name)
 		s.p.dropPod(s.name)

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -34,7 +33,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	// On ErrUnresponsive the link drops the channel: the supervisor's
 	// process (and bwrap's namespace) ends, with every process in it.
 	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: argv, Dir: dir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Job: jobs.Settings(req.Jobs, logDir)})
+		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Jobs: req.Jobs, LogDir: logDir})
 	if res.Job != "" {
 		s.holdForJobs()
 	}
@@ -66,15 +65,12 @@ func (s *Sandbox) command(command string) (argv []string, dir, logDir string, er
 }
 
 // dial starts the thread's supervisor, in the thread's cgroups where they
-// can be made: this binary, inside bubblewrap (its link or copy in the
-// state dir — instance.supervisorBinary — bound read-only at
+// can be made: the daemon found at start, inside bubblewrap (its link or
+// copy in the state dir — instance.supervisorBinary — bound read-only at
 // supervisorPath; whoever bash runs as there must be able to read it) or
 // on the host.
 func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
-	exe, err := supervisor.Executable()
-	if err != nil {
-		return nil, err
-	}
+	exe := s.p.inst.daemon.Path
 	g, err := s.group()
 	if err != nil {
 		return nil, err
@@ -86,9 +82,9 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		if g != nil {
 			g.Command(cmd)
 		}
-		return supervisor.StartProcess(ctx, cmd, true)
+		return s.p.inst.start(ctx, cmd, true)
 	}
-	exe = s.p.inst.supervisorBinary(exe)
+	exe = s.p.inst.supervisorBinary()
 	env := Env(s.p.cfg.EnvInherit, sandbox.WorkspaceDir)
 	for i, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -106,7 +102,7 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		// thread's cgroups.
 		g.Command(cmd)
 	}
-	return supervisor.StartProcess(ctx, cmd, false)
+	return s.p.inst.start(ctx, cmd, false)
 }
 
 // supervisorPath is where the supervisor's binary is bound in bubblewrap.
