@@ -16,10 +16,10 @@ import (
 
 // Conn is the server's end of one channel to a supervisor. Many calls share
 // it; each is a stream. Every byte from the supervisor is treated as
-// hostile: frames are checked (frame.go), a stream may hold at most Window
-// bytes the server has not consumed, and anything malformed ends the
-// channel — every call on it then fails, and the provider starts or dials
-// a new one for the next.
+// hostile: frames are checked (wire/frame.go), a stream may hold at most
+// wire.Window bytes the server has not consumed, and anything malformed
+// ends the channel — every call on it then fails, and the provider starts
+// or dials a new one for the next.
 type Conn struct {
 	hello       wire.Hello
 	closer      io.Closer
