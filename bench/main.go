@@ -18,8 +18,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 var (
@@ -35,7 +33,6 @@ var (
 )
 
 func main() {
-	supervisor.Main() // the local provider's sandboxes run this binary as their supervisor
 	flag.Parse()
 	if *peerMode != "" {
 		if err := runPeer(*peerMode); err != nil {

@@ -21,7 +21,10 @@ fi
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
+# The server, the supervisor daemon beside it (as releases ship them; the
+# harness's own sandboxes find it there too), and the harness.
 go build -o "$bin/sandbox-mcp" ./cmd/sandbox-mcp
+CGO_ENABLED=0 go build -o "$bin/sandbox-mcp-supervisor" ./cmd/sandbox-mcp-supervisor
 go build -o "$bin/bench" ./bench
 BENCH_COMMAND="bench/run.sh${*:+ $*}" "$bin/bench" -server "$bin/sandbox-mcp" "$@"
 

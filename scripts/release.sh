@@ -3,16 +3,18 @@
 # (-trimpath, CGO_ENABLED=0, no build id, file times fixed to the commit's),
 # and publishes nothing:
 #   - archives sandbox-mcp_V_OS_ARCH.tar.gz (.zip for windows) for
-#     linux, darwin, windows × amd64, arm64, with LICENSE, README.md, SECURITY.md, docs/
-#     (darwin and windows: also linux/sandbox-mcp, the Linux build of the same
-#     architecture, which the docker provider puts into its containers)
+#     linux, darwin, windows × amd64, arm64, with LICENSE, README.md, SECURITY.md, docs/,
+#     the server and, beside it, the supervisor daemon its sandboxes run
+#     (sandbox-mcp-supervisor; windows has none: bash needs a Unix host there);
+#     darwin and windows also linux/sandbox-mcp-supervisor, the Linux daemon of
+#     the same architecture, which the docker provider puts into its containers
 #   - one Claude Desktop extension for every platform, sandbox-mcp_V.mcpb
 #     (manifest.json 0.4, server.type binary, a command per OS through
 #     platform_overrides: a universal macOS binary, Windows amd64, Linux amd64
 #     and arm64 through a launcher; settings for the thread, the provider, the
 #     docker image, a config file, the skills dir; an icon): releasemeta bundle
 #   - the server image IMAGE_REPO:V for linux/amd64 and linux/arm64 (the static
-#     binary, and a shell and tools — bash-static, busybox-static, CA
+#     server and daemon, and a shell and tools — bash-static, busybox-static, CA
 #     certificates — from the Debian packages pinned in deploy/image/debs.lock,
 #     fetched from DEBIAN_MIRROR and cached under ~/.cache/sandbox-mcp-release;
 #     non-root, labelled with its MCP Registry name; the container is the
@@ -98,23 +100,28 @@ for p in "${platforms[@]}"; do
 	exe=sandbox-mcp
 	[ "$goos" = windows ] && exe=sandbox-mcp.exe
 	base=sandbox-mcp_${version}_${goos}_${goarch}
-	bin="$work/bin/${goos}_${goarch}/$exe"
+	dir="$work/bin/${goos}_${goarch}"
+	# The server, and (but on Windows) the supervisor daemon beside it; both
+	# stamped with the version, which the server checks the daemon's against.
+	pkgs=./cmd/sandbox-mcp
+	[ "$goos" != windows ] && pkgs="$pkgs ./cmd/sandbox-mcp-supervisor"
+	# shellcheck disable=SC2086
 	CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath -buildvcs=false \
-		-ldflags "-s -w -buildid= -X main.version=$version" -o "$bin" ./cmd/sandbox-mcp
+		-ldflags "-s -w -buildid= -X main.version=$version -X github.com/sandbox-mcp/sandbox-mcp/supervisor/wire.version=$version" -o "$dir/" $pkgs
 
 	stage="$work/stage/$base"
 	mkdir -p "$stage"
-	cp "$bin" LICENSE README.md SECURITY.md "$stage/"
+	cp "$dir/$exe" LICENSE README.md SECURITY.md "$stage/"
+	[ "$goos" != windows ] && cp "$dir/sandbox-mcp-supervisor" "$stage/"
 	# The README links into docs/: the archive carries them, so its links resolve.
 	mkdir -p "$stage/docs" && cp docs/*.md "$stage/docs/"
 	chmod 0644 "$stage"/*.md "$stage"/docs/*.md "$stage/LICENSE" && chmod 0755 "$stage/$exe" # not the umask's
-	# macOS and Windows: the Linux build of the same architecture beside
-	# the binary, for the docker provider's containers (Docker Desktop's
-	# engine runs Linux of the host's architecture).
-	linux=""
-	[ "$goos" != linux ] && linux="$work/bin/linux_$goarch/sandbox-mcp"
-	if [ -n "$linux" ]; then
-		mkdir -p "$stage/linux" && cp "$linux" "$stage/linux/sandbox-mcp" && chmod 0755 "$stage/linux/sandbox-mcp"
+	[ "$goos" != windows ] && chmod 0755 "$stage/sandbox-mcp-supervisor"
+	# macOS and Windows: the Linux daemon of the same architecture in
+	# linux/, for the docker provider's containers (Docker Desktop's engine
+	# runs Linux of the host's architecture).
+	if [ "$goos" != linux ]; then
+		mkdir -p "$stage/linux" && cp "$work/bin/linux_$goarch/sandbox-mcp-supervisor" "$stage/linux/" && chmod 0755 "$stage/linux/sandbox-mcp-supervisor"
 	fi
 	if [ "$goos" = windows ]; then
 		zipdir "$stage" "$out/$base.zip"
@@ -133,9 +140,10 @@ bundle="$work/mcpb/sandbox-mcp_$version"
 zipdir "$bundle" "$out/sandbox-mcp_$version.mcpb"
 
 if [ "$image" = yes ]; then
-	# Written, not built: the image is the static binary and static Debian
-	# tools, two layers per architecture, so no engine, builder or registry
-	# is needed for a multi-arch image.
+	# Written, not built: the image is the static binaries (the server, the
+	# daemon beside it) and static Debian tools, two layers per
+	# architecture, so no engine, builder or registry is needed for a
+	# multi-arch image.
 	progress "image $image_ref (linux/amd64, linux/arm64: an OCI layout, docker-loadable as $image_ref-ARCH)"
 	"$work/releasemeta" image -version "$version" -image "$image_ref" -epoch "$SOURCE_DATE_EPOCH" \
 		-out "$out/sandbox-mcp_${version}_image.tar" \

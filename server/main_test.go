@@ -5,10 +5,8 @@ import (
 	"testing"
 
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
 
-// The test binary is its own sandboxes' supervisor, as the server binary is.
-func TestMain(m *testing.M) {
-	supervisor.Main()
-	os.Exit(m.Run())
-}
+// The sandboxes run the real daemon, built for this test process.
+func TestMain(m *testing.M) { os.Exit(supervisortest.Run(m, supervisor.SetFallback)) }

@@ -13,7 +13,8 @@ import (
 	"runtime"
 )
 
-// Binary is this binary as a container sandbox gets it (docker binds it
+// Binary is the supervisor daemon's binary on the host (FindBinary), and,
+// once inspected, as a container sandbox gets it (docker binds it
 // read-only; nothing of the image changes): the file and, for a
 // dynamically linked build (cgo, the default of `go build` where a C
 // compiler is), the host's loader and the libraries it needs, which are
@@ -21,11 +22,16 @@ import (
 // image of its architecture, one without a C library too (busybox). A
 // static build (CGO_ENABLED=0, as releases are) needs nothing else.
 type Binary struct {
-	Path   string   // the file on the host
+	Path  string // the file on the host
+	Where string // how FindBinary found it, for messages: "the sandbox-mcp-supervisor beside the server", ...
+
+	// Inspect's:
 	Arch   string   // its architecture, as Docker names it (amd64, arm64, ...)
 	Loader string   // the ELF interpreter on the host; "" for a static build
 	Libs   []string // the shared libraries on the host, their real files
 	Sums   string   // sha256 of the file, the loader and the libraries: a new build is another binary
+
+	server bool // the server itself, which serves `supervise` (the fallback)
 }
 
 // BinaryDir is where a container sandbox has the binary: BinaryDir/sandbox-mcp,
@@ -33,21 +39,31 @@ type Binary struct {
 // BinaryDir/run.
 const BinaryDir = "/.sandbox-mcp"
 
-// InspectBinary reads the ELF file at p (this binary: Executable) and
-// finds what it needs to run elsewhere.
+// InspectBinary is the Binary at p, inspected.
 func InspectBinary(p string) (*Binary, error) {
+	b := &Binary{Path: p}
+	if err := b.Inspect(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Inspect reads b's ELF file and finds what it needs to run in a
+// container.
+func (b *Binary) Inspect() error {
+	p := b.Path
 	f, err := elf.Open(p)
 	if err != nil {
 		var fe *elf.FormatError
 		if errors.As(err, &fe) {
-			return nil, fmt.Errorf("the supervisor binary %s is not a Linux (ELF) build: a container needs one", p)
+			return fmt.Errorf("the supervisor binary %s is not a Linux (ELF) build: a container needs one", p)
 		}
-		return nil, fmt.Errorf("read the supervisor binary: %w", err)
+		return fmt.Errorf("read the supervisor binary: %w", err)
 	}
 	defer f.Close()
-	b := &Binary{Path: p, Arch: elfArch(f.Machine)}
+	b.Arch, b.Loader, b.Libs = elfArch(f.Machine), "", nil
 	if b.Arch == "" {
-		return nil, fmt.Errorf("the supervisor binary is for %v, which no container sandbox runs", f.Machine)
+		return fmt.Errorf("the supervisor binary is for %v, which no container sandbox runs", f.Machine)
 	}
 	for _, prog := range f.Progs {
 		if prog.Type != elf.PT_INTERP {
@@ -55,22 +71,22 @@ func InspectBinary(p string) (*Binary, error) {
 		}
 		raw, err := io.ReadAll(io.LimitReader(prog.Open(), 4096))
 		if err != nil {
-			return nil, fmt.Errorf("read the supervisor binary's loader: %w", err)
+			return fmt.Errorf("read the supervisor binary's loader: %w", err)
 		}
 		if n := len(raw); n > 0 && raw[n-1] == 0 {
 			raw = raw[:n-1]
 		}
 		if b.Loader, err = filepath.EvalSymlinks(string(raw)); err != nil {
-			return nil, fmt.Errorf("the supervisor binary's loader: %w", err)
+			return fmt.Errorf("the supervisor binary's loader: %w", err)
 		}
 	}
 	if b.Loader != "" && runtime.GOOS != "linux" {
-		return nil, fmt.Errorf("the supervisor binary %s is dynamically linked, and its libraries are a Linux host's: use a static build (CGO_ENABLED=0, as releases are)", p)
+		return fmt.Errorf("the supervisor binary %s is dynamically linked, and its libraries are a Linux host's: use a static build (CGO_ENABLED=0, as releases are)", p)
 	}
 	if b.Loader != "" {
 		seen := map[string]bool{}
 		if err := b.addLibs(f, seen); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	h := sha256.New()
@@ -79,11 +95,11 @@ func InspectBinary(p string) (*Binary, error) {
 			continue
 		}
 		if err := hashFile(h, q); err != nil {
-			return nil, fmt.Errorf("read the supervisor binary: %w", err)
+			return fmt.Errorf("read the supervisor binary: %w", err)
 		}
 	}
 	b.Sums = hex.EncodeToString(h.Sum(nil))
-	return b, nil
+	return nil
 }
 
 func hashFile(w io.Writer, p string) error {
@@ -185,7 +201,7 @@ var ErrArch = errors.New("architecture mismatch")
 // CheckArch says when an image of architecture arch cannot run the binary.
 func (b *Binary) CheckArch(arch string) error {
 	if arch != "" && arch != b.Arch {
-		return fmt.Errorf("%w: the image is %s, the supervisor binary (this server's) %s", ErrArch, arch, b.Arch)
+		return fmt.Errorf("%w: the image is %s, the supervisor binary (%s) %s", ErrArch, arch, b.Where, b.Arch)
 	}
 	return nil
 }

@@ -1,13 +1,20 @@
-// Package supervisor is the resident process of a sandbox
-// (`sandbox-mcp supervise`) and the server's end of its channel: it runs
-// commands and jobs, and serves file operations and searches, for every
-// server replica of its thread.
+// Package supervisor is the server's end of the channel to a sandbox's
+// supervisor daemon (supervisor/daemon, the sandbox-mcp-supervisor binary):
+// it dials it (Link, Conn), runs commands and jobs, and serves the
+// sandbox's files and searches through it (FS), all in the sandbox's own
+// types and sentinels; it finds the daemon's binary for the providers
+// (FindBinary) and says what a container needs to run it (Binary). The
+// protocol both sides speak is supervisor/wire; this package never imports
+// the daemon.
 //
-// It also keeps the sandbox's one shell state (SPEC §15): the working
-// directory and exported variables the last Shell command (ExecMsg.Shell)
-// left when it exited in the foreground, which the next Shell command and
-// every Shell job start from. The state lives in the supervisor's memory
-// and is lost when it ends (commands then start afresh); a command that
-// sets its own EXIT trap, execs, or is killed leaves it unchanged
-// (shellstate_unix.go says how it is taken).
+// Every byte from the daemon is treated as hostile: frames are checked,
+// each stream holds at most wire.Window bytes, and anything malformed ends
+// the channel (dispatch.go is what the client does with each kind of
+// frame).
+//
+// The daemon keeps the sandbox's one shell state (SPEC §15): the working
+// directory and exported variables the last Shell command
+// (ExecRequest.Shell) left when it exited in the foreground, which the
+// next Shell command and every Shell job start from
+// (supervisor/daemon/shellstate.go says how it is taken).
 package supervisor

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
 func heapInUse() uint64 {
@@ -28,7 +30,7 @@ func TestHostileTinyOutputFrames(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	before := heapInUse()
 	for range 4000 {
-		if err := f.fw.write(msgOutput, 1, []byte{'x'}); err != nil {
+		if err := f.fw.Write(wire.KindOutput, 1, []byte{'x'}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,7 +38,7 @@ func TestHostileTinyOutputFrames(t *testing.T) {
 	if grew := int64(heapInUse()) - int64(before); grew > 4<<20 {
 		t.Fatalf("4000 one-byte frames hold %d KiB", grew>>10)
 	}
-	if err := f.fw.write(msgOutput, 1, nil); err != nil {
+	if err := f.fw.Write(wire.KindOutput, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -53,15 +55,15 @@ func TestHostileTinyOutputFrames(t *testing.T) {
 func TestHostileSupervisorStopsReading(t *testing.T) {
 	cr, sw := io.Pipe()
 	sr, cw := io.Pipe()
-	fw := frameWriter{w: sw}
+	fw := wire.Writer{W: sw}
 	got := make(chan struct{})
 	go func() { // reads the exec frame, then never again
-		fr := frameReader{r: sr}
-		fr.read()
+		fr := wire.Reader{R: sr}
+		fr.Read()
 		close(got)
 	}()
-	hello, _ := json.Marshal(Hello{Protocol: Protocol, Shell: "/bin/sh"})
-	go fw.write(msgHello, 0, hello)
+	hello, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol, Shell: "/bin/sh"})
+	go fw.Write(wire.KindHello, 0, hello)
 	c, err := NewConn(context.Background(), cr, cw, closerFunc(func() error { sw.Close(); cw.Close(); return nil }))
 	if err != nil {
 		t.Fatal(err)
@@ -92,10 +94,10 @@ func TestHostileEmptyFSFrames(t *testing.T) {
 		name    string
 		op      func(fsys *FS) error
 		prep    func(f *fsFake, id uint32)
-		kind    byte
+		kind    wire.Kind
 		payload []byte
 	}{
-		{"readdir", func(fsys *FS) error { _, err := fsys.ReadDir(context.Background(), "/d"); return err }, nil, msgFSEntries, nil},
+		{"readdir", func(fsys *FS) error { _, err := fsys.ReadDir(context.Background(), "/d"); return err }, nil, wire.KindFSEntries, nil},
 		{"read", func(fsys *FS) error {
 			r, err := fsys.Open(context.Background(), "/f")
 			if err != nil {
@@ -103,8 +105,8 @@ func TestHostileEmptyFSFrames(t *testing.T) {
 			}
 			_, err = io.ReadAll(r)
 			return err
-		}, func(f *fsFake, id uint32) { f.info(id, FSInfo{Mode: 0o100644, Size: 10}) }, msgFSData, nil},
-		{"write", func(fsys *FS) error { _, err := fsys.Create(context.Background(), "/f"); return err }, nil, msgCredit, []byte{0, 0, 0, 0}},
+		}, func(f *fsFake, id uint32) { f.info(id, wire.FSInfo{Mode: 0o100644, Size: 10}) }, wire.KindFSData, nil},
+		{"write", func(fsys *FS) error { _, err := fsys.Create(context.Background(), "/f"); return err }, nil, wire.KindCredit, []byte{0, 0, 0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, fsys, c := newFSFake(t)
@@ -113,7 +115,7 @@ func TestHostileEmptyFSFrames(t *testing.T) {
 			if tc.prep != nil {
 				tc.prep(f, id)
 			}
-			f.fw.write(tc.kind, id, tc.payload)
+			f.fw.Write(tc.kind, id, tc.payload)
 			err := wait(t)
 			if err == nil || c.Err() == nil {
 				t.Fatalf("err %v, channel err %v", err, c.Err())

@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
 // fsFake is a supervisor played by the test, for file operations: it
 // sees the requests and answers what it likes.
 type fsFake struct {
-	fw       frameWriter
-	requests chan uint32 // the stream of each msgFS
+	fw       wire.Writer
+	requests chan uint32 // the stream of each wire.KindFS
 }
 
 // newFSFake returns a fake supervisor and an FS on a link to it that
@@ -24,21 +26,21 @@ func newFSFake(t *testing.T) (*fsFake, *FS, *Conn) {
 	t.Helper()
 	cr, sw := io.Pipe()
 	sr, cw := io.Pipe()
-	f := &fsFake{fw: frameWriter{w: sw}, requests: make(chan uint32, 16)}
+	f := &fsFake{fw: wire.Writer{W: sw}, requests: make(chan uint32, 16)}
 	go func() {
-		fr := frameReader{r: sr}
+		fr := wire.Reader{R: sr}
 		for {
-			fm, err := fr.read()
+			fm, err := fr.Read()
 			if err != nil {
 				return
 			}
-			if fm.kind == msgFS {
-				f.requests <- fm.stream
+			if fm.Kind == wire.KindFS {
+				f.requests <- fm.Stream
 			}
 		}
 	}()
-	hello, _ := json.Marshal(Hello{Protocol: Protocol, Shell: "/bin/sh"})
-	go f.fw.write(msgHello, 0, hello)
+	hello, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol, Shell: "/bin/sh"})
+	go f.fw.Write(wire.KindHello, 0, hello)
 	c, err := NewConn(context.Background(), cr, cw, closerFunc(func() error { sw.Close(); sr.Close(); return nil }))
 	if err != nil {
 		t.Fatal(err)
@@ -67,14 +69,14 @@ func (f *fsFake) request(t *testing.T) uint32 {
 	}
 }
 
-func (f *fsFake) end(id uint32, e FSEnd) {
+func (f *fsFake) end(id uint32, e wire.FSEnd) {
 	b, _ := json.Marshal(e)
-	f.fw.write(msgFSEnd, id, b)
+	f.fw.Write(wire.KindFSEnd, id, b)
 }
 
-func (f *fsFake) info(id uint32, i FSInfo) {
+func (f *fsFake) info(id uint32, i wire.FSInfo) {
 	b, _ := json.Marshal(i)
-	f.fw.write(msgFSInfo, id, b)
+	f.fw.Write(wire.KindFSInfo, id, b)
 }
 
 // async runs op and returns its error, failing the test when it hangs.
@@ -111,8 +113,8 @@ func TestFSHostileNames(t *testing.T) {
 			f, fsys, c := newFSFake(t)
 			wait := async(func() error { _, err := fsys.ReadDir(context.Background(), "/d"); return err })
 			id := f.request(t)
-			f.fw.write(msgFSEntries, id, appendEntry(appendEntry(nil, dirEnt{name: "ok"}), dirEnt{name: name}))
-			f.end(id, FSEnd{})
+			f.fw.Write(wire.KindFSEntries, id, wire.AppendEntry(wire.AppendEntry(nil, wire.Entry{Name: "ok"}), wire.Entry{Name: name}))
+			f.end(id, wire.FSEnd{})
 			wantFailed(t, wait(t), c, "invalid name")
 		})
 	}
@@ -123,23 +125,23 @@ func TestFSHostileListing(t *testing.T) {
 	wait := async(func() error { _, err := fsys.ReadDir(context.Background(), "/d"); return err })
 	id := f.request(t)
 	var buf []byte
-	for i := range maxDirEntries + 1 {
-		buf = appendEntry(buf, dirEnt{name: fmt.Sprint(i), info: FSInfo{Mode: 0o100644}})
-		if len(buf) > maxPayload-64 {
-			if f.fw.write(msgFSEntries, id, buf) != nil {
+	for i := range wire.MaxDirEntries + 1 {
+		buf = wire.AppendEntry(buf, wire.Entry{Name: fmt.Sprint(i), Info: wire.FSInfo{Mode: 0o100644}})
+		if len(buf) > wire.MaxPayload-64 {
+			if f.fw.Write(wire.KindFSEntries, id, buf) != nil {
 				break
 			}
 			buf = buf[:0]
 		}
 	}
-	f.fw.write(msgFSEntries, id, buf)
+	f.fw.Write(wire.KindFSEntries, id, buf)
 	wantFailed(t, wait(t), c, "a listing of over")
 
 	// A cut entry, a negative size: as bad.
-	for _, p := range [][]byte{{0, 5, 'a'}, appendEntry(nil, dirEnt{name: "a", info: FSInfo{Size: -1}})} {
+	for _, p := range [][]byte{{0, 5, 'a'}, wire.AppendEntry(nil, wire.Entry{Name: "a", Info: wire.FSInfo{Size: -1}})} {
 		f, fsys, c := newFSFake(t)
 		wait := async(func() error { _, err := fsys.ReadDir(context.Background(), "/d"); return err })
-		f.fw.write(msgFSEntries, f.request(t), p)
+		f.fw.Write(wire.KindFSEntries, f.request(t), p)
 		wantFailed(t, wait(t), c, "directory entry")
 	}
 }
@@ -158,8 +160,8 @@ func TestFSHostileReadSize(t *testing.T) {
 		return err
 	})
 	id := f.request(t)
-	f.info(id, FSInfo{Mode: 0o100644, Size: 5})
-	f.fw.write(msgFSData, id, []byte("0123456789"))
+	f.info(id, wire.FSInfo{Mode: 0o100644, Size: 5})
+	f.fw.Write(wire.KindFSData, id, []byte("0123456789"))
 	wantFailed(t, wait(t), c, "more bytes than the file's size")
 
 	f, fsys, c = newFSFake(t)
@@ -173,9 +175,9 @@ func TestFSHostileReadSize(t *testing.T) {
 		return err
 	})
 	id = f.request(t)
-	f.info(id, FSInfo{Mode: 0o100644, Size: 10})
-	f.fw.write(msgFSData, id, []byte("01234"))
-	f.end(id, FSEnd{})
+	f.info(id, wire.FSInfo{Mode: 0o100644, Size: 10})
+	f.fw.Write(wire.KindFSData, id, []byte("01234"))
+	f.end(id, wire.FSEnd{})
 	if err := wait(t); err == nil || !strings.Contains(err.Error(), "incomplete (5 of 10 bytes)") {
 		t.Fatalf("err %v", err)
 	}
@@ -189,20 +191,20 @@ func TestFSHostileStreams(t *testing.T) {
 	f, fsys, c := newFSFake(t)
 	wait := async(func() error { _, err := fsys.Stat(context.Background(), "/f"); return err })
 	id := f.request(t)
-	f.end(id+7, FSEnd{})
+	f.end(id+7, wire.FSEnd{})
 	wantFailed(t, wait(t), c, "never opened")
 
 	// Messages an operation does not get: data on a stat, a second end.
 	f, fsys, c = newFSFake(t)
 	wait = async(func() error { _, err := fsys.Stat(context.Background(), "/f"); return err })
-	f.fw.write(msgFSData, f.request(t), []byte("x"))
+	f.fw.Write(wire.KindFSData, f.request(t), []byte("x"))
 	wantFailed(t, wait(t), c, "unexpected data")
 
-	// Credit past the window on a write.
+	// Credit past the wire.Window on a write.
 	f, fsys, c = newFSFake(t)
 	wait = async(func() error { _, err := fsys.Create(context.Background(), "/f"); return err })
 	id = f.request(t)
-	f.fw.write(msgCredit, id, []byte{0, 0x10, 0, 1}) // window+1
+	f.fw.Write(wire.KindCredit, id, []byte{0, 0x10, 0, 1}) // wire.Window+1
 	wantFailed(t, wait(t), c, "credit over the window")
 
 	// The supervisor ends mid-read: a clean error, no hang.
@@ -216,9 +218,9 @@ func TestFSHostileStreams(t *testing.T) {
 		return err
 	})
 	id = f.request(t)
-	f.info(id, FSInfo{Mode: 0o100644, Size: 10})
-	f.fw.write(msgFSData, id, []byte("01234"))
-	f.fw.w.(*io.PipeWriter).Close()
+	f.info(id, wire.FSInfo{Mode: 0o100644, Size: 10})
+	f.fw.Write(wire.KindFSData, id, []byte("01234"))
+	f.fw.W.(*io.PipeWriter).Close()
 	wantFailed(t, wait(t), c, "supervisor ended")
 }
 
@@ -227,7 +229,7 @@ func TestFSHostileStreams(t *testing.T) {
 func TestFSHostileText(t *testing.T) {
 	f, fsys, c := newFSFake(t)
 	wait := async(func() error { _, err := fsys.Stat(context.Background(), "/f"); return err })
-	f.end(f.request(t), FSEnd{Err: "EWEIRD\n" + strings.Repeat("e", 100), Msg: strings.Repeat("line\n", 2000)})
+	f.end(f.request(t), wire.FSEnd{Err: "EWEIRD\n" + strings.Repeat("e", 100), Msg: strings.Repeat("line\n", 2000)})
 	err := wait(t)
 	if err == nil || strings.Contains(err.Error(), "\n") || len(err.Error()) > 320 || !strings.HasSuffix(err.Error(), ": /f") {
 		t.Fatalf("err %q", err)

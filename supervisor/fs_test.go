@@ -21,34 +21,18 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox/sandboxtest"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
-// listen starts a supervisor serving a socket in a new directory, as a
+// listen starts the daemon serving a socket in a new directory, as a
 // docker container's or a Pod's does, and returns a dialer of channels to
 // it: each Link dialing with it is one server replica.
 func listen(tb testing.TB) Dialer {
 	tb.Helper()
-	exe, err := Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	dir := tb.TempDir()
-	cmd := exec.Command(exe, "supervise", "--listen", "sock")
-	cmd.Dir = dir
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	// The socket file exists before it listens: wait for a connection.
-	for range 500 {
-		if s, err := DialSocket(dir, "sock"); err == nil {
-			s.Close()
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	dir := supervisortest.Listen(tb)
 	return func(ctx context.Context) (*Conn, error) {
-		s, err := DialSocket(dir, "sock")
+		s, err := DialSocket(dir, supervisortest.Socket)
 		if err != nil {
 			return nil, err
 		}
@@ -69,10 +53,7 @@ func TestFSContract(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("no bwrap")
 	}
-	exe, err := Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := supervisortest.Path(t)
 	sandboxtest.Run(t, sandboxtest.Options{ReadOnlyEnforced: true}, func(t *testing.T) sandbox.Sandbox {
 		host := t.TempDir()
 		ud, skills := filepath.Join(host, "user-data"), filepath.Join(host, "skills")
@@ -168,9 +149,9 @@ func TestFSConditionalWrite(t *testing.T) {
 	f, _ := replica(t, listen(t))
 	name := filepath.Join(t.TempDir(), "f")
 	os.WriteFile(name, []byte("now"), 0o640)
-	for _, req := range []FSRequest{
-		{Op: opWrite, Path: name, IfAbsent: true},
-		{Op: opWrite, Path: name, IfSHA256: strings.Repeat("0", 64)},
+	for _, req := range []wire.FSRequest{
+		{Op: wire.OpWrite, Path: name, IfAbsent: true},
+		{Op: wire.OpWrite, Path: name, IfSHA256: strings.Repeat("0", 64)},
 	} {
 		if err := f.write(t.Context(), req, []byte("new")); !errors.Is(err, errConflict) {
 			t.Fatalf("%+v: err %v", req, err)
@@ -202,7 +183,7 @@ func TestFSWriteCutShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.create(t.Context(), FSRequest{Op: opWrite, Path: name})
+	w, err := c.create(t.Context(), wire.FSRequest{Op: wire.OpWrite, Path: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +201,7 @@ func TestFSWriteCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	w, err = c.create(t.Context(), FSRequest{Op: opWrite, Path: name})
+	w, err = c.create(t.Context(), wire.FSRequest{Op: wire.OpWrite, Path: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +215,7 @@ func TestFSWriteCutShort(t *testing.T) {
 	}
 	noTemps(t, dir)
 	// The channel still works.
-	if _, _, err := c.do(t.Context(), FSRequest{Op: opStat, Path: name}); err != nil {
+	if _, _, err := c.do(t.Context(), wire.FSRequest{Op: wire.OpStat, Path: name}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,23 +9,25 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
 // fake is a supervisor played by the test: it writes what it likes.
 type fake struct {
 	toClient   *io.PipeWriter
 	fromClient *io.PipeReader
-	fw         frameWriter
+	fw         wire.Writer
 }
 
 func newFake(t *testing.T) (*fake, *Conn) {
 	t.Helper()
 	cr, sw := io.Pipe() // supervisor -> client
 	sr, cw := io.Pipe() // client -> supervisor
-	f := &fake{toClient: sw, fromClient: sr, fw: frameWriter{w: sw}}
+	f := &fake{toClient: sw, fromClient: sr, fw: wire.Writer{W: sw}}
 	go io.Copy(io.Discard, sr)
-	hello, _ := json.Marshal(Hello{Protocol: Protocol, Shell: "/bin/sh"})
-	go f.fw.write(msgHello, 0, hello)
+	hello, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol, Shell: "/bin/sh"})
+	go f.fw.Write(wire.KindHello, 0, hello)
 	c, err := NewConn(context.Background(), cr, cw, closerFunc(func() error { sw.Close(); sr.Close(); return nil }))
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ func TestHostileOversizedFrame(t *testing.T) {
 	f, c := newFake(t)
 	done := execAsync(c)
 	time.Sleep(20 * time.Millisecond)
-	h := []byte{'S', 'M', msgOutput, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}
+	h := []byte{'S', 'M', byte(wire.KindOutput), 0, 0, 0, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}
 	f.toClient.Write(h)
 	wantChannelError(t, done, "over the")
 }
@@ -88,9 +90,9 @@ func TestHostileIgnoresCredit(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
-	chunk := make([]byte, maxPayload)
-	for range window/maxPayload + 2 {
-		if f.fw.write(msgOutput, 1, chunk) != nil {
+	chunk := make([]byte, wire.MaxPayload)
+	for range wire.Window/wire.MaxPayload + 2 {
+		if f.fw.Write(wire.KindOutput, 1, chunk) != nil {
 			break
 		}
 	}
@@ -118,7 +120,7 @@ func TestHostileExitTwiceAndBadJSON(t *testing.T) {
 	f, c := newFake(t)
 	done := execAsync(c)
 	time.Sleep(20 * time.Millisecond)
-	f.fw.write(msgExit, 1, []byte("{not json"))
+	f.fw.Write(wire.KindExit, 1, []byte("{not json"))
 	wantChannelError(t, done, "exit:")
 }
 
@@ -127,9 +129,9 @@ func TestHelloChecked(t *testing.T) {
 	cr, sw := io.Pipe()
 	_, cw := io.Pipe()
 	go func() {
-		fw := frameWriter{w: sw}
-		b, _ := json.Marshal(Hello{Protocol: Protocol + 1})
-		fw.write(msgHello, 0, b)
+		fw := wire.Writer{W: sw}
+		b, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol + 1})
+		fw.Write(wire.KindHello, 0, b)
 	}()
 	_, err := NewConn(context.Background(), cr, cw, nil)
 	if err == nil || !strings.Contains(err.Error(), "another version") {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 // Dialer starts a sandbox's supervisor, or reaches the one that runs, and
@@ -101,11 +103,11 @@ func (l *Link) Close() {
 // sandbox ended behind the server's back) is tried once more on a new
 // channel. On ErrUnresponsive the channel is dropped: the caller ends the
 // sandbox (its last resort), and the next call dials anew.
-func (l *Link) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+func (l *Link) Exec(ctx context.Context, req ExecRequest) (sandbox.ExecResult, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := l.Conn(ctx)
 		if err != nil {
-			return ExecResult{}, err
+			return sandbox.ExecResult{}, err
 		}
 		res, err := c.Exec(ctx, req)
 		var ce *ChannelError

@@ -11,16 +11,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
 
 // The docker provider's shape: a supervisor listening on a socket in a
 // directory the sandbox can write, many channels to it, and a server that
 // follows nothing planted there.
 func TestListenAndDialSocket(t *testing.T) {
-	exe, err := Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := supervisortest.Path(t)
 	// A long directory: past a unix socket path's 108 bytes.
 	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -33,6 +32,7 @@ func TestListenAndDialSocket(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	var conn net.Conn
+	var err error
 	for range 200 {
 		if conn, err = DialSocket(dir, "sock"); err == nil {
 			break
@@ -73,32 +73,36 @@ func TestListenAndDialSocket(t *testing.T) {
 	}
 }
 
+// A binary as a container gets it: this test binary (a cgo build where a C
+// compiler is: its loader runs it, with libc bound beside it), and the
+// daemon (a static build, unless -race).
 func TestInspectBinary(t *testing.T) {
-	exe, err := Executable()
+	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := InspectBinary(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Arch == "" || len(b.Sums) != 64 {
-		t.Fatalf("%+v", b)
-	}
-	argv := b.Argv("supervise")
-	if b.Loader != "" {
-		// A cgo build: the loader runs it, with libc bound beside it.
-		found := false
-		for _, m := range b.Mounts() {
-			found = found || strings.HasPrefix(filepath.Base(m.Target), "libc.so")
+	for _, exe := range []string{self, supervisortest.Path(t)} {
+		b, err := InspectBinary(exe)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !found || !strings.HasPrefix(argv[0], BinaryDir+"/lib/") {
-			t.Fatalf("mounts %+v argv %v", b.Mounts(), argv)
+		if b.Arch == "" || len(b.Sums) != 64 {
+			t.Fatalf("%+v", b)
 		}
-	} else if argv[0] != BinaryDir+"/sandbox-mcp" {
-		t.Fatalf("argv %v", argv)
-	}
-	if err := b.CheckArch("s390x-nope"); err == nil {
-		t.Fatal("an image of another architecture passed")
+		argv := b.Argv("supervise")
+		if b.Loader != "" {
+			found := false
+			for _, m := range b.Mounts() {
+				found = found || strings.HasPrefix(filepath.Base(m.Target), "libc.so")
+			}
+			if !found || !strings.HasPrefix(argv[0], BinaryDir+"/lib/") {
+				t.Fatalf("%s: mounts %+v argv %v", exe, b.Mounts(), argv)
+			}
+		} else if argv[0] != BinaryDir+"/sandbox-mcp" || len(b.Mounts()) != 1 {
+			t.Fatalf("%s: argv %v mounts %+v", exe, argv, b.Mounts())
+		}
+		if err := b.CheckArch("s390x-nope"); err == nil {
+			t.Fatal("an image of another architecture passed")
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/internal/procstat"
 )
 
 // stopGrace is how long a supervisor whose channel was closed may take to
@@ -158,26 +160,11 @@ func inSession(sid int) []int {
 		if err != nil {
 			continue
 		}
-		f := statFields(pid)
+		f := procstat.Fields(pid)
 		// state ppid pgrp session ...
 		if len(f) > 3 && f[0] != "Z" && f[3] == want {
 			out = append(out, pid)
 		}
 	}
 	return out
-}
-
-// statFields is /proc/PID/stat after the command name: state, ppid, pgrp,
-// session, ... (the name may hold spaces and parentheses).
-func statFields(pid int) []string {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(s[i+1:])
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
 
@@ -583,26 +584,35 @@ func parseMount(s string) (MountConfig, error) {
 	return m, nil
 }
 
-// binaryVirtual is what the agent sees in place of the server's binary,
-// which sandboxes run as their supervisor: where docker binds it.
+// binaryVirtual is what the agent sees in place of the supervisor's
+// binary, which sandboxes run: where docker binds it.
 const binaryVirtual = "/.sandbox-mcp/sandbox-mcp"
 
 // binaryPaths are the host paths of the binaries bound into sandboxes as
-// their supervisor (this one, and docker.supervisor_binary): a sandbox's
-// /proc/self/mountinfo names them, and a host path says who and where
-// (a home directory), so the server masks them (SPEC §16).
+// their supervisor (the daemon beside this binary, this binary as its
+// fallback, docker.supervisor_binary): a sandbox's /proc/self/mountinfo
+// names them, and a host path says who and where (a home directory), so
+// the server masks them (SPEC §16).
 func (c *Config) binaryPaths() []masking.Pair {
 	var pairs []masking.Pair
+	add := func(p string) { pairs = append(pairs, masking.Pair{Host: p, Virtual: binaryVirtual}) }
 	if exe, err := os.Executable(); err == nil {
-		pairs = append(pairs,
-			masking.Pair{Host: exe, Virtual: binaryVirtual},
+		dirs := []string{filepath.Dir(exe)}
+		add(exe)
+		if real, err := filepath.EvalSymlinks(exe); err == nil && real != exe {
+			dirs = append(dirs, filepath.Dir(real)) // where supervisor.FindBinary looks
+			add(real)
+		}
+		for _, d := range dirs {
+			add(filepath.Join(d, supervisor.DaemonName))
 			// The Linux build beside a macOS or Windows server (docker):
 			// the archives' linux/, the extension's linux-ARCH/.
-			masking.Pair{Host: filepath.Join(filepath.Dir(exe), "linux", "sandbox-mcp"), Virtual: binaryVirtual},
-			masking.Pair{Host: filepath.Join(filepath.Dir(exe), "linux-"+runtime.GOARCH, "sandbox-mcp"), Virtual: binaryVirtual})
+			add(filepath.Join(d, "linux", supervisor.DaemonName))
+			add(filepath.Join(d, "linux-"+runtime.GOARCH, supervisor.DaemonName))
+		}
 	}
 	if c.Docker.SupervisorBinary != "" {
-		pairs = append(pairs, masking.Pair{Host: c.Docker.SupervisorBinary, Virtual: binaryVirtual})
+		add(c.Docker.SupervisorBinary)
 	}
 	return pairs
 }

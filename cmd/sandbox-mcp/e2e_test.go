@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
 
 var (
@@ -40,8 +41,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	supervisor.Main() // doctor's checks make providers in this process: it is their supervisor
-	code := m.Run()
+	// doctor's checks make providers in this process: they run the daemon
+	// built for it; the server binaries find theirs beside them.
+	code := supervisortest.Run(m, supervisor.SetFallback)
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
@@ -63,8 +65,8 @@ func raceEnabled() bool {
 	return false
 }
 
-// binary builds the real binary once; a failed build fails every test
-// that needs it.
+// binary builds the real binary once, the supervisor daemon beside it as
+// releases ship them; a failed build fails every test that needs it.
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -81,6 +83,14 @@ func binary(t *testing.T) string {
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		daemon, err := os.ReadFile(supervisortest.Path(t))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(buildDir, supervisor.DaemonName), daemon, 0o755)
+		}
+		if err != nil {
+			buildErr = fmt.Errorf("the supervisor daemon beside the server: %v", err)
 		}
 	})
 	if buildErr != nil {

@@ -25,13 +25,22 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/daemon"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = ""
 
 func main() {
-	supervisor.Main() // when started as a sandbox's supervisor (`sandbox-mcp supervise`), runs it and exits
+	if len(os.Args) > 1 && os.Args[1] == "supervise" {
+		// A sandbox's supervisor, where no sandbox-mcp-supervisor is
+		// beside this binary (a server built alone): the daemon's code is
+		// in the server too.
+		os.Exit(daemon.Main(os.Args[2:]))
+	}
+	if exe, err := os.Executable(); err == nil {
+		supervisor.SetFallback(exe)
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
 }
 
@@ -43,7 +52,7 @@ Usage:
   sandbox-mcp --http 127.0.0.1:8080    serve Streamable HTTP (/mcp) and SSE (/sse, /message)
   sandbox-mcp audit verify FILE        check an audit log's hash chain
   sandbox-mcp doctor [flags]           check what works here; print a client config
-  sandbox-mcp supervise [--listen S]   internal: a sandbox's resident supervisor (the server starts it)
+  sandbox-mcp supervise [--listen S]   internal: a sandbox's supervisor, where no sandbox-mcp-supervisor is beside this binary
 
 Flags:
 `

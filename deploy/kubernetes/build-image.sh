@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the server image sandbox-mcp:latest offline: a static Go binary
-# (CGO_ENABLED=0) in a FROM scratch image. With --save FILE it also writes
+# Builds the server image sandbox-mcp:latest offline: the server and the
+# supervisor daemon beside it, static Go binaries (CGO_ENABLED=0), in a
+# FROM scratch image. With --save FILE it also writes
 # the image as a tarball (for `ctr images import`, `kind load image-archive`;
 # deploy/kubernetes/dev/cluster.sh loads it from the Docker engine itself).
 #   deploy/kubernetes/build-image.sh [--save /tmp/sandbox-mcp.tar] [TAG]
@@ -12,10 +13,10 @@ if [ "${1:-}" = --save ]; then save=$2; shift 2; fi
 tag=${1:-sandbox-mcp:latest}
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
-(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ctx/sandbox-mcp" ./cmd/sandbox-mcp)
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ctx/" ./cmd/sandbox-mcp ./cmd/sandbox-mcp-supervisor)
 cp "$here/Dockerfile" "$ctx/Dockerfile"
 docker build -q -t "$tag" "$ctx" >/dev/null
-echo "$tag: built ($(du -h "$ctx/sandbox-mcp" | cut -f1) binary)"
+echo "$tag: built ($(du -h "$ctx/sandbox-mcp" | cut -f1) server, $(du -h "$ctx/sandbox-mcp-supervisor" | cut -f1) daemon)"
 if [ -n "$save" ]; then
   docker save "$tag" -o "$save"
   echo "$tag: saved to $save"

@@ -47,17 +47,25 @@ func TestImportRules(t *testing.T) {
 		}
 		return out
 	}
+	daemon := append(append(ours("providers", "tools", "server", "cmd", "audit", "masking", "hostfs"), transports...), engines...)
 	for _, rule := range []struct {
 		pkg, why string
 		never    []string // prefixes of packages it may not depend on
+		notPkg   []string // packages (not their subpackages) it may not depend on
 		noneOurs bool     // imports no package of this module at all
 	}{
 		{pkg: "sandbox", why: "the contract imports nothing of ours", noneOurs: true},
 		{pkg: "masking", why: "the masker imports nothing of ours", noneOurs: true},
 		{pkg: "tools", why: "tools never import a provider, the supervisor, the server or an engine's SDK",
 			never: append(ours("providers", "supervisor", "server", "cmd"), engines...)},
-		{pkg: "supervisor", why: "what runs in the box imports no transport, tool, provider or engine SDK",
-			never: append(append(ours("providers", "tools", "server", "cmd", "audit"), transports...), engines...)},
+		{pkg: "supervisor", why: "the server's end of the supervisor's channel imports no transport, tool, provider or engine SDK, nor the daemon",
+			never: append(append(ours("providers", "tools", "server", "cmd", "audit", "supervisor/daemon"), transports...), engines...)},
+		{pkg: "supervisor/daemon", why: "what runs in the box imports no transport, tool, provider, engine SDK, nor the server's end of the channel",
+			never: daemon, notPkg: ours("supervisor")},
+		{pkg: "cmd/sandbox-mcp-supervisor", why: "the daemon's binary, in every sandbox, is the standard library and what it needs: no transport, tool, provider or engine SDK",
+			never: daemon, notPkg: ours("supervisor")},
+		{pkg: "supervisor/wire", why: "the protocol is both sides' and neither's",
+			never: append(append(ours("providers", "tools", "server", "cmd", "audit", "supervisor/daemon"), transports...), engines...), notPkg: ours("supervisor")},
 		{pkg: "server", why: "the core knows no provider: main wires them",
 			never: append(ours("providers", "supervisor", "cmd"), engines...)},
 		{pkg: "search", why: "search is a mechanism: no transport, tool or provider",
@@ -80,6 +88,11 @@ func TestImportRules(t *testing.T) {
 		for _, dep := range p.Deps {
 			for _, bad := range rule.never {
 				if dep == bad || strings.HasPrefix(dep, bad+"/") {
+					t.Errorf("%s depends on %s: %s", rule.pkg, dep, rule.why)
+				}
+			}
+			for _, bad := range rule.notPkg {
+				if dep == bad {
 					t.Errorf("%s depends on %s: %s", rule.pkg, dep, rule.why)
 				}
 			}

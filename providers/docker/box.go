@@ -124,7 +124,7 @@ func (s *Sandbox) connect(ctx context.Context, id string) (*supervisor.Conn, err
 			c, err := supervisor.NewConn(hctx, nc, nc, nc)
 			cancel()
 			if err != nil {
-				return nil, fmt.Errorf("%w: container %s: %v", errNoSupervisor, s.name, err)
+				return nil, fmt.Errorf("%w: container %s: %v", errNoSupervisor, s.name, s.p.bin.Refusal(err))
 			}
 			return c, nil
 		}

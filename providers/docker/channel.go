@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -112,7 +111,7 @@ func (p *Provider) relay(ctx context.Context, id, name string) (*supervisor.Conn
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
 			return nil, fmt.Errorf("%w: container %s: %s", errNotListening, name, oneLine(msg))
 		}
-		return nil, fmt.Errorf("%w: container %s: %v", errNotListening, name, err)
+		return nil, fmt.Errorf("%w: container %s: %v", errNotListening, name, p.bin.Refusal(err))
 	}
 	return c, nil
 }
@@ -177,54 +176,20 @@ func (b *boundedBuffer) String() string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// supervisorBinary is the binary bound into every container as its
-// supervisor: docker.supervisor_binary, or this server's own, which must
-// then be a Linux build.
-func supervisorBinary(configured string) (*supervisor.Binary, error) {
-	if configured != "" {
-		bin, err := supervisor.InspectBinary(configured)
-		if err != nil {
-			return nil, fmt.Errorf("docker.supervisor_binary: %w", err)
-		}
-		return bin, nil
+// supervisorBinary is the supervisor daemon bound into every container
+// (supervisor.FindBinary): docker.supervisor_binary, or the one beside this
+// server — on macOS and Windows, the Linux build for the engine's
+// architecture beside it (Docker Desktop's engine runs Linux of the
+// host's) — or, for a server built alone on Linux, the server itself.
+func supervisorBinary(configured string, log *slog.Logger) (*supervisor.Binary, error) {
+	bin, err := supervisor.FindBinary(supervisor.Locate{GOOS: "linux", Configured: configured, Setting: "docker.supervisor_binary", Log: log})
+	if err == nil {
+		err = bin.Inspect()
 	}
-	exe, err := supervisor.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("docker provider: %w", err)
-	}
-	return ownSupervisorBinary(runtime.GOOS, runtime.GOARCH, exe)
-}
-
-// ownSupervisorBinary is the supervisor of a server that is exe, built
-// for goos and goarch: exe itself on Linux, elsewhere the Linux build
-// beside it — linux/sandbox-mcp in the release's macOS and Windows
-// archives, linux-ARCH/sandbox-mcp in its extension (.mcpb), which holds
-// both architectures' (the engine of Docker Desktop runs Linux of the
-// host's architecture).
-func ownSupervisorBinary(goos, goarch, exe string) (*supervisor.Binary, error) {
-	if goos != "linux" {
-		var beside string
-		var fi os.FileInfo
-		var err error
-		for _, d := range []string{"linux", "linux-" + goarch} {
-			beside = filepath.Join(filepath.Dir(exe), d, "sandbox-mcp")
-			if fi, err = os.Stat(beside); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("docker provider: containers need a Linux build of sandbox-mcp as their supervisor, and this server runs on %s: none at %s or %s (where the release puts it); set docker.supervisor_binary to the linux build for the engine's architecture (the release's sandbox-mcp_VERSION_linux_amd64 or _arm64 archive)", goos, filepath.Join(filepath.Dir(exe), "linux", "sandbox-mcp"), beside)
-		}
-		if fi.Mode()&0o111 == 0 {
-			// An unpacker that dropped the mode (an extension's zip).
-			if err := os.Chmod(beside, fi.Mode()|0o755); err != nil {
-				return nil, fmt.Errorf("docker provider: %s is not executable: %w", beside, err)
-			}
-		}
-		exe = beside
-	}
-	bin, err := supervisor.InspectBinary(exe)
-	if err != nil {
+	switch {
+	case err != nil && configured != "":
+		return nil, fmt.Errorf("docker.supervisor_binary: %w", err)
+	case err != nil:
 		return nil, fmt.Errorf("docker provider: %w", err)
 	}
 	return bin, nil

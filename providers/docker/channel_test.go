@@ -53,59 +53,11 @@ func TestConfigChannelAndBinaryKeys(t *testing.T) {
 	// A supervisor_binary that is no Linux build is refused, naming the key.
 	notELF := filepath.Join(t.TempDir(), "sandbox-mcp")
 	os.WriteFile(notELF, []byte("\xcf\xfa\xed\xfe not an ELF file (a Mach-O header)"), 0o755)
-	if _, err := supervisorBinary(notELF); err == nil || !strings.Contains(err.Error(), "docker.supervisor_binary: the supervisor binary "+notELF+" is not a Linux (ELF) build") {
+	if _, err := supervisorBinary(notELF, nil); err == nil || !strings.Contains(err.Error(), "docker.supervisor_binary: the supervisor binary "+notELF+" is not a Linux (ELF) build") {
 		t.Errorf("a Mach-O supervisor_binary: %v", err)
 	}
-	if _, err := supervisorBinary(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.HasPrefix(err.Error(), "docker.supervisor_binary: ") {
+	if _, err := supervisorBinary(filepath.Join(t.TempDir(), "missing"), nil); err == nil || !strings.HasPrefix(err.Error(), "docker.supervisor_binary: ") {
 		t.Errorf("a missing supervisor_binary: %v", err)
-	}
-}
-
-// A macOS or Windows server finds the Linux build the release puts beside
-// it, makes it executable when an unpacker dropped the mode, and says
-// where it looked when there is none.
-func TestOwnSupervisorBinaryBeside(t *testing.T) {
-	t.Parallel()
-	self, err := os.Executable() // this test binary: a Linux ELF
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	exe := filepath.Join(dir, "sandbox-mcp")
-	if _, err := ownSupervisorBinary("darwin", "arm64", exe); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "linux", "sandbox-mcp")) {
-		t.Fatalf("no Linux build beside: %v", err)
-	}
-	os.Mkdir(filepath.Join(dir, "linux"), 0o755)
-	beside := filepath.Join(dir, "linux", "sandbox-mcp")
-	os.WriteFile(beside, data, 0o644)
-	bin, err := ownSupervisorBinary("windows", "amd64", exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bin.Path != beside {
-		t.Errorf("supervisor %s, want %s", bin.Path, beside)
-	}
-	if fi, _ := os.Stat(beside); fi.Mode()&0o111 == 0 {
-		t.Errorf("the Linux build was left without exec bits: %v", fi.Mode())
-	}
-	if bin, err := ownSupervisorBinary("linux", "amd64", self); err != nil || bin.Path != self {
-		t.Errorf("on Linux: %v %v", bin, err)
-	}
-	// The extension (.mcpb) holds both architectures' Linux builds,
-	// linux-ARCH/sandbox-mcp beside the server: the server's own
-	// architecture's is taken.
-	ext := t.TempDir()
-	for _, a := range []string{"amd64", "arm64"} {
-		os.Mkdir(filepath.Join(ext, "linux-"+a), 0o755)
-		os.WriteFile(filepath.Join(ext, "linux-"+a, "sandbox-mcp"), data, 0o755)
-	}
-	bin, err = ownSupervisorBinary("darwin", "arm64", filepath.Join(ext, "sandbox-mcp"))
-	if err != nil || bin.Path != filepath.Join(ext, "linux-arm64", "sandbox-mcp") {
-		t.Errorf("in the extension: %v %v", bin, err)
 	}
 }
 

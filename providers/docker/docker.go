@@ -154,7 +154,7 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	if err != nil {
 		return nil, err
 	}
-	bin, err := supervisorBinary(cfg.SupervisorBinary)
+	bin, err := supervisorBinary(cfg.SupervisorBinary, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -5,11 +5,10 @@ import (
 	"testing"
 
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
 
-// The test binary is its containers' supervisor, as the server binary is
-// (bound into each one with its loader and libraries: it is a cgo build).
-func TestMain(m *testing.M) {
-	supervisor.Main()
-	os.Exit(m.Run())
-}
+// The containers run the real daemon, built for this test process (static,
+// as releases build it; with -race, a cgo build bound with its loader and
+// libraries).
+func TestMain(m *testing.M) { os.Exit(supervisortest.Run(m, supervisor.SetFallback)) }

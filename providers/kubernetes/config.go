@@ -33,7 +33,7 @@ type Config struct {
 	Environment   map[string]string `yaml:"environment"` // added to every command's environment
 
 	// Beyond §14.
-	SupervisorImage string        `yaml:"supervisor_image"`  // required: this server's image (the binary at /sandbox-mcp), copied into every Pod by a container of it
+	SupervisorImage string        `yaml:"supervisor_image"`  // required: this server's image (the supervisor daemon at /sandbox-mcp-supervisor), copied into every Pod by a container of it
 	ImagePullPolicy string        `yaml:"image_pull_policy"` // Always, IfNotPresent (default) or Never; the supervisor image's too
 	User            int64         `yaml:"user"`              // the Pods' uid and gid; default 1000; never 0
 	WritableRootFS  bool          `yaml:"writable_root_fs"`  // default: read-only root file system, /tmp an emptyDir

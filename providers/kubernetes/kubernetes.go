@@ -171,7 +171,7 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 	// Checked once the cluster answers, so that a missing cluster is said
 	// first (doctor).
 	if cfg.SupervisorImage == "" {
-		return nil, errors.New("kubernetes.supervisor_image: required: an image with this server's binary at /sandbox-mcp (the server's own image, sandbox-mcp:<version>)")
+		return nil, errors.New("kubernetes.supervisor_image: required: an image with this server's supervisor daemon at /sandbox-mcp-supervisor (the server's own image, sandbox-mcp:<version>)")
 	}
 	if cfg.networkPolicy() {
 		if err := p.ensureNetworkPolicy(pctx); err != nil {

@@ -161,7 +161,7 @@ func BenchmarkColdVariants(b *testing.B) {
 	}{
 		{"init", func(pod *corev1.Pod) {
 			inst := *container(b, &pod.Spec, installerName)
-			inst.Command = []string{"/sandbox-mcp", "supervise", "--install", supervisorBin}
+			inst.Command = []string{installerBin, "supervise", "--install", supervisorBin}
 			inst.Lifecycle = nil
 			inst.Resources = *container(b, &pod.Spec, containerName).Resources.DeepCopy()
 			pod.Spec.InitContainers = []corev1.Container{inst}
@@ -169,8 +169,8 @@ func BenchmarkColdVariants(b *testing.B) {
 		}},
 		{"hook", func(pod *corev1.Pod) {
 			inst := container(b, &pod.Spec, installerName)
-			inst.Command = []string{"/sandbox-mcp", "supervise", "--await", "/nonexistent"} // waits a minute
-			inst.Lifecycle.PostStart.Exec.Command = []string{"/sandbox-mcp", "supervise", "--install", supervisorBin}
+			inst.Command = []string{installerBin, "supervise", "--await", "/nonexistent"} // waits a minute
+			inst.Lifecycle.PostStart.Exec.Command = []string{installerBin, "supervise", "--install", supervisorBin}
 		}},
 		{"main", nil},
 	}

@@ -23,13 +23,14 @@ import (
 
 // The supervisor in a sandbox Pod: a container of
 // kubernetes.supervisor_image (this server's image), the Pod's first,
-// copies the binary into an emptyDir (supervise --install, then --hold),
-// mounted read-only at supervisor.BinaryDir in the sandbox container, whose
-// main process it is; it listens on a socket in a second, writable
-// emptyDir. The installer's postStart hook (supervise --await) returns once
-// the binary is in place, and the kubelet starts the sandbox container only
-// then. The sandbox's image needs nothing of ours.
+// copies the supervisor daemon (installerBin) into an emptyDir (supervise
+// --install, then --hold), mounted read-only at supervisor.BinaryDir in the
+// sandbox container, whose main process it is; it listens on a socket in a
+// second, writable emptyDir. The installer's postStart hook (supervise
+// --await) returns once the daemon is in place, and the kubelet starts the
+// sandbox container only then. The sandbox's image needs nothing of ours.
 const (
+	installerBin   = "/" + supervisor.DaemonName // the daemon in the server's image, beside /sandbox-mcp
 	supervisorBin  = supervisor.BinaryDir + "/sandbox-mcp"
 	supervisorRun  = "/.sandbox-mcp-run"
 	supervisorSock = supervisorRun + "/sock"
@@ -416,7 +417,7 @@ func initFailed(pod *corev1.Pod) string {
 			// The installer container never ends by itself: its hook
 			// failed (the kubelet then kills it), or its main process
 			// could not run.
-			return fmt.Sprintf("its installer ended (%s): the image's /sandbox-mcp could not copy itself (supervise --install --hold), or its hook (supervise --await) failed", strings.TrimSpace(fmt.Sprintf("exit %d %s %s", t.ExitCode, t.Reason, t.Message)))
+			return fmt.Sprintf("its installer ended (%s): the image's "+installerBin+" could not copy itself (supervise --install --hold), or its hook (supervise --await) failed", strings.TrimSpace(fmt.Sprintf("exit %d %s %s", t.ExitCode, t.Reason, t.Message)))
 		case t != nil && t.ExitCode != 0: // an init container, of a Pod made by an earlier server
 			return fmt.Sprintf("install exited %d: %s %s", t.ExitCode, t.Reason, t.Message)
 		}
@@ -593,9 +594,9 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 				Name:            installerName,
 				Image:           p.cfg.SupervisorImage,
 				ImagePullPolicy: corev1.PullPolicy(p.cfg.ImagePullPolicy),
-				Command:         []string{"/sandbox-mcp", "supervise", "--install", supervisorBin, "--hold"},
+				Command:         []string{installerBin, "supervise", "--install", supervisorBin, "--hold"},
 				Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
-					Exec: &corev1.ExecAction{Command: []string{"/sandbox-mcp", "supervise", "--await", supervisorBin}},
+					Exec: &corev1.ExecAction{Command: []string{installerBin, "supervise", "--await", supervisorBin}},
 				}},
 				VolumeMounts:    []corev1.VolumeMount{{Name: "supervisor", MountPath: supervisor.BinaryDir}},
 				Resources:       p.installerResources(),

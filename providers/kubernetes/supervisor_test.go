@@ -229,10 +229,10 @@ func TestInstallerFails(t *testing.T) {
 	t.Parallel()
 	for name, mutate := range map[string]func(*corev1.Container){
 		"install": func(c *corev1.Container) {
-			c.Command = []string{"/sandbox-mcp", "supervise", "--install", "/no/such/dir/x", "--hold"}
+			c.Command = []string{installerBin, "supervise", "--install", "/no/such/dir/x", "--hold"}
 		},
 		"other version": func(c *corev1.Container) {
-			c.Command = []string{"/sandbox-mcp", "supervise", "--bogus", "x"}
+			c.Command = []string{installerBin, "supervise", "--bogus", "x"}
 			c.Lifecycle.PostStart.Exec.Command = c.Command
 		},
 	} {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/masking"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
 
 // requireBwrap skips when bubblewrap cannot run here, unless CI asked for
@@ -404,9 +406,9 @@ func TestBwrapAsOrdinaryUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The binary is the sandbox's supervisor too, bound into it by path:
-	// the user who runs it can reach it, as any user can reach a binary
-	// they run.
+	// The daemon beside it is the sandbox's supervisor, bound into it by
+	// path: the user who runs them can reach them, as any user can reach a
+	// binary they run.
 	dir := t.TempDir()
 	for _, d := range []string{dir, filepath.Dir(dir)} {
 		if err := os.Chmod(d, 0o755); err != nil {
@@ -421,12 +423,19 @@ func TestBwrapAsOrdinaryUser(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	daemon := filepath.Join(dir, supervisor.DaemonName)
+	if b, err = os.ReadFile(supervisortest.Path(t)); err == nil {
+		err = os.WriteFile(daemon, b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := strconv.Itoa(sandboxUID)
 	cmd := exec.CommandContext(t.Context(), "/usr/bin/setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", "--",
 		bin, "-test.count=1", "-test.v",
 		"-test.run", "^(TestBwrapSystemDirsUsable|TestBwrapKeyringsNotShared|TestBwrapHidesTheHost|TestBwrapReadOnlyMounts|TestBwrapFileOwnershipRoundTrip)$")
 	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=" + defaultPath, "TMPDIR=/tmp", "SANDBOX_MCP_REQUIRE_BWRAP=1"}
+	cmd.Env = []string{"PATH=" + defaultPath, "TMPDIR=/tmp", "SANDBOX_MCP_REQUIRE_BWRAP=1", supervisortest.Env + "=" + daemon}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("as uid %s: %v\n%s", id, err, out)

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -27,16 +26,16 @@ import (
 // background children cannot outlive the call or hold its pipe open, and
 // children that left the group (setsid) are killed too once no command
 // runs (the supervisor is their subreaper).
-func (s *Sandbox) command(command string) (jobs.Command, error) {
+func (s *Sandbox) command(command string) (supervisor.Command, error) {
 	if s.p.cfg.Isolation == IsolationBwrap {
-		return jobs.Command{Argv: []string{s.p.shell, "-c", command}, Dir: sandbox.WorkspaceDir, LogDir: sandbox.JobLogDir}, nil
+		return supervisor.Command{Argv: []string{s.p.shell, "-c", command}, Dir: sandbox.WorkspaceDir, LogDir: sandbox.JobLogDir}, nil
 	}
 	for _, m := range s.mounts {
 		if !shellSafe(m.Host) {
-			return jobs.Command{}, fmt.Errorf("%w: the host directory of %s has characters that need shell quoting, so virtual paths cannot be rewritten into commands; use a plainer path or bubblewrap isolation", sandbox.ErrBashDisabled, m.Virtual)
+			return supervisor.Command{}, fmt.Errorf("%w: the host directory of %s has characters that need shell quoting, so virtual paths cannot be rewritten into commands; use a plainer path or bubblewrap isolation", sandbox.ErrBashDisabled, m.Virtual)
 		}
 	}
-	c := jobs.Command{Argv: []string{s.p.shell, "-c", rewrite(command, s.mounts)}, Dir: s.mounts[0].Host}
+	c := supervisor.Command{Argv: []string{s.p.shell, "-c", rewrite(command, s.mounts)}, Dir: s.mounts[0].Host}
 	for _, m := range s.mounts {
 		if m.Virtual == sandbox.OutputsDir {
 			c.LogDir = m.Host + strings.TrimPrefix(sandbox.JobLogDir, sandbox.OutputsDir)
@@ -46,15 +45,12 @@ func (s *Sandbox) command(command string) (jobs.Command, error) {
 }
 
 // dial starts the thread's supervisor, in the thread's cgroups where they
-// can be made: this binary, inside bubblewrap (its link or copy in the
-// state dir — instance.supervisorBinary — bound read-only at
+// can be made: the daemon found at start, inside bubblewrap (its link or
+// copy in the state dir — instance.supervisorBinary — bound read-only at
 // supervisorPath; whoever bash runs as there must be able to read it) or
 // on the host.
 func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
-	exe, err := supervisor.Executable()
-	if err != nil {
-		return nil, err
-	}
+	exe := s.p.inst.daemon.Path
 	g, err := s.group()
 	if err != nil {
 		return nil, err
@@ -66,9 +62,9 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		if g != nil {
 			g.Command(cmd)
 		}
-		return supervisor.StartProcess(ctx, cmd, true)
+		return s.p.inst.start(ctx, cmd, true)
 	}
-	exe = s.p.inst.supervisorBinary(exe)
+	exe = s.p.inst.supervisorBinary()
 	env := Env(s.p.cfg.EnvInherit, sandbox.WorkspaceDir)
 	for i, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -86,7 +82,7 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		// thread's cgroups.
 		g.Command(cmd)
 	}
-	return supervisor.StartProcess(ctx, cmd, false)
+	return s.p.inst.start(ctx, cmd, false)
 }
 
 // supervisorPath is where the supervisor's binary is bound in bubblewrap.

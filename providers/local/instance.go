@@ -2,6 +2,7 @@ package local
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,8 +12,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,11 +23,13 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cgroups"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // instance is what one provider keeps on the host while it serves: the
-// cgroups that bound its threads (package cgroups), and the binary its
-// supervisors run from inside bubblewrap. It is recorded in
+// cgroups that bound its threads (package cgroups), and the supervisor
+// daemon its sandboxes run, found at start (supervisor.FindBinary) and,
+// for bubblewrap, linked or copied into the state dir. It is recorded in
 // <state>/instances/<id>/lock, which the provider holds locked until
 // Close, so that a start on the state dir finds what a killed server left
 // (the lock is free) and removes it. Two servers on one host never share
@@ -37,7 +42,9 @@ type instance struct {
 	seq  atomic.Uint64 // numbers the sandboxes' cgroups
 	log  *slog.Logger
 
-	bin       string // <state>/bin/sandbox-mcp-<version>: the supervisors' binary
+	daemon    *supervisor.Binary // the supervisor daemon, as found
+	src       *os.File           // it, open since it was found: what is linked or copied
+	bin       string             // <state>/bin/sandbox-mcp-<version>: its link or copy
 	binMu     sync.Mutex
 	binWarned bool
 }
@@ -67,13 +74,22 @@ func newInstance(stateDir string, lim cgroups.Limits, log *slog.Logger) (*instan
 	if err := os.MkdirAll(binDir, 0o700); err != nil {
 		return nil, err
 	}
-	bin := "sandbox-mcp-" + binaryVersion()
+	daemon, err := supervisor.FindBinary(supervisor.Locate{GOOS: runtime.GOOS, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	src, err := os.Open(daemon.Path)
+	if err != nil {
+		return nil, fmt.Errorf("the supervisor daemon: %w", err)
+	}
+	bin := "sandbox-mcp-" + binaryVersion(src)
 	removeStale(parent, binDir, bin, log)
 	var b [8]byte
 	rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	in := &instance{dir: filepath.Join(parent, id), bin: filepath.Join(binDir, bin), log: log}
+	in := &instance{dir: filepath.Join(parent, id), daemon: daemon, src: src, bin: filepath.Join(binDir, bin), log: log}
 	if err := os.Mkdir(in.dir, 0o700); err != nil {
+		src.Close()
 		return nil, err
 	}
 	f, err := os.OpenFile(filepath.Join(in.dir, "lock"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -83,6 +99,7 @@ func newInstance(stateDir string, lim cgroups.Limits, log *slog.Logger) (*instan
 		}
 	}
 	if err != nil {
+		src.Close()
 		os.RemoveAll(in.dir)
 		return nil, err
 	}
@@ -100,6 +117,7 @@ func newInstance(stateDir string, lim cgroups.Limits, log *slog.Logger) (*instan
 	record := fmt.Sprintf("%s %s\n%s %s\n", recBinary, bin, recCgroups, name)
 	if _, err := f.WriteString(record); err != nil {
 		f.Close()
+		src.Close()
 		os.RemoveAll(in.dir)
 		return nil, err
 	}
@@ -115,13 +133,12 @@ func newInstance(stateDir string, lim cgroups.Limits, log *slog.Logger) (*instan
 	return in, nil
 }
 
-// binaryVersion names the running binary's version: a hash of its file's
-// path, size and modification time.
-func binaryVersion() string {
+// binaryVersion names the daemon's version: a hash of its file's path,
+// size and modification time.
+func binaryVersion(f *os.File) string {
 	key := "unknown"
-	if fi, err := os.Stat("/proc/self/exe"); err == nil {
-		path, _ := os.Readlink("/proc/self/exe")
-		key = fmt.Sprint(path, "\x00", fi.Size(), "\x00", fi.ModTime().UnixNano())
+	if fi, err := f.Stat(); err == nil {
+		key = fmt.Sprint(f.Name(), "\x00", fi.Size(), "\x00", fi.ModTime().UnixNano())
 	}
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
@@ -190,16 +207,16 @@ func removeStale(parent, binDir, keep string, log *slog.Logger) {
 }
 
 // supervisorBinary is the binary supervisors run from inside bubblewrap:
-// this one, hard-linked — or, on another file system or where a link is
-// refused, copied — into the state dir's bin/, one file per version of the
-// binary, shared by the servers on the state dir. A sandbox's
+// the daemon, hard-linked — or, on another file system or where a link is
+// refused, copied — into the state dir's bin/, one file per version of
+// it, shared by the servers on the state dir. A sandbox's
 // /proc/self/mountinfo so names the bind mount's source by a path under
 // the state dir (which the server masks, as it masks every thread mount's
-// source) and never by where the binary lives on the host (a home
+// source) and never by where the daemon lives on the host (a home
 // directory, a user name). Where neither can be made (no room for a copy)
-// it is exe itself, with a warning, once: bash works, its mount table
-// shows the binary's path.
-func (in *instance) supervisorBinary(exe string) string {
+// it is the daemon where it is, with a warning, once: bash works, its
+// mount table shows the daemon's path.
+func (in *instance) supervisorBinary() string {
 	if _, err := os.Stat(in.bin); err == nil {
 		return in.bin
 	}
@@ -208,49 +225,52 @@ func (in *instance) supervisorBinary(exe string) string {
 	if _, err := os.Stat(in.bin); err == nil {
 		return in.bin
 	}
-	// A link only to the binary that runs: the file at exe may have been
-	// replaced (an upgrade) since.
-	err := errors.New("not the running binary")
-	if sameFile(exe, "/proc/self/exe") {
-		err = os.Link(exe, in.bin)
+	// A link only to the daemon as it was found: the file at its path may
+	// have been replaced (an upgrade) since.
+	err := errors.New("not the daemon found")
+	if sameFile(in.daemon.Path, in.src) {
+		err = os.Link(in.daemon.Path, in.bin)
 	}
 	if err == nil || errors.Is(err, fs.ErrExist) {
 		return in.bin
 	}
-	if err = copyExecutable(in.bin); err == nil || errors.Is(err, fs.ErrExist) {
+	if err = copyExecutable(in.src, in.bin); err == nil || errors.Is(err, fs.ErrExist) {
 		return in.bin
 	}
 	if !in.binWarned {
 		in.binWarned = true
-		in.log.Warn("the supervisor's binary cannot be linked or copied into the state dir: sandboxes' /proc/self/mountinfo shows where it lives on the host; put the state dir on the binary's file system, or give it room for a copy",
+		in.log.Warn("the supervisor daemon cannot be linked or copied into the state dir: sandboxes' /proc/self/mountinfo shows where it lives on the host; put the state dir on its file system, or give it room for a copy",
 			"err", err.Error())
 	}
-	return exe
+	return in.daemon.Path
 }
 
-// sameFile: a and b are one file (either may be a symlink to it).
-func sameFile(a, b string) bool {
-	fa, err := os.Stat(a)
+// start starts cmd, which runs the daemon (directly or in bubblewrap),
+// and returns the channel to it; a daemon of another version is refused,
+// naming where it was found.
+func (in *instance) start(ctx context.Context, cmd *exec.Cmd, session bool) (*supervisor.Conn, error) {
+	c, err := supervisor.StartProcess(ctx, cmd, session)
+	return c, in.daemon.Refusal(err)
+}
+
+// sameFile: the file at p is f.
+func sameFile(p string, f *os.File) bool {
+	fa, err := os.Stat(p)
 	if err != nil {
 		return false
 	}
-	fb, err := os.Stat(b)
+	fb, err := f.Stat()
 	return err == nil && os.SameFile(fa, fb)
 }
 
-// copyExecutable copies the running binary to dst (0755: whoever commands
-// run as in bubblewrap must run it), whole or not at all.
-func copyExecutable(dst string) error {
-	src, err := os.Open("/proc/self/exe")
-	if err != nil {
-		return err
-	}
-	defer src.Close()
+// copyExecutable copies src to dst (0755: whoever commands run as in
+// bubblewrap must run it), whole or not at all.
+func copyExecutable(src *os.File, dst string) error {
 	f, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(f, src)
+	_, err = io.Copy(f, io.NewSectionReader(src, 0, 1<<62))
 	if err == nil {
 		err = f.Chmod(0o755)
 	}
@@ -279,6 +299,7 @@ func (in *instance) group(thread string) (*cgroups.Group, error) {
 // and its record. A record whose cgroups could not go stays for the next
 // start to clean. The binary stays for the next server of its version.
 func (in *instance) close() error {
+	in.src.Close()
 	err := in.cg.Close()
 	if err == nil {
 		err = os.RemoveAll(in.dir)

@@ -11,65 +11,73 @@ import (
 	"testing"
 
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cgroups"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
 
-// The supervisor's binary is this one: a hard link where one can be made,
-// else a copy of the running binary (0755), in the state dir's bin/; where
-// neither can be made, the binary where it is, with one warning.
+// The supervisors' binary is the daemon: a hard link where one can be
+// made, else a copy of the daemon as it was found (0755), in the state
+// dir's bin/; where neither can be made, the daemon where it is, with one
+// warning.
 func TestSupervisorBinary(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
+	daemon := supervisortest.Path(t)
+	found, err := os.ReadFile(daemon)
 	if err != nil {
 		t.Fatal(err)
 	}
-	running, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
+	newInstance := func(path, bin string, log *slog.Logger) *instance {
+		src, err := os.Open(daemon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.Close() })
+		return &instance{daemon: &supervisor.Binary{Path: path}, src: src, bin: bin, log: log}
 	}
-	sameFS := os.Link(exe, filepath.Join(t.TempDir(), "probe")) == nil
+	sameFS := os.Link(daemon, filepath.Join(t.TempDir(), "probe")) == nil
 	for _, c := range []struct {
-		name, exe string
-		linked    bool
+		name, path string
+		linked     bool
 	}{
-		{"linked", exe, true},
-		// Another file at the path: the binary was replaced (an upgrade)
+		{"linked", daemon, true},
+		// Another file at the path: the daemon was replaced (an upgrade)
 		// since the server started.
 		{"replaced", "/bin/true", false},
 	} {
 		bin := filepath.Join(t.TempDir(), "sandbox-mcp-0123456789abcdef")
-		in := &instance{bin: bin}
-		if got := in.supervisorBinary(c.exe); got != bin {
+		in := newInstance(c.path, bin, nil)
+		if got := in.supervisorBinary(); got != bin {
 			t.Fatalf("%s: binary at %s, want %s", c.name, got, bin)
 		}
-		if again := in.supervisorBinary(c.exe); again != bin {
+		if again := in.supervisorBinary(); again != bin {
 			t.Errorf("%s: a second call gives %s", c.name, again)
 		}
 		fi, err := os.Stat(bin)
 		if err != nil {
 			t.Fatal(err)
 		}
-		src, _ := os.Stat(exe)
+		src, _ := os.Stat(daemon)
 		if c.linked && sameFS && !os.SameFile(fi, src) {
 			t.Errorf("%s: a copy where a link can be made", c.name)
 		}
 		if !c.linked {
 			b, _ := os.ReadFile(bin)
-			if !bytes.Equal(b, running) || fi.Mode().Perm() != 0o755 {
-				t.Errorf("%s: not a 0755 copy of the running binary (mode %v, %d bytes)", c.name, fi.Mode(), len(b))
+			if !bytes.Equal(b, found) || fi.Mode().Perm() != 0o755 {
+				t.Errorf("%s: not a 0755 copy of the daemon found (mode %v, %d bytes)", c.name, fi.Mode(), len(b))
 			}
 		}
 		// Removed (by another server's start, or by hand): made again.
 		os.Remove(bin)
-		if got := in.supervisorBinary(c.exe); got != bin {
+		if got := in.supervisorBinary(); got != bin {
 			t.Errorf("%s: after its removal, binary at %s", c.name, got)
 		}
 	}
-	// No room (here: no directory) for a link or a copy: the binary where
+	// No room (here: no directory) for a link or a copy: the daemon where
 	// it is, said once.
 	var logged bytes.Buffer
-	in := &instance{bin: filepath.Join(t.TempDir(), "gone", "sandbox-mcp-0123456789abcdef"), log: slog.New(slog.NewTextHandler(&logged, nil))}
+	in := newInstance("/bin/true", filepath.Join(t.TempDir(), "gone", "sandbox-mcp-0123456789abcdef"), slog.New(slog.NewTextHandler(&logged, nil)))
 	for range 2 {
-		if got := in.supervisorBinary("/bin/true"); got != "/bin/true" {
+		if got := in.supervisorBinary(); got != "/bin/true" {
 			t.Errorf("with no room, binary at %s, want /bin/true", got)
 		}
 	}
@@ -117,19 +125,24 @@ func mustResolve(t *testing.T, l Limits) cgroups.Limits {
 }
 
 // BenchmarkSupervisorBinary is what bubblewrap's first sandbox of a
-// binary's version on a state dir pays to bind it from there: a link, or
+// daemon's version on a state dir pays to bind it from there: a link, or
 // a copy.
 func BenchmarkSupervisorBinary(b *testing.B) {
-	exe, _ := os.Executable()
-	for _, c := range []struct{ name, exe string }{{"link", exe}, {"copy", "/bin/true"}} {
+	daemon := supervisortest.Path(b)
+	for _, c := range []struct{ name, path string }{{"link", daemon}, {"copy", "/bin/true"}} {
 		b.Run(c.name, func(b *testing.B) {
-			fi, _ := os.Stat("/proc/self/exe")
+			src, err := os.Open(daemon)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer src.Close()
+			fi, _ := src.Stat()
 			b.SetBytes(fi.Size())
 			for b.Loop() {
 				b.StopTimer()
-				in := &instance{bin: filepath.Join(b.TempDir(), "sandbox-mcp-0123456789abcdef")}
+				in := &instance{daemon: &supervisor.Binary{Path: c.path}, src: src, bin: filepath.Join(b.TempDir(), "sandbox-mcp-0123456789abcdef")}
 				b.StartTimer()
-				in.supervisorBinary(c.exe)
+				in.supervisorBinary()
 			}
 		})
 	}

@@ -9,8 +9,9 @@ import (
 
 // bundle lays out the extension's files in a directory, for release.sh
 // to zip as sandbox-mcp_V.mcpb: the manifest, the icon, the license, and
-// the server for every platform (manifest.go's bundle* paths) from a
-// directory of builds, BIN/OS_ARCH/sandbox-mcp[.exe].
+// the server for every platform and the supervisor daemons (main.go's
+// bundle* paths) from a directory of builds,
+// BIN/OS_ARCH/sandbox-mcp[.exe] and BIN/OS_ARCH/sandbox-mcp-supervisor.
 //
 //	releasemeta bundle -version V -bin DIR -license FILE -out DIR
 
@@ -35,11 +36,15 @@ exec "$bin" "$@"
 // come from, "" for those written here) for builds in bin.
 func bundleFiles(bin string) map[string]string {
 	return map[string]string{
-		bundleWindows:              filepath.Join(bin, "windows_amd64", "sandbox-mcp.exe"),
-		bundleLinuxBuilds["amd64"]: filepath.Join(bin, "linux_amd64", "sandbox-mcp"),
-		bundleLinuxBuilds["arm64"]: filepath.Join(bin, "linux_arm64", "sandbox-mcp"),
-		bundleDarwin + " (amd64)":  filepath.Join(bin, "darwin_amd64", "sandbox-mcp"),
-		bundleDarwin + " (arm64)":  filepath.Join(bin, "darwin_arm64", "sandbox-mcp"),
+		bundleWindows:                   filepath.Join(bin, "windows_amd64", "sandbox-mcp.exe"),
+		bundleLinuxBuilds["amd64"]:      filepath.Join(bin, "linux_amd64", "sandbox-mcp"),
+		bundleLinuxBuilds["arm64"]:      filepath.Join(bin, "linux_arm64", "sandbox-mcp"),
+		bundleLinuxDaemons["amd64"]:     filepath.Join(bin, "linux_amd64", daemonName),
+		bundleLinuxDaemons["arm64"]:     filepath.Join(bin, "linux_arm64", daemonName),
+		bundleDarwin + " (amd64)":       filepath.Join(bin, "darwin_amd64", "sandbox-mcp"),
+		bundleDarwin + " (arm64)":       filepath.Join(bin, "darwin_arm64", "sandbox-mcp"),
+		bundleDarwinDaemon + " (amd64)": filepath.Join(bin, "darwin_amd64", daemonName),
+		bundleDarwinDaemon + " (arm64)": filepath.Join(bin, "darwin_arm64", daemonName),
 	}
 }
 
@@ -62,7 +67,7 @@ func makeBundle(version, bin, license, out string) error {
 		}
 		return b, nil
 	}
-	for _, name := range []string{bundleWindows, bundleLinuxBuilds["amd64"], bundleLinuxBuilds["arm64"]} {
+	for _, name := range []string{bundleWindows, bundleLinuxBuilds["amd64"], bundleLinuxBuilds["arm64"], bundleLinuxDaemons["amd64"], bundleLinuxDaemons["arm64"]} {
 		b, err := read(name)
 		if err != nil {
 			return err
@@ -71,15 +76,23 @@ func makeBundle(version, bin, license, out string) error {
 			return err
 		}
 	}
-	amd, err := read(bundleDarwin + " (amd64)")
+	// macOS: one universal binary of each.
+	universal := func(name string) ([]byte, error) {
+		amd, err := read(name + " (amd64)")
+		if err != nil {
+			return nil, err
+		}
+		arm, err := read(name + " (arm64)")
+		if err != nil {
+			return nil, err
+		}
+		return lipo(amd, arm)
+	}
+	fat, err := universal(bundleDarwin)
 	if err != nil {
 		return err
 	}
-	arm, err := read(bundleDarwin + " (arm64)")
-	if err != nil {
-		return err
-	}
-	fat, err := lipo(amd, arm)
+	fatDaemon, err := universal(bundleDarwinDaemon)
 	if err != nil {
 		return err
 	}
@@ -100,7 +113,7 @@ func makeBundle(version, bin, license, out string) error {
 		data []byte
 		mode os.FileMode
 	}{
-		{bundleDarwin, fat, 0o755}, {bundleLinux, []byte(linuxLauncher), 0o755},
+		{bundleDarwin, fat, 0o755}, {bundleDarwinDaemon, fatDaemon, 0o755}, {bundleLinux, []byte(linuxLauncher), 0o755},
 		{bundleIcon, icon, 0o644}, {"LICENSE", lic, 0o644}, {"manifest.json", m, 0o644},
 	} {
 		if err := write(f.name, f.data, f.mode); err != nil {
@@ -113,7 +126,7 @@ func makeBundle(version, bin, license, out string) error {
 func bundleCmd(args []string) error {
 	fs := flag.NewFlagSet("bundle", flag.ContinueOnError)
 	version := fs.String("version", "", "the release's version")
-	bin := fs.String("bin", "", "the builds: DIR/OS_ARCH/sandbox-mcp[.exe]")
+	bin := fs.String("bin", "", "the builds: DIR/OS_ARCH/sandbox-mcp[.exe] and DIR/OS_ARCH/sandbox-mcp-supervisor")
 	license := fs.String("license", "LICENSE", "the license file")
 	out := fs.String("out", "", "the directory to lay the bundle out in")
 	if err := fs.Parse(args); err != nil {

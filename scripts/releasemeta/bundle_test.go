@@ -109,16 +109,21 @@ func TestIcon(t *testing.T) {
 	}
 }
 
-// fakeBuilds lays out builds as release.sh does: BIN/OS_ARCH/sandbox-mcp.
+// fakeBuilds lays out builds as release.sh does: BIN/OS_ARCH/sandbox-mcp,
+// and the supervisor daemon beside it.
 func fakeBuilds(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
 	for name, data := range map[string][]byte{
-		"darwin_amd64/sandbox-mcp":      fakeMacho(macho.CpuAmd64, 1),
-		"darwin_arm64/sandbox-mcp":      fakeMacho(macho.CpuArm64, 2),
-		"windows_amd64/sandbox-mcp.exe": fakePE(0x8664),
-		"linux_amd64/sandbox-mcp":       fakeELF(62),
-		"linux_arm64/sandbox-mcp":       fakeELF(183),
+		"darwin_amd64/sandbox-mcp":            fakeMacho(macho.CpuAmd64, 1),
+		"darwin_arm64/sandbox-mcp":            fakeMacho(macho.CpuArm64, 2),
+		"darwin_amd64/sandbox-mcp-supervisor": fakeMacho(macho.CpuAmd64, 3),
+		"darwin_arm64/sandbox-mcp-supervisor": fakeMacho(macho.CpuArm64, 4),
+		"windows_amd64/sandbox-mcp.exe":       fakePE(0x8664),
+		"linux_amd64/sandbox-mcp":             fakeELF(62),
+		"linux_arm64/sandbox-mcp":             fakeELF(183),
+		"linux_amd64/sandbox-mcp-supervisor":  fakeELF(62),
+		"linux_arm64/sandbox-mcp-supervisor":  fakeELF(183),
 	} {
 		os.MkdirAll(filepath.Join(bin, filepath.Dir(name)), 0o755)
 		os.WriteFile(filepath.Join(bin, name), data, 0o755)
@@ -189,6 +194,21 @@ func TestBundleChecked(t *testing.T) {
 			}
 			return m, d, true
 		}, "server/sandbox-mcp.exe: not executable"},
+		{"no arm64 Linux daemon", func(n string, m fs.FileMode, d []byte) (fs.FileMode, []byte, bool) {
+			return m, d, n != "server/linux-arm64/sandbox-mcp-supervisor"
+		}, "server/linux-arm64/sandbox-mcp-supervisor: not in the bundle"},
+		{"a Linux daemon of the other architecture", func(n string, m fs.FileMode, d []byte) (fs.FileMode, []byte, bool) {
+			if n == "server/linux-amd64/sandbox-mcp-supervisor" {
+				d = fakeELF(183)
+			}
+			return m, d, true
+		}, "want amd64"},
+		{"a thin macOS daemon", func(n string, m fs.FileMode, d []byte) (fs.FileMode, []byte, bool) {
+			if n == "server/sandbox-mcp-supervisor" {
+				d = fakeMacho(macho.CpuAmd64, 3)
+			}
+			return m, d, true
+		}, "server/sandbox-mcp-supervisor: not a universal Mach-O"},
 		{"a Linux build of the other architecture", func(n string, m fs.FileMode, d []byte) (fs.FileMode, []byte, bool) {
 			if n == "server/linux-arm64/sandbox-mcp" {
 				d = fakeELF(62)
@@ -339,8 +359,9 @@ func TestExtensionStartsTheServer(t *testing.T) {
 		t.Skip("SKIPPED: the extension's Linux command is checked on linux/amd64 or arm64")
 	}
 	dir := t.TempDir()
-	build := filepath.Join(dir, "server", "linux-"+runtime.GOARCH, "sandbox-mcp")
-	if out, err := exec.Command("go", "build", "-o", build, "../../cmd/sandbox-mcp").CombinedOutput(); err != nil {
+	// The server and its daemon beside it, as the bundle has them.
+	build := filepath.Join(dir, "server", "linux-"+runtime.GOARCH)
+	if out, err := exec.Command("go", "build", "-o", build+"/", "../../cmd/sandbox-mcp", "../../cmd/sandbox-mcp-supervisor").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	os.WriteFile(filepath.Join(dir, filepath.FromSlash(bundleLinux)), []byte(linuxLauncher), 0o644) // modes may be lost
@@ -375,6 +396,9 @@ func TestExtensionStartsTheServer(t *testing.T) {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ls", Arguments: map[string]any{}})
 		if err != nil || res.IsError {
 			t.Errorf("%s: ls: %v %+v\n%s", c.name, err, res, stderr.String())
+		}
+		if strings.Contains(stderr.String(), "no "+daemonName+" beside the server") {
+			t.Errorf("%s: the server did not find the daemon beside it:\n%s", c.name, stderr.String())
 		}
 		cs.Close()
 		cancel()

@@ -133,6 +133,7 @@ func checkBundle(path string) []string {
 				bad("darwin: command %s is not the bundle's", cmd)
 			} else {
 				executable(rel, isMac)
+				executable(bundleDarwinDaemon, isMac)
 			}
 		case "win32":
 			if rel, ok := inBundle(cmd); !ok || !strings.HasSuffix(rel, ".exe") {
@@ -152,6 +153,7 @@ func checkBundle(path string) []string {
 			}
 			for arch, name := range bundleLinuxBuilds {
 				executable(name, isELF(arch))
+				executable(bundleLinuxDaemons[arch], isELF(arch))
 			}
 		}
 		for _, a := range args {

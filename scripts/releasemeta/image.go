@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -23,13 +24,18 @@ import (
 // architecture's image is two layers, a shell and tools from static
 // Debian packages (debs.go; -debs, without which it is the state dir and
 // /tmp FROM scratch, as deploy/kubernetes/Dockerfile) and the static
-// binary. It is what a registry client runs (server.json's oci package):
+// binaries: the server and, beside it, the supervisor daemon (the
+// sandboxes' — the container's own with isolation container, a Pod's
+// copied from this image by the kubernetes provider). It is what a registry client runs (server.json's oci package):
 // the container is the sandbox (SANDBOX_MCP_ISOLATION=container). The tar
 // holds a Docker `manifest.json` beside the layout too, one entry per
 // architecture tagged REF-ARCH, so that `docker load` (even an engine that
 // reads no OCI index) takes it.
 //
 //	releasemeta image -version V -image REF -epoch SECONDS -out FILE [-debs debs.lock -mirror URL -cache DIR] linux/amd64=BIN linux/arm64=BIN
+//
+// (each BIN's daemon beside it: DIR/sandbox-mcp-supervisor, as release.sh
+// builds them).
 
 // imageUser is the image's user: not root (deploy/kubernetes/Dockerfile).
 const imageUser = "65532:65532"
@@ -64,9 +70,17 @@ func jsonBlob(mediaType string, v any) (blob, error) {
 	return newBlob(mediaType, data), nil
 }
 
-// binaryLayer is the layer of the server: /sandbox-mcp, owned by root.
-func binaryLayer(bin []byte) []fileEntry {
-	return []fileEntry{{hdr: tar.Header{Name: "sandbox-mcp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))}, data: bin}}
+// daemonName is the supervisor daemon's file name, beside the server's
+// (supervisor.DaemonName).
+const daemonName = "sandbox-mcp-supervisor"
+
+// binaryLayer is the layer of the binaries: /sandbox-mcp and
+// /sandbox-mcp-supervisor, owned by root.
+func binaryLayer(bin, daemon []byte) []fileEntry {
+	return []fileEntry{
+		{hdr: tar.Header{Name: "sandbox-mcp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))}, data: bin},
+		{hdr: tar.Header{Name: daemonName, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(daemon))}, data: daemon},
+	}
 }
 
 // scratchDirs are what an image without a base layer needs beside the
@@ -103,7 +117,7 @@ type platformImage struct {
 
 // buildPlatformImage is one architecture's image: base (the shell and
 // tools; nil: FROM scratch) and the binary, one layer each.
-func buildPlatformImage(version string, platform ocispec.Platform, bin []byte, base []fileEntry, debs []debPin, created time.Time) (platformImage, error) {
+func buildPlatformImage(version string, platform ocispec.Platform, bin, daemon []byte, base []fileEntry, debs []debPin, created time.Time) (platformImage, error) {
 	pi := platformImage{platform: platform}
 	var diffIDs []digest.Digest
 	history := []ocispec.History{}
@@ -111,14 +125,14 @@ func buildPlatformImage(version string, platform ocispec.Platform, bin []byte, b
 	if lower == nil {
 		lower = scratchDirs()
 	}
-	for i, entries := range [][]fileEntry{lower, binaryLayer(bin)} {
+	for i, entries := range [][]fileEntry{lower, binaryLayer(bin, daemon)} {
 		gz, raw, err := tarLayer(entries, created)
 		if err != nil {
 			return platformImage{}, err
 		}
 		pi.layers = append(pi.layers, newBlob(ocispec.MediaTypeImageLayerGzip, gz))
 		diffIDs = append(diffIDs, digest.FromBytes(raw))
-		what := "releasemeta image: /sandbox-mcp (a static build)"
+		what := "releasemeta image: /sandbox-mcp and /" + daemonName + " (static builds)"
 		if i == 0 {
 			what = "releasemeta image: the state dir and /tmp FROM scratch"
 			if base != nil {
@@ -173,7 +187,7 @@ func buildPlatformImage(version string, platform ocispec.Platform, bin []byte, b
 type imageBase func(arch string) ([]fileEntry, []debPin, error)
 
 // writeImage writes the layout of the images (by platform, "linux/amd64"
-// → the binary's path) into w as a tar.
+// → the server's path, its daemon beside it) into w as a tar.
 func writeImage(w io.Writer, version, ref string, created time.Time, bins map[string]string, base imageBase) error {
 	if i := strings.LastIndex(ref, ":"); i < 0 || i < strings.LastIndex(ref, "/") || i == len(ref)-1 {
 		return fmt.Errorf("image: -image %q: want REPOSITORY:TAG", ref)
@@ -193,6 +207,10 @@ func writeImage(w io.Writer, version, ref string, created time.Time, bins map[st
 		if err != nil {
 			return fmt.Errorf("image: %w", err)
 		}
+		daemon, err := os.ReadFile(filepath.Join(filepath.Dir(bins[p]), daemonName))
+		if err != nil {
+			return fmt.Errorf("image: the supervisor daemon beside the server: %w", err)
+		}
 		var entries []fileEntry
 		var debs []debPin
 		if base != nil {
@@ -200,7 +218,7 @@ func writeImage(w io.Writer, version, ref string, created time.Time, bins map[st
 				return fmt.Errorf("image: linux/%s: %w", arch, err)
 			}
 		}
-		pi, err := buildPlatformImage(version, ocispec.Platform{OS: goos, Architecture: arch}, bin, entries, debs, created)
+		pi, err := buildPlatformImage(version, ocispec.Platform{OS: goos, Architecture: arch}, bin, daemon, entries, debs, created)
 		if err != nil {
 			return fmt.Errorf("image: %w", err)
 		}

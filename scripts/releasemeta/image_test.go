@@ -3,10 +3,13 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,8 +25,10 @@ func TestImageLayout(t *testing.T) {
 	dir := t.TempDir()
 	bins := map[string]string{}
 	for _, a := range []string{"amd64", "arm64"} {
-		p := filepath.Join(dir, a)
+		p := filepath.Join(dir, a, "sandbox-mcp")
+		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, []byte("binary for "+a), 0o755)
+		os.WriteFile(filepath.Join(dir, a, daemonName), []byte("daemon for "+a), 0o755)
 		bins["linux/"+a] = p
 	}
 	created := time.Unix(1764000000, 0).UTC()
@@ -96,6 +101,24 @@ func TestImageLayout(t *testing.T) {
 		}
 		read(m.Layers[0], nil)
 		read(m.Layers[1], nil)
+		// The binaries' layer: the server, the daemon beside it.
+		got := map[string]string{}
+		zr, err := gzip.NewReader(bytes.NewReader(files[blobPath(m.Layers[1].Digest)]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lr := tar.NewReader(zr)
+		for {
+			h, err := lr.Next()
+			if err != nil {
+				break
+			}
+			b, _ := io.ReadAll(lr)
+			got[h.Name] = fmt.Sprintf("%s %o", b, h.Mode)
+		}
+		if len(got) != 2 || got["sandbox-mcp"] != "binary for "+arch+" 755" || got[daemonName] != "daemon for "+arch+" 755" {
+			t.Errorf("%s: the binaries' layer holds %v", arch, got)
+		}
 	}
 	var docker []struct {
 		Config   string
@@ -121,5 +144,9 @@ func TestImageLayout(t *testing.T) {
 	}
 	if err := writeImage(io.Discard, "1", "r:t", created, map[string]string{"darwin/arm64": bins["linux/arm64"]}, nil); err == nil {
 		t.Error("a darwin image was made")
+	}
+	os.Remove(filepath.Join(dir, "arm64", daemonName))
+	if err := writeImage(io.Discard, "1", "r:t", created, bins, nil); err == nil || !strings.Contains(err.Error(), "the supervisor daemon beside the server") {
+		t.Errorf("an image without the daemon: %v", err)
 	}
 }

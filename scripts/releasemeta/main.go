@@ -150,9 +150,16 @@ const (
 )
 
 // bundleLinuxBuilds are the Linux builds in the bundle: the Linux
-// platform's servers, and the docker provider's supervisors on macOS and
-// Windows (found beside the server: linux-ARCH/sandbox-mcp).
+// platform's servers.
 var bundleLinuxBuilds = map[string]string{"amd64": "server/linux-amd64/sandbox-mcp", "arm64": "server/linux-arm64/sandbox-mcp"}
+
+// The supervisor daemons in the bundle, each beside its server: the Linux
+// builds serve the Linux servers' sandboxes and, found in linux-ARCH/
+// beside the server, the docker provider's containers on macOS and
+// Windows; the macOS one (universal) the local provider's bash on the host.
+var bundleLinuxDaemons = map[string]string{"amd64": "server/linux-amd64/" + daemonName, "arm64": "server/linux-arm64/" + daemonName}
+
+const bundleDarwinDaemon = "server/" + daemonName
 
 // serverArgs are the server's arguments from the extension's settings,
 // each one --flag=VALUE: a setting left blank is an empty value, or the

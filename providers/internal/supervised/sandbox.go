@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -53,7 +52,7 @@ type Config struct {
 	// shell, or on the host a command whose virtual paths are rewritten);
 	// nil: the shell the supervisor found in the box (its hello), in the
 	// workspace, jobs' logs in sandbox.JobLogDir.
-	Command func(command string) (jobs.Command, error)
+	Command func(command string) (supervisor.Command, error)
 	// JobStarted, if set, is told when a command may have become a job
 	// (StartJob, or Exec's YieldAfter).
 	JobStarted func()
@@ -62,11 +61,10 @@ type Config struct {
 // Sandbox is a thread's sandbox.Sandbox and sandbox.Jobs over its box's
 // supervisor link.
 type Sandbox struct {
-	cfg          Config
-	box          Box
-	link         *supervisor.Link
-	boxFS        *supervisor.FS // the box's own files; nil with HostOnly
-	*jobs.Runner                // its jobs (sandbox.Jobs), run by the supervisor
+	cfg   Config
+	box   Box
+	link  *supervisor.Link
+	boxFS *supervisor.FS // the box's own files; nil with HostOnly
 }
 
 var (
@@ -80,7 +78,6 @@ func New(box Box, cfg Config) *Sandbox {
 	if !cfg.HostOnly {
 		s.boxFS = supervisor.NewFS(s.link, s.readOnly)
 	}
-	s.Runner = jobs.NewRunner(s.link, s.enterJobs)
 	return s
 }
 
@@ -119,7 +116,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, err
 	}
 	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: c.Argv, Dir: c.Dir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Job: jobs.Settings(req.Jobs, c.LogDir)})
+		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Jobs: req.Jobs, LogDir: c.LogDir})
 	if errors.Is(err, supervisor.ErrUnresponsive) {
 		s.box.Unresponsive()
 	}
@@ -132,34 +129,19 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // command is how the box's supervisor runs command. $0 is "bash", as for
 // bash -c, whatever the box's shell: it prefixes the shell's error
 // messages.
-func (s *Sandbox) command(ctx context.Context, command string) (jobs.Command, error) {
+func (s *Sandbox) command(ctx context.Context, command string) (supervisor.Command, error) {
 	if s.cfg.Command != nil {
 		return s.cfg.Command(command)
 	}
 	c, err := s.link.Conn(ctx)
 	if err != nil {
-		return jobs.Command{}, err
+		return supervisor.Command{}, err
 	}
 	shell := c.Hello().Shell
 	if shell == "" {
-		return jobs.Command{}, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.cfg.Image)
+		return supervisor.Command{}, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.cfg.Image)
 	}
-	return jobs.Command{Argv: []string{shell, "-c", command, "bash"}, Dir: sandbox.WorkspaceDir, LogDir: sandbox.JobLogDir}, nil
-}
-
-// enterJobs enters the box for a job call (jobs.Enter): jobs run under the
-// box's supervisor, as Exec's commands, and outlive the call.
-func (s *Sandbox) enterJobs(ctx context.Context, command string) (jobs.Command, func(), error) {
-	done, err := s.box.Enter(ctx)
-	if err != nil || command == "" {
-		return jobs.Command{}, done, err
-	}
-	c, err := s.command(ctx, command)
-	if err != nil {
-		done()
-		return jobs.Command{}, nil, err
-	}
-	return c, func() { done(); s.jobStarted() }, nil
+	return supervisor.Command{Argv: []string{shell, "-c", command, "bash"}, Dir: sandbox.WorkspaceDir, LogDir: sandbox.JobLogDir}, nil
 }
 
 func (s *Sandbox) jobStarted() {

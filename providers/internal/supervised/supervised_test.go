@@ -16,17 +16,19 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
-	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/jobs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/search"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
 
-// The test binary is its own supervisor, as the server binary is.
+// The boxes run the real daemon, built for this test process.
 func TestMain(m *testing.M) {
-	supervisor.Main()
-	os.Exit(m.Run())
+	os.Exit(supervisortest.Run(m, func(p string) { daemonPath = p }))
 }
+
+// daemonPath is the daemon the boxes run.
+var daemonPath string
 
 // hostBox is a box whose supervisor runs on the host, in dir (its "box"
 // is the host: a path outside the mounts is the host's own), and which
@@ -47,11 +49,7 @@ func (b *hostBox) Dial(ctx context.Context) (*supervisor.Conn, error) {
 	b.mu.Lock()
 	b.dials++
 	b.mu.Unlock()
-	exe, err := supervisor.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe, "supervise")
+	cmd := exec.Command(daemonPath, "supervise")
 	cmd.Dir = b.dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + b.dir}
 	return supervisor.StartProcess(ctx, cmd, true)
@@ -97,8 +95,8 @@ func newSandbox(t *testing.T, host bool) (s *Sandbox, b *hostBox, ws, ro string)
 	b = &hostBox{dir: ws}
 	mounts := []sandbox.Mount{{Virtual: sandbox.WorkspaceDir, Host: ws}, {Virtual: ro, Host: ro, ReadOnly: true}}
 	cfg := Config{Thread: "t1", Mounts: mounts,
-		Command: func(command string) (jobs.Command, error) {
-			return jobs.Command{Argv: []string{"/bin/sh", "-c", command}, Dir: ws, LogDir: filepath.Join(ws, "jobs")}, nil
+		Command: func(command string) (supervisor.Command, error) {
+			return supervisor.Command{Argv: []string{"/bin/sh", "-c", command}, Dir: ws, LogDir: filepath.Join(ws, "jobs")}, nil
 		},
 		JobStarted: func() { b.mu.Lock(); b.jobsStarted++; b.mu.Unlock() },
 	}

@@ -1,0 +1,451 @@
+//go:build unix
+
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/internal/procstat"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
+)
+
+// supervisor runs commands for every channel it serves.
+type supervisor struct {
+	shell  string
+	devnul *os.File
+
+	mu    sync.Mutex // held across fork and registration, and by the reaper's dispatch
+	procs map[int]*proc
+	busy  int // commands in flight
+
+	paths *filelock.Locks // a mutex per file that writes with a precondition replace
+	jobs  *jobTable       // jobs.go
+	state *shellState     // shellstate.go
+}
+
+// proc is one started command, by its pid (its process group).
+type proc struct {
+	pid  int
+	done chan struct{} // closed when it was reaped
+	ws   syscall.WaitStatus
+}
+
+// newSupervisor makes a supervisor; listen is its socket ("": none), beside
+// which it keeps its private directory.
+func newSupervisor(listen string) *supervisor {
+	s := &supervisor{procs: map[int]*proc{}, paths: filelock.NewLocks(), jobs: newJobTable(), state: newShellState(listen)}
+	for _, sh := range []string{"bash", "sh"} {
+		if p, err := exec.LookPath(sh); err == nil {
+			s.shell = p
+			break
+		}
+	}
+	s.devnul, _ = os.Open(os.DevNull)
+	becomeSubreaper()
+	go s.reap()
+	return s
+}
+
+// reap waits for every child, on SIGCHLD: a command's exit status goes to
+// its proc; orphans that were re-parented here (the supervisor is a child
+// subreaper where the system has one) are only reaped.
+func (s *supervisor) reap() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	for {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil || pid <= 0 {
+				break
+			}
+			s.mu.Lock()
+			if p := s.procs[pid]; p != nil {
+				p.ws = ws
+				delete(s.procs, pid)
+				close(p.done)
+			}
+			s.mu.Unlock()
+		}
+		<-sig
+	}
+}
+
+// start forks l.argv in its own process group, in l.dir, with l.env (nil:
+// the supervisor's own), and stdout and stderr the write end of one pipe.
+// stdin is in, or /dev/null when in is nil.
+func (s *supervisor) start(l launch, in, out *os.File) (*proc, error) {
+	if len(l.argv) == 0 {
+		return nil, errors.New("no command")
+	}
+	path := l.argv[0]
+	if !strings.Contains(path, "/") {
+		p, err := exec.LookPath(path)
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	if in == nil {
+		in = s.devnul
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	env := l.env
+	if env == nil {
+		env = os.Environ()
+	}
+	pid, err := syscall.ForkExec(path, l.argv, &syscall.ProcAttr{
+		Dir:   l.dir,
+		Env:   env,
+		Files: []uintptr{in.Fd(), out.Fd(), out.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{pid: pid, done: make(chan struct{})}
+	s.procs[pid] = p
+	return p, nil
+}
+
+// startFrom starts l, and when l starts from a kept shell state that cannot
+// start (its environment over the kernel's limits), the command afresh in
+// m's directory, its state still taken: the state never fails a command,
+// nor stops the next one from being taken. It returns the launch started.
+func (s *supervisor) startFrom(l launch, m wire.Exec, in, out *os.File) (*proc, launch, error) {
+	p, err := s.start(l, in, out)
+	if err != nil && l.fromState {
+		if l.file != "" {
+			removeState(l.file)
+		}
+		l = s.state.launchFrom(l.orig, m.Dir, l.save, kept{})
+		p, err = s.start(l, in, out)
+	}
+	return p, l, err
+}
+
+// channel is one connection's state in the supervisor.
+type channel struct {
+	s  *supervisor
+	wm sync.Mutex
+	fw wire.Writer
+
+	mu      sync.Mutex
+	streams map[uint32]*stream
+	fs      map[uint32]*fsStream // file operations (fs.go)
+	jobs    map[uint32]*jobReq   // job requests (jobs.go)
+}
+
+// stream is one command of a channel.
+type stream struct {
+	kill   chan struct{} // closed by a wire.KindKill or the channel's end
+	killed sync.Once
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	credit int
+	closed bool // the channel ended: stop waiting for credit
+
+	// A command that may become a job (Exec.YieldAfterMS): what it
+	// wrote so far (pre), and the job once it is one (jobs.go).
+	sendMu sync.Mutex
+	pre    *ring
+	job    *job
+}
+
+func (st *stream) stop() { st.killed.Do(func() { close(st.kill) }) }
+
+func (c *channel) send(kind wire.Kind, id uint32, payload []byte) error {
+	c.wm.Lock()
+	defer c.wm.Unlock()
+	return c.fw.Write(kind, id, payload)
+}
+
+// serve runs one channel until it ends; the commands it started are then
+// killed.
+func (s *supervisor) serve(r io.Reader, w io.Writer) error {
+	c := &channel{s: s, fw: wire.Writer{W: w}, streams: map[uint32]*stream{}, fs: map[uint32]*fsStream{}, jobs: map[uint32]*jobReq{}}
+	s.mu.Lock()
+	busy := s.busy
+	s.mu.Unlock()
+	jobs := s.runningJobs()
+	hello, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol, Version: wire.Version(), Shell: s.shell, PID: os.Getpid(), Busy: busy + jobs, Jobs: jobs})
+	err := c.send(wire.KindHello, 0, hello)
+	fr := wire.Reader{R: bufio.NewReaderSize(r, 64<<10)}
+	for err == nil {
+		var f wire.Frame
+		if f, err = fr.Read(); err == nil {
+			err = c.handle(f)
+		}
+	}
+	c.mu.Lock()
+	for _, st := range c.streams {
+		st.stop()
+		st.mu.Lock()
+		st.closed = true
+		st.cond.Broadcast()
+		st.mu.Unlock()
+	}
+	c.mu.Unlock()
+	c.stopFS()
+	c.stopJobs()
+	return err
+}
+
+func (c *channel) stream(id uint32) *stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[id]
+}
+
+// run runs one command: it streams its output, kills its process group when
+// it ends (background children do not outlive the call), when its timeout
+// passes or when the server asks, and says how it ended.
+func (c *channel) run(id uint32, st *stream, m wire.Exec) {
+	s := c.s
+	defer func() {
+		c.mu.Lock()
+		delete(c.streams, id)
+		c.mu.Unlock()
+	}()
+	exit := func(e wire.Exit) {
+		b, _ := json.Marshal(e)
+		c.send(wire.KindExit, id, b)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		exit(wire.Exit{Code: -1, Error: err.Error()})
+		return
+	}
+	l, err := s.state.prepare(m.Argv, m.Dir, m.Shell, m.Reset, true)
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		exit(wire.Exit{Code: -1, Error: err.Error()})
+		return
+	}
+	defer func() {
+		if l.file != "" {
+			removeState(l.file) // whatever came of the command
+		}
+	}()
+	s.mu.Lock()
+	s.busy++
+	s.mu.Unlock()
+	p, l, err := s.startFrom(l, m, nil, pw)
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		s.idle()
+		exit(wire.Exit{Code: 127, Error: err.Error()})
+		return
+	}
+	c.send(wire.KindStart, id, nil)
+	var yield <-chan time.Time
+	if m.YieldAfterMS > 0 {
+		st.pre = &ring{}
+		t := time.NewTimer(time.Duration(m.YieldAfterMS) * time.Millisecond)
+		defer t.Stop()
+		yield = t.C
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		c.copyOut(id, st, pr)
+	}()
+	var timeout <-chan time.Time
+	if m.TimeoutMS > 0 {
+		t := time.NewTimer(time.Duration(m.TimeoutMS) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var res wire.Exit
+	exited := false // it ended by itself, in the foreground
+wait:
+	for {
+		select {
+		case <-p.done:
+			exited = true
+		case <-timeout:
+			res.TimedOut = true
+		case <-st.kill:
+		case <-yield:
+			yield = nil
+			if job := c.yieldJob(st, m, p, pr, copied, l.file); job != "" {
+				l.file = "" // the job removes it when it ends
+				s.idle()
+				exit(wire.Exit{Job: job, Running: true})
+				return
+			}
+			continue
+		}
+		break wait
+	}
+	syscall.Kill(-p.pid, syscall.SIGKILL) // background children die with the command
+	<-p.done
+	select {
+	case <-copied:
+	case <-time.After(wire.DrainGrace):
+		pr.Close()
+		st.mu.Lock()
+		st.closed = true
+		st.cond.Broadcast()
+		st.mu.Unlock()
+		<-copied
+	}
+	pr.Close()
+	if exited && l.file != "" {
+		s.state.load(l.file, l.env)
+	}
+	s.idle() // before the exit frame: what the command left is gone when the call ends
+	if p.ws.Signaled() {
+		res.Code = 128 + int(p.ws.Signal())
+	} else {
+		res.Code = p.ws.ExitStatus()
+	}
+	exit(res)
+}
+
+// copyOut sends what the command writes, within the stream's credit.
+func (c *channel) copyOut(id uint32, st *stream, r io.Reader) {
+	buf := make([]byte, wire.ChunkSize)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			st.mu.Lock()
+			for st.credit < n && !st.closed && st.job == nil {
+				st.cond.Wait()
+			}
+			ok := !st.closed || st.job != nil
+			st.credit -= n
+			st.mu.Unlock()
+			if !ok || !c.sendOut(id, st, buf[:n]) {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// idle ends one command; when none is left in flight, the processes that
+// commands left behind outside their groups (re-parented here) are killed.
+func (s *supervisor) idle() {
+	s.mu.Lock()
+	s.busy--
+	s.mu.Unlock()
+	s.killOrphans()
+}
+
+// killOrphans kills, while no command is in flight, every child of the
+// supervisor that is not a command: what commands left behind (setsid,
+// double forks), re-parented to this subreaper. A killed orphan's own
+// children are re-parented here in turn: a few rounds, until none is left.
+func (s *supervisor) killOrphans() {
+	for range 200 {
+		s.mu.Lock()
+		busy := s.busy
+		s.mu.Unlock()
+		if busy > 0 {
+			return
+		}
+		n := 0
+		for _, pid := range childrenOf(os.Getpid()) {
+			s.mu.Lock()
+			ours := s.procs[pid] != nil
+			s.mu.Unlock()
+			if st := procstat.Fields(pid); len(st) > 2 && !ours {
+				pgid, _ := strconv.Atoi(st[2])
+				ours = s.jobGroup(pgid) // a running job's: it lives
+			}
+			if !ours {
+				syscall.Kill(pid, syscall.SIGKILL)
+				n++
+			}
+		}
+		if n == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// shutdown kills every command and every orphan, a few rounds (a killed
+// process's children are re-parented here and go in the next), and
+// removes the shell state's private directory.
+func (s *supervisor) shutdown() {
+	defer s.state.remove()
+	s.mu.Lock()
+	for pid := range s.procs {
+		syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	s.mu.Unlock()
+	for range 50 {
+		kids := childrenOf(os.Getpid())
+		if len(kids) == 0 {
+			return
+		}
+		for _, pid := range kids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// childrenOf lists the live children of this process: from each of its
+// threads' children lists where the kernel keeps them (CONFIG_PROC_CHILDREN:
+// a few small reads), else by a scan of /proc (every process's stat).
+func childrenOf(self int) []int {
+	var out []int
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err == nil {
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+			if err != nil {
+				out = nil
+				goto scan
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					if st := procstat.Fields(pid); len(st) > 0 && st[0] != "Z" {
+						out = append(out, pid)
+					}
+				}
+			}
+		}
+		return out
+	}
+scan:
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := strconv.Itoa(self)
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := procstat.Fields(p); len(f) > 1 && f[0] != "Z" && f[1] == want {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,310 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/search"
+)
+
+// Kind is what a frame's payload is. Every kind there is, with its
+// direction and its payload, is listed here; "s→c" is from the supervisor
+// (the daemon) to the server (the client), "c→s" the other way. A JSON
+// payload is the type named; the client dispatches the s→c kinds from one
+// table (supervisor/dispatch.go), the daemon the c→s kinds from another
+// (supervisor/daemon/dispatch.go).
+type Kind byte
+
+// The channel and its commands. A command is a stream: Exec opens it,
+// Exit is its last frame.
+const (
+	KindHello  Kind = 1 // s→c, stream 0, the channel's first frame: Hello
+	KindExec   Kind = 2 // c→s: start a command as the stream: Exec
+	KindOutput Kind = 3 // s→c: bytes the command wrote (stdout and stderr, interleaved), within its credit
+	KindCredit Kind = 4 // c→s: 4 bytes (Credit): this many more output or read bytes may be sent; s→c for a file write
+	KindExit   Kind = 5 // s→c: the command ended: Exit; its last frame
+	KindKill   Kind = 6 // c→s, no payload: kill the command's process group, stop a file operation, end a job request's wait
+	KindStart  Kind = 7 // s→c, no payload: the command was started (before any output)
+)
+
+// File operations. Each is a stream, like a command: the server opens it
+// with KindFS and the supervisor ends it with KindFSEnd, its last frame.
+//
+//	stat     FS → End{Info} (symlinks followed)
+//	readdir  FS → Entries… → End (each entry not followed; unsorted,
+//	         the client sorts)
+//	read     FS → Info → Data… → End: Info is the file's stat, Data its
+//	         bytes (at most Info.Size, within the credit the server gives),
+//	         End{} once all were sent. A directory: Info, then End.
+//	write    FS → Credit (the temporary file is ready; the supervisor
+//	         grants credit as it writes) ; Data… → Commit → End. The bytes
+//	         go to a temporary file beside the target (a symlink's target),
+//	         checked against Commit's size and sha256, chmod, fsync, and
+//	         renamed over the target, under a per-path mutex with the
+//	         request's precondition. A stream that ends before Commit
+//	         (KindKill, the channel's end) replaces nothing.
+//	remove   FS → End (a file, or an empty directory)
+//	grep     FS{Grep} → Data… → End: the results of package search's Grep
+//	glob     FS{Glob} → Data… → End{Total}: and of its Glob, run inside
+//	         the sandbox; Data is a stream of JSON values (FileMatch or
+//	         Hit), one a line, within the credit the server gives, in the
+//	         order found gets them. KindKill stops the search.
+const (
+	KindFS        Kind = 8  // c→s: start a file operation as the stream: FSRequest
+	KindFSInfo    Kind = 9  // s→c: a read's stat, before its bytes: FSInfo
+	KindFSData    Kind = 10 // both: a read's or a search's bytes (s→c), a write's bytes (c→s)
+	KindFSEntries Kind = 11 // s→c: directory entries, binary (AppendEntry)
+	KindFSCommit  Kind = 12 // c→s: a write's bytes are all sent: FSCommit
+	KindFSEnd     Kind = 13 // s→c: the operation ended: FSEnd; its last frame
+)
+
+// Jobs: processes that outlive the call that started them (SPEC §15). A
+// job belongs to the supervisor, not to a channel: a channel that ends
+// leaves it running, and any channel (of any server replica, before or
+// after a restart) may read, feed or kill it by its id, "j1", "j2", …
+// (monotonic for the supervisor's lifetime; with a log directory, unique
+// among every supervisor that logs there).
+//
+// Each job request is a stream, like a command:
+//
+//	start   Job{start} → JobEnd{ID, PID}
+//	output  Job{output} → JobData… → JobEnd{Offset, NextOffset, …}: the
+//	        job's output from Offset (characters), at most MaxJobRead
+//	        bytes in frames of at most MaxPayload; with WaitMS, once there
+//	        is output past the start or the job ended. KindKill ends the
+//	        wait (CANCELLED); the job is never affected.
+//	input   Job{input} → JobEnd
+//	kill    Job{kill} → JobEnd{Job}
+//	list    Job{list} → JobEnd{Jobs}
+//
+// A command started with Exec.YieldAfterMS that still runs then becomes a
+// job: its exec stream ends with Exit{Job, Running}.
+//
+// Offsets count characters: bytes that start a UTF-8 sequence (every byte
+// that is not 0b10xxxxxx), so that an agent's offsets are those of the text
+// it was shown.
+const (
+	KindJob     Kind = 14 // c→s: a job request as the stream: JobRequest
+	KindJobData Kind = 15 // s→c: output bytes of an output request
+	KindJobEnd  Kind = 16 // s→c: the answer: JobReply; the stream's last frame
+)
+
+// Hello is the supervisor's first frame.
+type Hello struct {
+	Protocol int    `json:"protocol"`
+	Version  string `json:"version,omitempty"` // the build's version (Version); "": a development build
+	Shell    string `json:"shell"`             // bash's path in the sandbox, else sh's; "" when it has neither
+	PID      int    `json:"pid"`               // the supervisor's pid, in the sandbox's own pid namespace
+	Busy     int    `json:"busy"`              // commands in flight and jobs running when the channel opened (any channel's)
+	Jobs     int    `json:"jobs"`              // of which jobs running
+}
+
+// Exec starts a command.
+type Exec struct {
+	Argv      []string `json:"argv"`
+	Dir       string   `json:"dir"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"` // 0: none
+	// YieldAfterMS: a command still running then becomes a job (with
+	// these settings) instead of going on in the foreground; 0: never.
+	YieldAfterMS int64 `json:"yield_after_ms,omitempty"`
+	// Shell: the command is the next of the sandbox's one shell: it
+	// starts in the kept shell state, and what it leaves when it exits in
+	// the foreground is the state for the next (daemon/shellstate.go).
+	// Argv must then be [shell, "-c", script] or [shell, "-c", script, $0].
+	Shell bool `json:"shell,omitempty"`
+	// Reset: the kept shell state is forgotten first.
+	Reset bool `json:"reset,omitempty"`
+	JobSettings
+}
+
+// Exit says how a command ended.
+type Exit struct {
+	Code     int    `json:"code"` // 128+N when killed by signal N
+	TimedOut bool   `json:"timed_out,omitempty"`
+	Error    string `json:"error,omitempty"` // it could not start
+	// Job: the command still runs, as this job (Exec.YieldAfterMS);
+	// Running says so.
+	Job     string `json:"job,omitempty"`
+	Running bool   `json:"running,omitempty"`
+}
+
+// File operation names (FSRequest.Op).
+const (
+	OpStat    = "stat"
+	OpReadDir = "readdir"
+	OpRead    = "read"
+	OpWrite   = "write"
+	OpRemove  = "remove"
+	OpGrep    = "grep"
+	OpGlob    = "glob"
+)
+
+// FSRequest starts a file operation on Path, a clean absolute path in the
+// sandbox.
+type FSRequest struct {
+	Op   string `json:"op"`
+	Path string `json:"path"`
+	// A write's precondition, checked under the path's mutex just before
+	// the rename: the file's content has this sha256 (hex), or, with
+	// IfAbsent, there is no file. Neither: none.
+	IfSHA256 string `json:"if_sha256,omitempty"`
+	IfAbsent bool   `json:"if_absent,omitempty"`
+	// A search's request; its Root is Path.
+	Grep *search.GrepRequest `json:"grep,omitempty"`
+	Glob *search.GlobRequest `json:"glob,omitempty"`
+}
+
+// FSInfo is a file's stat.
+type FSInfo struct {
+	Mode    uint32 `json:"mode"` // raw st_mode
+	Size    int64  `json:"size"`
+	MtimeNS int64  `json:"mtime_ns"`
+}
+
+// FSCommit ends a write's bytes: how many were sent and their sha256.
+type FSCommit struct {
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// FSEnd ends a file operation. Err is an errno's name (ENOENT, …) or one
+// of the Code constants; Msg says more for codes the client has no
+// sentinel for.
+type FSEnd struct {
+	Err   string  `json:"err,omitempty"`
+	Msg   string  `json:"msg,omitempty"`
+	Info  *FSInfo `json:"info,omitempty"`  // stat's answer
+	Total int     `json:"total,omitempty"` // glob's count of matching paths
+}
+
+// Error codes of FSEnd.Err beside errno names: the supervisor's own.
+const (
+	CodeConflict  = "CONFLICT"  // a write's precondition did not hold
+	CodeShort     = "SHORT"     // a write's bytes were not what Commit said
+	CodeChanged   = "CHANGED"   // a file shrank while it was read
+	CodeNotReg    = "NOTREG"    // a FIFO, socket or device where a file was expected
+	CodeTooMany   = "TOOMANY"   // a directory of more than MaxDirEntries
+	CodeCancelled = "CANCELLED" // KindKill (a job request's too)
+)
+
+// Job request operations (JobRequest.Op).
+const (
+	JobStart  = "start"
+	JobOutput = "output"
+	JobInput  = "input"
+	JobKill   = "kill"
+	JobList   = "list"
+)
+
+// JobSettings are a job's limits, given when it starts (a start request,
+// or an exec with YieldAfterMS).
+type JobSettings struct {
+	MaxJobs     int    `json:"max_jobs,omitempty"`      // refused when this many run; 0: MaxJobsRunning
+	LogDir      string `json:"log_dir,omitempty"`       // the output also goes to LogDir/<id>.log, the id the first whose log is new there; "": nowhere
+	LogMaxBytes int64  `json:"log_max_bytes,omitempty"` // then one truncation line; 0: no limit
+	// The bound of the thread's saved results, LogDir's parent and the
+	// logs in LogDir (sandbox.SavedDir), kept when the job starts and
+	// ends: the oldest saved outputs and ended jobs' logs go first; 0: no
+	// limit.
+	SavedMaxFiles int   `json:"saved_max_files,omitempty"`
+	SavedMaxBytes int64 `json:"saved_max_bytes,omitempty"`
+}
+
+// JobRequest is one job request.
+type JobRequest struct {
+	Op string `json:"op"`
+	ID string `json:"id,omitempty"`
+	// start
+	Argv  []string `json:"argv,omitempty"`
+	Dir   string   `json:"dir,omitempty"`
+	Stdin bool     `json:"stdin,omitempty"` // a pipe for input; else /dev/null
+	Shell bool     `json:"shell,omitempty"` // it starts in the kept shell state (Exec.Shell) and changes none
+	JobSettings
+	// output: Offset nil is the job's shown cursor (what no reader was
+	// shown yet; the read advances it).
+	Offset *int64 `json:"offset,omitempty"`
+	WaitMS int64  `json:"wait_ms,omitempty"`
+	// input
+	Data  []byte `json:"data,omitempty"`
+	Close bool   `json:"close,omitempty"`
+	// kill: TERM, INT or KILL
+	Signal string `json:"signal,omitempty"`
+}
+
+// JobReply answers a job request. Err is one of the job codes; Msg says
+// more.
+type JobReply struct {
+	Err     string `json:"err,omitempty"`
+	Msg     string `json:"msg,omitempty"`
+	Running int    `json:"running,omitempty"` // LIMIT: jobs running
+	Max     int    `json:"max,omitempty"`     // LIMIT: the limit
+
+	ID  string `json:"id,omitempty"`  // start
+	PID int    `json:"pid,omitempty"` // start
+
+	Job *JobInfo `json:"job,omitempty"` // output, input, kill
+
+	Offset     int64 `json:"offset,omitempty"`      // output: where the data starts
+	NextOffset int64 `json:"next_offset,omitempty"` // output: where it ends
+	Dropped    int64 `json:"dropped,omitempty"`     // output: characters asked for that are no longer kept
+
+	Jobs []JobInfo `json:"jobs,omitempty"` // list
+}
+
+// JobInfo is a job's state.
+type JobInfo struct {
+	ID        string `json:"id"`
+	Command   string `json:"command"` // the first MaxJobCommand bytes of the command
+	State     string `json:"state"`   // sandbox.JobRunning, JobExited or JobKilled
+	PID       int    `json:"pid"`
+	StartedAt int64  `json:"started_at"`         // unix ms
+	EndedAt   int64  `json:"ended_at,omitempty"` // unix ms
+	Code      int    `json:"code"`               // 128+N when ended by signal N
+	Signal    string `json:"signal,omitempty"`   // the signal that ended it: TERM, KILL, …
+}
+
+// Codes of JobReply.Err (and CodeCancelled).
+const (
+	CodeNoJob   = "NOJOB"   // no job of that id
+	CodeLimit   = "LIMIT"   // MaxJobs run already
+	CodeInval   = "INVAL"   // a malformed request
+	CodeStart   = "START"   // the command could not start
+	CodeLog     = "LOG"     // the log file could not be made
+	CodeNoStdin = "NOSTDIN" // the job has no stdin pipe, or it was closed
+	CodeBlocked = "BLOCKED" // the job did not read its input
+	CodeEnded   = "ENDED"   // input to a job that ended
+)
+
+// The protocol's bounds: what each side may send, and so what the other
+// holds.
+const (
+	// Window is how many output (or read, or search, or write) bytes of
+	// one stream may be in flight, unacknowledged by credit: the memory a
+	// stream can hold in the other side.
+	Window = 1 << 20
+	// ChunkSize is what a side reads and sends at a time.
+	ChunkSize = 32 << 10
+	// DrainGrace is how long the supervisor still takes output after a
+	// command's process group was killed (a process that left the group
+	// and holds the pipe is cut off after it); the server waits that and
+	// some more before it calls the supervisor unresponsive.
+	DrainGrace = 2 * time.Second
+
+	// MaxResultBytes bounds one result of a search (a FileMatch,
+	// JSON-encoded): what the server holds of a result before it is
+	// whole, and decodes (a decoded result can be about ten times its
+	// JSON: `{}` is a 32-byte Line). A file whose result is larger fails
+	// the search with an error saying so.
+	MaxResultBytes = 16 << 20
+	// MaxDirEntries bounds a listing: the memory one costs the server.
+	MaxDirEntries = 1 << 18
+	// MaxNameLen is NAME_MAX: no file name on Linux is longer.
+	MaxNameLen = 255
+
+	JobRing        = 1 << 20 // output kept in memory per job
+	MaxJobRead     = 1 << 20 // output bytes in one answer
+	MaxJobInput    = 64 << 10
+	MaxJobWait     = 60_000 // ms
+	MaxJobsRunning = 256    // whatever a request's MaxJobs says
+	MaxJobsEnded   = 64     // ended jobs kept (their state and ring)
+	MaxJobCommand  = 200    // bytes of JobInfo.Command
+)
