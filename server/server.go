@@ -241,16 +241,16 @@ func (s *Server) Close() error {
 // audited all the same.
 func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		c := &call{tool: t, start: time.Now()}
+		c := &call{tool: t, req: req, start: time.Now()}
 		ctx, cancel := endWithRequest(ctx)
 		defer cancel()
 		defer keepBody(ctx)()
-		var free func()
-		c.err, free = s.claimSlot(ctx)
+		free, busy := s.claimSlot(ctx)
 		defer free()
+		c.fail(busy)
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
-		c.req = s.takeThreadArgument(ctx, c, req)
+		s.takeThreadArgument(ctx, c)
 		defer s.bindThread(ctx, c)()
 		if err := s.auditBegin(c); err != nil {
 			return mcp.NewToolResultError("Error: " + err.Error() + ": the call was not run"), nil
@@ -309,34 +309,32 @@ func keepBody(ctx context.Context) func() {
 
 // claimSlot takes one of the credential's slots of the calls running at
 // once (HTTP), or says the server is busy; free gives it back.
-func (s *Server) claimSlot(ctx context.Context) (busy error, free func()) {
+func (s *Server) claimSlot(ctx context.Context) (free func(), busy error) {
 	if s.calls == nil {
-		return nil, func() {}
+		return func() {}, nil
 	}
 	cred, _ := ctx.Value(credentialKey{}).(string)
 	if !s.calls.acquire(ctx, cred, 1) {
-		return errors.New("server busy: too many tool calls running; try again shortly"), func() {}
+		return func() {}, errors.New("server busy: too many tool calls running; try again shortly")
 	}
-	return nil, func() { s.calls.release(cred, 1) }
+	return func() { s.calls.release(cred, 1) }, nil
 }
 
 // takeThreadArgument moves a stateless server's thread argument out of the
-// request (threadArgument); in a session it may only repeat the session's
-// thread, which the first request's header fixed.
-func (s *Server) takeThreadArgument(ctx context.Context, c *call, req mcp.CallToolRequest) mcp.CallToolRequest {
+// call's request (threadArgument); in a session it may only repeat the
+// session's thread, which the first request's header fixed.
+func (s *Server) takeThreadArgument(ctx context.Context, c *call) {
 	if !s.stateless {
-		return req
+		return
 	}
-	named := strings.TrimSpace(req.Header.Get(ThreadHeader)) != ""
-	req, byArg, err := threadArgument(req)
+	named := strings.TrimSpace(c.req.Header.Get(ThreadHeader)) != ""
+	req, byArg, err := threadArgument(c.req)
 	if err == nil && byArg && !named && !mcpserver.IsModernRequest(ctx) {
 		err = errors.New("the thread argument names the thread of a stateless (2026-07-28) request; " +
 			"this session's thread was fixed when it started (the " + ThreadHeader + " header of its first request)")
 	}
-	if err != nil {
-		c.fail(err)
-	}
-	return req
+	c.req = req
+	c.fail(err)
 }
 
 // bindThread names the call's session and thread, and binds the session
