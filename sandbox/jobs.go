@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -30,6 +32,25 @@ type Jobs interface {
 	// Jobs lists the sandbox's jobs, running and recently ended, oldest
 	// first.
 	Jobs(ctx context.Context) ([]JobInfo, error)
+}
+
+// EndJobs kills every running job of j (KILL, to its process group): what
+// a thread that no one can name again leaves running would run on unseen.
+func EndJobs(ctx context.Context, j Jobs) error {
+	list, err := j.Jobs(ctx)
+	if err != nil {
+		return fmt.Errorf("list jobs: %w", err)
+	}
+	var errs []error
+	for _, info := range list {
+		if info.State != JobRunning {
+			continue
+		}
+		if _, err := j.KillJob(ctx, info.ID, "KILL"); err != nil {
+			errs = append(errs, fmt.Errorf("kill job %s: %w", info.ID, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // JobLogDir is where a job's whole output is kept, as <id>.log (bounded

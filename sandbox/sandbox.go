@@ -16,6 +16,18 @@ type Provider interface {
 	Acquire(ctx context.Context, thread string) (Sandbox, error)
 	// Release says one user of the thread's sandbox is done with it.
 	Release(thread string)
+	// Exists says whether the thread has files already — an earlier
+	// session's, or another server's on the same state — which Acquire
+	// would find rather than make. The server asks before it makes a
+	// thread that no one can name again, so that Discard never takes files
+	// that were there before.
+	Exists(ctx context.Context, thread string) (bool, error)
+	// Discard ends the thread for good: its sandbox, with every process in
+	// it (its jobs too), and its files, wherever the provider keeps them
+	// (SPEC §10, §16: an anonymous thread goes with its session). The
+	// server calls it once the thread's last user released it; a thread
+	// with nothing left is no error.
+	Discard(ctx context.Context, thread string) error
 	// Close releases every sandbox the provider holds.
 	Close() error
 }

@@ -3,14 +3,51 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
+
+// The layout of the threads of the providers that keep them under the
+// state dir (local, docker): <stateDir>/threads/<key>/user-data/{workspace,
+// uploads,outputs}. It is theirs: the server never reads it (Provider's
+// Exists and Discard answer for it).
 
 // ThreadDir is the host directory of a thread's user data:
 // <stateDir>/threads/<key>/user-data (key: see ValidThreadKey).
 func ThreadDir(stateDir, key string) string {
 	return filepath.Join(stateDir, "threads", key, "user-data")
+}
+
+// ThreadExists says whether the thread has a directory under the state dir
+// (Provider.Exists).
+func ThreadExists(stateDir, key string) (bool, error) {
+	if err := ValidThreadKey(key); err != nil {
+		return false, err
+	}
+	_, err := os.Lstat(filepath.Join(stateDir, "threads", filepath.FromSlash(key)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// RemoveThread removes the thread's directory under the state dir,
+// confined there (os.Root: no symlink leads out); one not there is no
+// error (Provider.Discard).
+func RemoveThread(stateDir, key string) error {
+	if err := ValidThreadKey(key); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(filepath.Join(stateDir, "threads"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.RemoveAll(filepath.FromSlash(key))
 }
 
 // ThreadMounts creates a thread's workspace, uploads and outputs on first

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,11 +94,33 @@ func TestUnauthConnsEvictOldestSilent(t *testing.T) {
 	}
 }
 
-// fakeProvider hands out fakeBoxes and counts what is held.
+// fakeProvider hands out fakeBoxes and counts what is held; the threads
+// in existing have files already, and discarded lists Discard's.
 type fakeProvider struct {
-	mu    sync.Mutex
-	held  map[string]int
-	boxes map[string]*fakeBox
+	mu        sync.Mutex
+	held      map[string]int
+	boxes     map[string]*fakeBox
+	existing  map[string]bool
+	discarded []string
+}
+
+func (p *fakeProvider) Exists(_ context.Context, thread string) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.existing[thread], nil
+}
+
+func (p *fakeProvider) Discard(_ context.Context, thread string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.discarded = append(p.discarded, thread)
+	return nil
+}
+
+func (p *fakeProvider) discards() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.discarded)
 }
 
 func (p *fakeProvider) Name() string { return "fake" }

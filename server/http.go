@@ -23,77 +23,6 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
-// HTTPConfig configures the HTTP transports.
-type HTTPConfig struct {
-	AuthTokens     []string // bearer tokens; none: no auth (loopback only, checked by the caller)
-	AllowedOrigins []string // Origins allowed besides localhost ones
-	// AllowedHosts are Host headers accepted, besides localhost ones, on
-	// connections to a loopback address (DNS rebinding protection): the
-	// names a reverse proxy on the same host forwards with (host or
-	// host:port).
-	AllowedHosts   []string
-	MaxBodyBytes   int64         // request body cap (default 10 MiB)
-	SessionIdleTTL time.Duration // Streamable HTTP sessions idle this long end (default 30 min)
-	MaxSessions    int           // sessions open at once; more get 503 (default 1000)
-	// MaxSessionsPerToken caps the sessions of one token, so that one
-	// token cannot take every session from another (default: MaxSessions
-	// shared out evenly among the tokens). Without tokens only MaxSessions
-	// applies: every client is the same one.
-	MaxSessionsPerToken int
-	DrainTimeout        time.Duration // on shutdown, how long calls in flight may finish (default 10 s)
-
-	// MaxConnections caps the connections open at once (default 2048, and
-	// below the open-file limit); a few more are let in for /healthz only.
-	// A session's stream (SSE, or Streamable HTTP's GET) holds one while the
-	// session lives, so the cap is above MaxSessions by default.
-	MaxConnections int
-	// MaxUnauthenticatedConnections caps, when tokens are configured, the
-	// connections that have not shown a valid token (default: a sixteenth
-	// of MaxConnections, at least 8): past it the oldest of them is closed,
-	// and each is closed once answered (SPEC §16).
-	MaxUnauthenticatedConnections int
-	HeaderTimeout                 time.Duration // to read a request's headers (default 10 s)
-	BodyTimeout                   time.Duration // to read a request's body (default 15 s)
-	IdleTimeout                   time.Duration // a kept-alive connection without a request is closed (default 30 s)
-
-	// MaxBodyBytesInFlight caps the request bytes held at once, from
-	// reading a body until its call answers (default 64 MiB, at least
-	// MaxBodyBytes); MaxCalls the tool calls running at once (default 64).
-	// With several tokens each token gets an even share of both.
-	// Beyond them a request waits briefly, then gets 503 with Retry-After
-	// (a call over SSE, already answered 202, gets a "server busy" error).
-	MaxBodyBytesInFlight int64
-	MaxCalls             int
-
-	// ThreadsPerToken caps the threads with a live sandbox per token
-	// (without tokens: in all), sessions and stateless leases together
-	// (limits.threads_per_token, SPEC §16); 0: only the open-file budget's
-	// (ServeHTTP fits every token's cap in the open-file limit). Past it a new
-	// thread's call is a tool error, once no idle lease of the token can
-	// make room.
-	ThreadsPerToken int
-
-	// KeepAnonymousThreads keeps the files of a session without
-	// X-Thread-ID when it ends (by default they are removed: no one can
-	// name that thread again).
-	KeepAnonymousThreads bool
-}
-
-// Defaults of HTTPConfig.
-const (
-	DefaultMaxConnections       = 2048
-	DefaultHeaderTimeout        = 10 * time.Second
-	DefaultBodyTimeout          = 15 * time.Second
-	DefaultIdleTimeout          = 30 * time.Second
-	DefaultMaxBodyBytesInFlight = 64 << 20
-	DefaultMaxCalls             = 64
-)
-
-// threadFiles is what the budget of open files counts for a live thread
-// (measured: about 10 on the local provider with bubblewrap; fewer on
-// docker and kubernetes).
-const threadFiles = 16
-
 // drainGrace is how long a shutdown waits, after the last call in flight
 // answered, before it closes the sessions' streams.
 const drainGrace = 500 * time.Millisecond
@@ -102,307 +31,195 @@ const drainGrace = 500 * time.Millisecond
 const ThreadHeader = "X-Thread-ID"
 
 // ServeHTTP serves Streamable HTTP at /mcp, SSE at /sse and /message, and
-// /healthz, on ln, until ctx is cancelled; then it stops taking new
+// /healthz, on ln, with the settings the server was made with
+// (Config.HTTP), until ctx is cancelled; then it stops taking new
 // sessions, lets calls in flight finish (up to DrainTimeout, then cancels
 // them), closes every session and returns.
-func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig, ln net.Listener) error {
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 10 << 20
+func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
+	h := s.http
+	if h == nil {
+		return errors.New("server: ServeHTTP needs Config.HTTP")
 	}
-	if cfg.SessionIdleTTL <= 0 {
-		cfg.SessionIdleTTL = 30 * time.Minute
+	t := s.newTransports()
+	defer t.endListens()
+	if s.stateless {
+		// Stateless requests' leases end after the sessions' idle time.
+		go s.leases.sweep(ctx, h.SessionIdleTTL, s.sessions.End)
 	}
-	if cfg.DrainTimeout <= 0 {
-		cfg.DrainTimeout = 10 * time.Second
+	g := s.newGuard()
+	ll := newLimitListener(ln, h.MaxConnections, h.MaxUnauthenticatedConnections, g.validToken)
+	ll.shareAmong(len(h.tokens))
+	srv := &http.Server{
+		Handler:           g.admit(ll, s.routes(g, t)),
+		ReadHeaderTimeout: h.HeaderTimeout,
+		IdleTimeout:       h.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ConnContext:       connContext,
 	}
-	if cfg.MaxSessions <= 0 {
-		cfg.MaxSessions = 1000
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ll) }()
+	s.cfg.Logger.Info("serving MCP over HTTP", "addr", ln.Addr().String(), "streamable", "/mcp", "sse", "/sse", "auth", len(h.tokens) > 0)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
 	}
-	if cfg.MaxConnections <= 0 {
-		cfg.MaxConnections = DefaultMaxConnections
-	}
-	if cfg.HeaderTimeout <= 0 {
-		cfg.HeaderTimeout = DefaultHeaderTimeout
-	}
-	if cfg.BodyTimeout <= 0 {
-		cfg.BodyTimeout = DefaultBodyTimeout
-	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
-	}
-	if cfg.MaxBodyBytesInFlight <= 0 {
-		cfg.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
-	}
-	if cfg.MaxCalls <= 0 {
-		cfg.MaxCalls = DefaultMaxCalls
-	}
-	tokens := make([][32]byte, 0, len(cfg.AuthTokens))
-	for _, t := range cfg.AuthTokens {
-		if t != "" {
-			tokens = append(tokens, sha256.Sum256([]byte(t)))
-		}
-	}
-	s.budgetFiles(&cfg, max(1, len(tokens)))
-	// Every token's share takes a body of the largest size.
-	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxBodyBytes*int64(max(1, len(tokens))))
-	switch {
-	case len(tokens) == 0:
-		cfg.MaxSessionsPerToken = 0
-	case cfg.MaxSessionsPerToken <= 0:
-		cfg.MaxSessionsPerToken = max(1, cfg.MaxSessions/len(tokens))
-	}
-	s.sessions.removeAnonymous = !cfg.KeepAnonymousThreads
-	s.sessions.threadsPerTenant = cfg.ThreadsPerToken
-	s.sessions.reclaim = s.reclaimLease
-	threads := func(session string, header http.Header) ThreadRef {
-		id := strings.TrimSpace(header.Get(ThreadHeader))
-		anonymous := id == ""
-		if anonymous {
-			id = session
-		}
-		ref := ThreadRef{ID: id, Key: id, Anonymous: anonymous, Tenant: credential(header, len(tokens) > 0)}
-		// A thread id is the first configured token's own, at its plain
-		// place (threads/<id>); any other token gets the same id in a
-		// directory level of its own, which no thread id can name. The
-		// order of the configuration, not of first use, decides: it is the
-		// same on every replica, with no state to share. With one token
-		// (the usual case) every thread is where SPEC's layout puts it.
-		// The token was checked before this is called.
-		if len(tokens) > 1 && sha256.Sum256([]byte(bearer(header))) != tokens[0] {
-			ref.Key = tokenNamespace(bearer(header)) + "/" + id
-		}
-		return ref
-	}
-	streamableOpts := []mcpserver.StreamableHTTPOption{
+	s.drain(g, t, srv)
+	return nil
+}
+
+// transports are mcp-go's handlers that the HTTP server routes to.
+type transports struct {
+	streamable *mcpserver.StreamableHTTPServer
+	// pinned is the session-bearing revisions alone (stateless only): it
+	// answers the discovery of a modern client that names no thread.
+	pinned *mcpserver.StreamableHTTPServer
+	sse    *mcpserver.SSEServer
+	// listens ends the stateless listen streams, at shutdown once the
+	// calls are done.
+	listens    context.Context
+	endListens context.CancelFunc
+}
+
+func (s *Server) newTransports() *transports {
+	t := &transports{}
+	t.listens, t.endListens = context.WithCancel(context.Background())
+	opts := []mcpserver.StreamableHTTPOption{
 		mcpserver.WithEndpointPath("/mcp"),
 		mcpserver.WithStateful(true),
-		mcpserver.WithSessionIdleTTL(cfg.SessionIdleTTL),
+		mcpserver.WithSessionIdleTTL(s.http.SessionIdleTTL),
 		mcpserver.WithHeartbeatInterval(30 * time.Second),
 		mcpserver.WithDisableLocalhostProtection(true), // the guard checks Host, with AllowedHosts
 		mcpserver.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			return context.WithValue(ctx, httpRequestCtxKey{}, r.Context())
 		}),
 	}
-	if !s.cfg.Stateless {
+	if !s.stateless {
 		// Only the session-bearing revisions: a modern client negotiates
 		// one. The stateless revision has no session: each request names
 		// its thread (leases.go), or gets a tool error.
-		streamableOpts = append(streamableOpts, mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...))
+		opts = append(opts, mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...))
 	}
-	streamable := mcpserver.NewStreamableHTTPServer(s.mcp, streamableOpts...)
-	// Ended at shutdown, once the calls are done: the listen streams.
-	listenCtx, endListens := context.WithCancel(context.Background())
-	defer endListens()
-	var mcpHandler http.Handler = streamable
-	if s.cfg.Stateless {
-		// A modern client that names no thread is told, by a second
-		// transport pinned to the session-bearing revisions, that only
-		// those are served: it falls back to initialize and gets a session
-		// with its anonymous thread (SPEC §10), where the stateless
-		// revision would leave it no thread at all. Only its discover goes
-		// there, refused before any session is made; everything else,
-		// legacy sessions included, lives in the first.
-		pinned := mcpserver.NewStreamableHTTPServer(s.mcp,
+	t.streamable = mcpserver.NewStreamableHTTPServer(s.mcp, opts...)
+	if s.stateless {
+		t.pinned = mcpserver.NewStreamableHTTPServer(s.mcp,
 			mcpserver.WithEndpointPath("/mcp"),
 			mcpserver.WithDisableLocalhostProtection(true),
 			mcpserver.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		)
-		mcpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if threadlessDiscover(r) {
-				pinned.ServeHTTP(w, r)
-				return
-			}
-			if modernPost(r) {
-				// Every 2026-07-28 notification is taken and dropped, as its
-				// body says (mcp-go checks Mcp-Method against the body for
-				// requests only). mcp-go keys a stateless request by its
-				// JSON-RPC id alone, so a notifications/cancelled would end
-				// any client's request of that id (a listen stream; calls
-				// ignore it, see handler); a client needs to send none: on
-				// 2026-07-28 HTTP a request ends when its stream closes.
-				notification, err := notificationBody(r)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusBadRequest)
-					return
-				}
-				if notification {
-					w.WriteHeader(http.StatusAccepted)
-					return
-				}
-			}
-			if listenPost(r) {
-				// A subscriptions/listen stream lasts until its client
-				// goes, or the server does.
-				ctx, cancel := context.WithCancel(r.Context())
-				defer cancel()
-				defer context.AfterFunc(listenCtx, cancel)()
-				r = r.WithContext(ctx)
-			}
-			streamable.ServeHTTP(w, r)
-		})
 	}
-	sse := mcpserver.NewSSEServer(s.mcp,
+	t.sse = mcpserver.NewSSEServer(s.mcp,
 		mcpserver.WithSSEEndpoint("/sse"),
 		mcpserver.WithMessageEndpoint("/message"),
 		mcpserver.WithKeepAlive(true),
 		mcpserver.WithKeepAliveInterval(30*time.Second),
 		mcpserver.WithSSEDisableLocalhostProtection(true),
 	)
+	return t
+}
 
-	// Stateless requests' leases end after the sessions' idle time.
-	if s.cfg.Stateless {
-		go s.leases.sweep(ctx, cfg.SessionIdleTTL, s.sessions.End)
+// mcp is the handler of /mcp: with the stateless revision served, each
+// request goes where its revision is served (routeByEra).
+func (t *transports) mcp() http.Handler {
+	if t.pinned == nil {
+		return t.streamable
 	}
-	var draining atomic.Bool
-	guard := &httpGuard{cfg: cfg, tokens: tokens, draining: &draining, srv: s, threads: threads, bodies: newFairBudget(cfg.MaxBodyBytesInFlight, len(tokens))}
-	s.calls = newFairBudget(int64(cfg.MaxCalls), len(tokens))
-	mux := http.NewServeMux()
-	healthz := func(w http.ResponseWriter, r *http.Request) {
-		if draining.Load() {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+	return http.HandlerFunc(t.routeByEra)
+}
+
+// routeByEra routes a request of /mcp by the revision it speaks. A modern
+// client that names no thread is told, by the pinned transport, that only
+// the session-bearing revisions are served: it falls back to initialize
+// and gets a session with its anonymous thread (SPEC §10), where the
+// stateless revision would leave it no thread at all. Only its discover
+// goes there, refused before any session is made; everything else, legacy
+// sessions included, lives in the first.
+func (t *transports) routeByEra(w http.ResponseWriter, r *http.Request) {
+	if threadlessDiscover(r) {
+		t.pinned.ServeHTTP(w, r)
+		return
+	}
+	if modernPost(r) {
+		// Every 2026-07-28 notification is taken and dropped, as its body
+		// says (mcp-go checks Mcp-Method against the body for requests
+		// only). mcp-go keys a stateless request by its JSON-RPC id alone,
+		// so a notifications/cancelled would end any client's request of
+		// that id (a listen stream; calls ignore it, see handler); a
+		// client needs to send none: on 2026-07-28 HTTP a request ends
+		// when its stream closes.
+		notification, err := notificationBody(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		io.WriteString(w, "ok\n")
+		if notification {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
 	}
-	mux.HandleFunc("/healthz", healthz)
-	mux.Handle("/mcp", guard.wrap(mcpHandler, func(r *http.Request) bool {
+	if listenPost(r) {
+		// A subscriptions/listen stream lasts until its client goes, or
+		// the server does.
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(t.listens, cancel)()
+		r = r.WithContext(ctx)
+	}
+	t.streamable.ServeHTTP(w, r)
+}
+
+// routes are the server's paths: /healthz, and the transports behind the
+// guard, each saying which of its requests may make a session.
+func (s *Server) routes(g *httpGuard, t *transports) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", g.healthz)
+	mux.Handle("/mcp", g.wrap(t.mcp(), func(r *http.Request) bool {
 		// A stateless request makes no session: the calls' caps bound it.
 		// A stateless listen stream is held open as a session's stream is:
 		// it counts as one while it lasts.
 		return r.Method == http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == "" && (!modernPost(r) || listenPost(r))
 	}, false))
-	mux.Handle("/sse", guard.wrap(sse.SSEHandler(), func(r *http.Request) bool { return r.Method == http.MethodGet }, false))
-	mux.Handle("/message", guard.wrap(sse.MessageHandler(), func(*http.Request) bool { return false }, true))
+	mux.Handle("/sse", g.wrap(t.sse.SSEHandler(), func(r *http.Request) bool { return r.Method == http.MethodGet }, false))
+	mux.Handle("/message", g.wrap(t.sse.MessageHandler(), func(*http.Request) bool { return false }, true))
+	return mux
+}
 
-	maxUnauth := 0
-	if len(tokens) > 0 {
-		if maxUnauth = cfg.MaxUnauthenticatedConnections; maxUnauth <= 0 {
-			maxUnauth = max(8, cfg.MaxConnections/16)
-		}
-		maxUnauth = min(maxUnauth, cfg.MaxConnections)
-	}
-	ll := newLimitListener(ln, cfg.MaxConnections, maxUnauth, guard.validToken)
-	ll.shareAmong(len(tokens))
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Context().Value(reserveKey{}) != nil {
-				// A connection beyond the cap: the health check only.
-				w.Header().Set("Connection", "close")
-				if r.URL.Path == "/healthz" {
-					healthz(w, r)
-					return
-				}
-				refuse(w, r, http.StatusServiceUnavailable, "too many connections")
-				return
-			}
-			if len(tokens) > 0 {
-				// A connection whose request shows a valid token leaves the
-				// unauthenticated share; one whose request does not is
-				// answered and closed (no keep-alive holds a slot).
-				// The token is checked once a request: the guard reads the
-				// answer from the context.
-				ok := guard.authorized(r)
-				r = r.WithContext(context.WithValue(r.Context(), authKey{}, ok))
-				if ok {
-					if lc, isLimited := r.Context().Value(connKey{}).(*limitedConn); isLimited {
-						lc.authenticated()
-						if ll.perToken != nil && !ll.perToken.claim(lc, credential(r.Header, true)) {
-							// One token holds its share of the connections:
-							// this one goes, the others' slots stay theirs.
-							w.Header().Set("Connection", "close")
-							refuse(w, r, http.StatusServiceUnavailable, "too many connections for this token")
-							return
-						}
-					}
-				} else {
-					w.Header().Set("Connection", "close")
-				}
-			}
-			if r.ContentLength != 0 {
-				// The body comes within BodyTimeout or the connection goes
-				// (the guard lifts the deadline once it has the body). No
-				// ReadTimeout: it would cut long responses, SSE streams and
-				// long calls, which read nothing while they write.
-				http.NewResponseController(w).SetReadDeadline(time.Now().Add(cfg.BodyTimeout))
-			}
-			mux.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: cfg.HeaderTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ConnContext:       connContext,
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ll) }()
-	s.cfg.Logger.Info("serving MCP over HTTP", "addr", ln.Addr().String(), "streamable", "/mcp", "sse", "/sse", "auth", len(tokens) > 0)
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
+// drain shuts the HTTP server down: no new sessions, the calls in flight
+// finish (up to DrainTimeout, then they are cancelled), their clients get
+// a moment to take the last results in, then every session's stream and
+// the server close.
+func (s *Server) drain(g *httpGuard, t *transports, srv *http.Server) {
 	s.cfg.Logger.Info("shutting down: no new sessions, waiting for calls in flight", "calls", s.inflight.Load())
-	draining.Store(true)
+	g.draining.Store(true)
 	// A call is done when its response is written, not when its handler
 	// returns: wait for the requests that carry calls (POSTs) too.
-	busy := func() bool { return s.inflight.Load() > 0 || guard.posts.Load() > 0 }
+	busy := func() bool { return s.inflight.Load() > 0 || g.posts.Load() > 0 }
 	hadCalls := busy()
-	deadline := time.Now().Add(cfg.DrainTimeout)
-	for busy() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitWhile(busy, s.http.DrainTimeout)
 	if busy() {
 		s.cfg.Logger.Warn("cancelling calls still running", "calls", s.inflight.Load())
 		s.stopAll()
-		for end := time.Now().Add(5 * time.Second); busy() && time.Now().Before(end); {
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitWhile(busy, 5*time.Second)
 	}
 	if hadCalls {
 		// The last results are written; give their clients a moment to
 		// take them in before their sessions' streams close under them.
 		time.Sleep(drainGrace)
 	}
-	sse.CloseSessions()
-	endListens()
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	t.sse.CloseSessions()
+	t.endListens()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	streamable.Shutdown(sctx)
-	if err := srv.Shutdown(sctx); err != nil {
+	t.streamable.Shutdown(ctx)
+	if err := srv.Shutdown(ctx); err != nil {
 		srv.Close()
 	}
-	return nil
 }
 
-// budgetFiles fits the connections and every tenant's live threads in the
-// process's open-file limit (SPEC §16): every connection is a file, every
-// live thread holds several (its files' roots, the link to its sandbox),
-// and with what else the server opens (the audit log, the files of calls,
-// bash's pipes) they stay below the limit, so that neither a flood of
-// connections nor one token at its cap of threads starves another token's
-// calls of files. Where both do not fit, the connections get at least
-// half of what there is and the threads the rest.
-func (s *Server) budgetFiles(cfg *HTTPConfig, tenants int) {
-	lim := openFileLimit()
-	if lim <= 0 {
-		return
-	}
-	avail := max(2, lim-reserveConns-256)
-	need := 0
-	if cfg.ThreadsPerToken > 0 {
-		need = tenants * cfg.ThreadsPerToken * threadFiles
-	}
-	if cfg.MaxConnections+need > avail {
-		conns := min(cfg.MaxConnections, max(avail/2, avail-need))
-		if conns < cfg.MaxConnections {
-			s.cfg.Logger.Warn("http.max_connections lowered to fit the open-file limit", "max_connections", cfg.MaxConnections, "open_file_limit", lim, "now", conns)
-			cfg.MaxConnections = conns
-		}
-	}
-	fit := max(1, (avail-cfg.MaxConnections)/threadFiles/tenants)
-	if cfg.ThreadsPerToken == 0 || cfg.ThreadsPerToken > fit {
-		s.cfg.Logger.Warn("limits.threads_per_token lowered to fit the open-file limit", "threads_per_token", cfg.ThreadsPerToken, "tokens", tenants, "open_file_limit", lim, "now", fit)
-		cfg.ThreadsPerToken = fit
+// waitWhile polls cond until it is false or d has passed.
+func waitWhile(cond func() bool, d time.Duration) {
+	for end := time.Now().Add(d); cond() && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -436,119 +253,251 @@ func bearer(h http.Header) string {
 	return ""
 }
 
-// httpGuard is what stands before the MCP handlers: Origin check, bearer
-// auth, thread header check, body cap, and no new sessions while draining.
+// httpGuard is what stands before the MCP handlers: the connection caps
+// and the token (admit), the Origin, Host and thread header checks, the
+// session caps and the body's bounds (wrap), and no new sessions while
+// draining.
 type httpGuard struct {
-	cfg      HTTPConfig
-	tokens   [][32]byte
-	draining *atomic.Bool
+	*httpSettings
 	srv      *Server
-	threads  threadResolver // the thread of a request (withThreads)
-	posts    atomic.Int64   // POST requests being served (they carry the calls)
-	bodies   *fairBudget    // bytes of request bodies in flight
+	draining atomic.Bool
+	posts    atomic.Int64 // POST requests being served (they carry the calls)
+	bodies   *fairBudget  // bytes of request bodies in flight
 }
 
-// detached says the handler answers before the call it carries is done
-// (SSE's message endpoint answers 202 and runs the call on).
+func (s *Server) newGuard() *httpGuard {
+	return &httpGuard{httpSettings: s.http, srv: s, bodies: newFairBudget(s.http.MaxBodyBytesInFlight, len(s.http.tokens))}
+}
+
+// healthz answers ok while the server serves.
+func (g *httpGuard) healthz(w http.ResponseWriter, r *http.Request) {
+	if g.draining.Load() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
+
+// admit is every request's first handler: a connection past the cap gets
+// /healthz only; with tokens, the request's token is checked once
+// (authenticate); a body must come within BodyTimeout.
+func (g *httpGuard) admit(ll *limitListener, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Context().Value(reserveKey{}) != nil {
+			// A connection beyond the cap: the health check only.
+			w.Header().Set("Connection", "close")
+			if r.URL.Path == "/healthz" {
+				g.healthz(w, r)
+				return
+			}
+			refuse(w, r, http.StatusServiceUnavailable, "too many connections")
+			return
+		}
+		if len(g.tokens) > 0 {
+			var ok bool
+			if r, ok = g.authenticate(w, r, ll); !ok {
+				return
+			}
+		}
+		if r.ContentLength != 0 {
+			// The body comes within BodyTimeout or the connection goes
+			// (the guard lifts the deadline once it has the body). No
+			// ReadTimeout: it would cut long responses, SSE streams and
+			// long calls, which read nothing while they write.
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.BodyTimeout))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate checks the request's token, once: the answer rides its
+// context to the guard (checkedAuthorized). A connection whose request
+// shows a valid token leaves the unauthenticated share and takes its
+// token's (or is refused when that share is full); one whose request does
+// not is answered and closed (no keep-alive holds a slot).
+func (g *httpGuard) authenticate(w http.ResponseWriter, r *http.Request, ll *limitListener) (_ *http.Request, ok bool) {
+	valid := g.authorized(r)
+	r = r.WithContext(context.WithValue(r.Context(), authKey{}, valid))
+	if !valid {
+		w.Header().Set("Connection", "close")
+		return r, true
+	}
+	if lc, isLimited := r.Context().Value(connKey{}).(*limitedConn); isLimited {
+		lc.authenticated()
+		if ll.perToken != nil && !ll.perToken.claim(lc, credential(r.Header, true)) {
+			// One token holds its share of the connections: this one
+			// goes, the others' slots stay theirs.
+			w.Header().Set("Connection", "close")
+			refuse(w, r, http.StatusServiceUnavailable, "too many connections for this token")
+			return r, false
+		}
+	}
+	return r, true
+}
+
+// thread is the thread of a session's request (threadResolver). A thread
+// id is the first configured token's own, at its plain place
+// (threads/<id>); any other token gets the same id in a directory level of
+// its own, which no thread id can name. The order of the configuration,
+// not of first use, decides: it is the same on every replica, with no
+// state to share. With one token (the usual case) every thread is where
+// SPEC's layout puts it. The token was checked before this is called.
+func (g *httpGuard) thread(session string, header http.Header) ThreadRef {
+	id := strings.TrimSpace(header.Get(ThreadHeader))
+	anonymous := id == ""
+	if anonymous {
+		id = session
+	}
+	ref := ThreadRef{ID: id, Key: id, Anonymous: anonymous, Tenant: credential(header, len(g.tokens) > 0)}
+	if len(g.tokens) > 1 && sha256.Sum256([]byte(bearer(header))) != g.tokens[0] {
+		ref.Key = tokenNamespace(bearer(header)) + "/" + id
+	}
+	return ref
+}
+
+// wrap guards a transport's handler. newSession says which requests may
+// make a session; detached that the handler answers before the call it
+// carries is done (SSE's message endpoint answers 202 and runs the call
+// on).
 func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool, detached bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, g.cfg.AllowedOrigins) {
-			refuse(w, r, http.StatusForbidden, fmt.Sprintf("Origin %q not allowed: add it to http.allowed_origins", origin))
-			return
-		}
-		if !hostAllowed(r, g.cfg.AllowedHosts) {
-			refuse(w, r, http.StatusForbidden, fmt.Sprintf("Host %q not allowed: add it to http.allowed_hosts", r.Host))
-			return
-		}
-		if len(g.tokens) > 0 && !g.checkedAuthorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-mcp"`)
-			refuse(w, r, http.StatusUnauthorized, "unauthorized")
-			return
-		}
-		if id := r.Header.Get(ThreadHeader); id != "" && !validThreadHeader(id) {
-			refuse(w, r, http.StatusBadRequest, "invalid "+ThreadHeader+": want [A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+		if !g.check(w, r) {
 			return
 		}
 		// A session belongs to the credential that made it: another token
 		// naming its id finds nothing.
 		cred := credential(r.Header, len(g.tokens) > 0)
 		if newSession(r) {
-			if g.draining.Load() {
-				refuse(w, r, http.StatusServiceUnavailable, "shutting down")
-				return
-			}
-			res, full := g.srv.sessionN.reserve(cred, g.cfg.MaxSessions, g.cfg.MaxSessionsPerToken)
+			res := g.reserveSession(w, r, cred)
 			if res == nil {
-				refuse(w, r, http.StatusServiceUnavailable, full)
 				return
 			}
 			defer res.release()
 			r = r.WithContext(context.WithValue(r.Context(), reservationKey{}, res))
 		}
-		id := r.Header.Get(mcpserver.HeaderKeySessionID)
-		if id == "" {
-			id = r.URL.Query().Get("sessionId")
-		}
-		if owner, ok := g.srv.owners.Load(id); ok && id != "" && owner.(string) != cred {
+		if !g.ownsSession(r, cred) {
 			refuse(w, r, http.StatusNotFound, "session not found")
 			return
 		}
-		r = r.WithContext(withThreads(context.WithValue(r.Context(), credentialKey{}, cred), g.threads))
+		r = r.WithContext(withThreads(context.WithValue(r.Context(), credentialKey{}, cred), g.thread))
 		if r.Method == http.MethodPost && !listenPost(r) {
 			// A listen stream carries no call: shutdown does not wait for it.
 			g.posts.Add(1)
 			defer g.posts.Add(-1)
 		}
 		if r.Body != nil && r.Method == http.MethodPost {
-			if r.ContentLength > g.cfg.MaxBodyBytes {
-				refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
+			var release func()
+			if r, release = g.holdBody(w, r, cred, detached); release == nil {
 				return
 			}
-			// The body's bytes, and what decoding makes of them, stay in
-			// memory until the call answers: the server holds so many at
-			// once, and a request waits briefly for room or is turned away.
-			weight := r.ContentLength
-			if weight < 0 {
-				weight = g.cfg.MaxBodyBytes // chunked: its size is known once read
-			}
-			weight = max(weight, 512) // a request costs more than its body
-			if !g.bodies.acquire(r.Context(), cred, weight) {
-				refuse(w, r, http.StatusServiceUnavailable, "server busy: too many request bytes in flight")
-				return
-			}
-			hold := &bodyHold{b: g.bodies, cred: cred, n: weight, refs: 1}
-			if detached {
-				defer time.AfterFunc(sseCallGrace, hold.unref)
-			} else {
-				defer hold.unref()
-			}
-			r = r.WithContext(context.WithValue(r.Context(), bodyHoldKey{}, hold))
-			rc := http.NewResponseController(w)
-			if r.ContentLength < 0 {
-				// Without a length, read it here to answer 413 past the cap.
-				body, err := io.ReadAll(io.LimitReader(r.Body, g.cfg.MaxBodyBytes+1))
-				if err != nil {
-					refuse(w, r, http.StatusBadRequest, "cannot read body")
-					return
-				}
-				if int64(len(body)) > g.cfg.MaxBodyBytes {
-					refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
-					return
-				}
-				r.Body.Close()
-				rc.SetReadDeadline(time.Time{})
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				r.ContentLength = int64(len(body))
-			} else {
-				// With a length (net/http reads no more), the body goes to
-				// the handler as it comes: no copy of ours. Its deadline is
-				// lifted once it is read, before the call runs, or the
-				// server's watch for a client gone would cut the call.
-				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
-			}
+			defer release()
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// check refuses a request from an Origin or to a Host not allowed, without
+// a valid token, or naming an invalid thread.
+func (g *httpGuard) check(w http.ResponseWriter, r *http.Request) bool {
+	if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, g.AllowedOrigins) {
+		refuse(w, r, http.StatusForbidden, fmt.Sprintf("Origin %q not allowed: add it to http.allowed_origins", origin))
+		return false
+	}
+	if !hostAllowed(r, g.AllowedHosts) {
+		refuse(w, r, http.StatusForbidden, fmt.Sprintf("Host %q not allowed: add it to http.allowed_hosts", r.Host))
+		return false
+	}
+	if len(g.tokens) > 0 && !g.checkedAuthorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-mcp"`)
+		refuse(w, r, http.StatusUnauthorized, "unauthorized")
+		return false
+	}
+	if id := r.Header.Get(ThreadHeader); id != "" && !validThreadHeader(id) {
+		refuse(w, r, http.StatusBadRequest, "invalid "+ThreadHeader+": want [A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+		return false
+	}
+	return true
+}
+
+// reserveSession takes a place for the session the request may make,
+// within the caps (in all, and the credential's); nil: refused.
+func (g *httpGuard) reserveSession(w http.ResponseWriter, r *http.Request, cred string) *reservation {
+	if g.draining.Load() {
+		refuse(w, r, http.StatusServiceUnavailable, "shutting down")
+		return nil
+	}
+	res, full := g.srv.sessionN.reserve(cred, g.MaxSessions, g.MaxSessionsPerToken)
+	if res == nil {
+		refuse(w, r, http.StatusServiceUnavailable, full)
+	}
+	return res
+}
+
+// ownsSession: the session the request names, if any, is the
+// credential's.
+func (g *httpGuard) ownsSession(r *http.Request, cred string) bool {
+	id := r.Header.Get(mcpserver.HeaderKeySessionID)
+	if id == "" {
+		id = r.URL.Query().Get("sessionId")
+	}
+	owner, ok := g.srv.owners.Load(id)
+	return !ok || id == "" || owner.(string) == cred
+}
+
+// holdBody bounds a POST's body: refused past MaxBodyBytes (413), counted
+// in the credential's share of the bytes in flight until its call answers
+// (503 when there is no room), and read within its deadline. It returns
+// the request to serve and what gives the share back; a nil release: the
+// request was answered.
+func (g *httpGuard) holdBody(w http.ResponseWriter, r *http.Request, cred string, detached bool) (*http.Request, func()) {
+	if r.ContentLength > g.MaxBodyBytes {
+		refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
+		return r, nil
+	}
+	// The body's bytes, and what decoding makes of them, stay in memory
+	// until the call answers: the server holds so many at once, and a
+	// request waits briefly for room or is turned away.
+	weight := r.ContentLength
+	if weight < 0 {
+		weight = g.MaxBodyBytes // chunked: its size is known once read
+	}
+	weight = max(weight, 512) // a request costs more than its body
+	if !g.bodies.acquire(r.Context(), cred, weight) {
+		refuse(w, r, http.StatusServiceUnavailable, "server busy: too many request bytes in flight")
+		return r, nil
+	}
+	hold := &bodyHold{b: g.bodies, cred: cred, n: weight, refs: 1}
+	release := hold.unref
+	if detached {
+		release = func() { time.AfterFunc(sseCallGrace, hold.unref) }
+	}
+	r = r.WithContext(context.WithValue(r.Context(), bodyHoldKey{}, hold))
+	rc := http.NewResponseController(w)
+	if r.ContentLength >= 0 {
+		// With a length (net/http reads no more), the body goes to the
+		// handler as it comes: no copy of ours. Its deadline is lifted
+		// once it is read, before the call runs, or the server's watch for
+		// a client gone would cut the call.
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		return r, release
+	}
+	// Without a length, read it here to answer 413 past the cap.
+	body, err := io.ReadAll(io.LimitReader(r.Body, g.MaxBodyBytes+1))
+	if err != nil {
+		release()
+		refuse(w, r, http.StatusBadRequest, "cannot read body")
+		return r, nil
+	}
+	if int64(len(body)) > g.MaxBodyBytes {
+		release()
+		refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
+		return r, nil
+	}
+	r.Body.Close()
+	rc.SetReadDeadline(time.Time{})
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return r, release
 }
 
 // authorized compares the request's token with every configured token in
@@ -556,7 +505,7 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 func (g *httpGuard) authorized(r *http.Request) bool { return g.validToken(r.Header) }
 
 // authKey holds, in a request's context, whether its token was found valid
-// (the server's first handler checks it for the connection caps).
+// (admit checks it for the connection caps).
 type authKey struct{}
 
 // checkedAuthorized is authorized, from the request's context when the

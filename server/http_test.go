@@ -42,7 +42,10 @@ func startHTTPWith(t *testing.T, cfg server.HTTPConfig, stateless bool) *httpSer
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(server.Config{Provider: p, Audit: audit.Discard{}, Limits: tools.DefaultLimits(), StateDir: state, Version: "test", Stateless: stateless})
+	cfg.Stateless = &stateless
+	onlyFiles := 0 // limits.threads_per_token: only the open-file budget's
+	srv := server.New(server.Config{Provider: p, Audit: audit.Discard{}, Limits: tools.DefaultLimits(), StateDir: state, Version: "test",
+		HTTP: &cfg, Bounds: server.Bounds{ThreadsPerToken: &onlyFiles}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +53,7 @@ func startHTTPWith(t *testing.T, cfg server.HTTPConfig, stateless bool) *httpSer
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &httpServer{url: "http://" + ln.Addr().String(), state: state, stop: cancel, done: make(chan error, 1)}
 	go func() {
-		h.done <- srv.ServeHTTP(ctx, cfg, ln)
+		h.done <- srv.ServeHTTP(ctx, ln)
 		srv.Close()
 		p.Close()
 	}()
@@ -831,7 +834,7 @@ func TestHTTPAnonymousThreadsRemoved(t *testing.T) {
 
 func TestHTTPAnonymousThreadsKept(t *testing.T) {
 	t.Parallel()
-	h := startHTTP(t, server.HTTPConfig{KeepAnonymousThreads: true})
+	h := startHTTP(t, server.HTTPConfig{AnonymousThreads: "keep"})
 	for _, transport := range []string{"streamable", "sse"} {
 		cs := connect(t, h, transport, nil)
 		call(t, cs, "write_file", map[string]any{"path": "keep-" + transport, "content": "x"})

@@ -30,16 +30,18 @@ type Config struct {
 	Audit    audit.Sink
 	Logger   *slog.Logger
 	Limits   tools.Limits
+	// StateDir is masked, whole, out of what the agent sees; what is in it
+	// is the provider's.
 	StateDir string
 	Version  string
 	// MaxStdioLine caps one JSON-RPC message on stdin (default 128 MiB: a
 	// write_file of the largest file an edit takes, 64 MiB, escaped).
 	MaxStdioLine int
-	// Stateless serves MCP 2026-07-28 over HTTP besides the session-bearing
-	// revisions (http.stateless): a stateless request names its thread
-	// (X-Thread-ID, or the thread argument every tool then takes) and any
-	// replica serves it. Off, a modern client negotiates a session.
-	Stateless bool
+	// HTTP: the server serves HTTP (ServeHTTP) with these settings; nil:
+	// stdio only.
+	HTTP *HTTPConfig
+	// Bounds bound every tenant of the HTTP server (limits section).
+	Bounds Bounds
 	// Skills: a skills dir is shown read-only at /mnt/skills (the
 	// instructions say so only then).
 	Skills bool
@@ -52,6 +54,8 @@ type Config struct {
 // Server is the MCP server.
 type Server struct {
 	cfg       Config
+	http      *httpSettings // nil: no HTTP
+	stateless bool          // MCP 2026-07-28 served (over HTTP): HTTPConfig.Stateless
 	mcp       *mcpserver.MCPServer
 	sessions  *Sessions
 	toolOrder map[string]int // each tool's place in tools.All(): tools/list's order
@@ -80,6 +84,14 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir, cfg.Hidden...)}
 	s.sessions.logger = cfg.Logger
+	if cfg.HTTP != nil {
+		s.http = newHTTPSettings(*cfg.HTTP, cfg.Bounds, cfg.Logger)
+		s.stateless = *s.http.Stateless
+		s.calls = newFairBudget(int64(s.http.MaxCalls), len(s.http.tokens))
+		s.sessions.removeAnonymous = s.http.AnonymousThreads != "keep"
+		s.sessions.threadsPerTenant = s.http.threadsPerToken
+		s.sessions.reclaim = s.reclaimLease
+	}
 	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
 	hooks := &mcpserver.Hooks{}
 	// A session's end (stdin closed, DELETE, SSE disconnect, idle TTL)
@@ -130,7 +142,7 @@ func New(cfg Config) *Server {
 		// Every tool takes the thread as an argument too, mirrored into the
 		// Mcp-Param-Thread header on 2026-07-28 (x-mcp-header) so that a
 		// router can see it without reading the body.
-		if cfg.Stateless {
+		if s.stateless {
 			t.Def.InputSchema.Properties["thread"] = map[string]any{
 				"type":         "string",
 				"description":  "The thread (its files and sandbox) this call works in, when the " + ThreadHeader + " header does not name one.",
@@ -224,132 +236,207 @@ func (s *Server) Close() error {
 }
 
 // handler wraps a tool: bind the session's sandbox, run, mask, audit.
-// Whatever happens, the client gets a tool result, never a Go error.
+// Whatever happens, the client gets a tool result, never a Go error: a
+// step that fails makes the error the call's result, and the call is
+// audited all the same.
 func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
-	name := t.Def.Name
-	return func(ctx context.Context, req mcp.CallToolRequest) (_ *mcp.CallToolResult, _ error) {
-		start := time.Now()
-		if rc, ok := ctx.Value(httpRequestCtxKey{}).(context.Context); ok && mcpserver.IsModernRequest(ctx) {
-			// mcp-go keys a stateless request's notifications/cancelled by
-			// its JSON-RPC id alone (no session), so any client could
-			// cancel any other's request 1. On 2026-07-28 HTTP the closed
-			// response stream is the only cancellation: only the HTTP
-			// request's end stops the call.
-			c, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			defer cancel()
-			defer context.AfterFunc(rc, cancel)()
-			ctx = c
-		}
-		// A call carried by a request whose handler already answered (SSE)
-		// keeps the request's bytes counted until it ends.
-		if hold, ok := ctx.Value(bodyHoldKey{}).(*bodyHold); ok && hold.ref() {
-			defer hold.unref()
-		}
-		var busy error
-		if s.calls != nil {
-			cred, _ := ctx.Value(credentialKey{}).(string)
-			if s.calls.acquire(ctx, cred, 1) {
-				defer s.calls.release(cred, 1)
-			} else {
-				busy = errors.New("server busy: too many tool calls running; try again shortly")
-			}
-		}
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		c := &call{tool: t, req: req, start: time.Now()}
+		ctx, cancel := endWithRequest(ctx)
+		defer cancel()
+		defer keepBody(ctx)()
+		free, busy := s.claimSlot(ctx)
+		defer free()
+		c.fail(busy)
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
-		var argErr error
-		if s.cfg.Stateless {
-			named := strings.TrimSpace(req.Header.Get(ThreadHeader)) != ""
-			var byArg bool
-			req, byArg, argErr = threadArgument(req)
-			if byArg && !named && argErr == nil && !mcpserver.IsModernRequest(ctx) {
-				// A session's thread is fixed by its first request.
-				argErr = errors.New("the thread argument names the thread of a stateless (2026-07-28) request; " +
-					"this session's thread was fixed when it started (the " + ThreadHeader + " header of its first request)")
-			}
+		s.takeThreadArgument(ctx, c)
+		defer s.bindThread(ctx, c)()
+		if err := s.auditBegin(c); err != nil {
+			return mcp.NewToolResultError("Error: " + err.Error() + ": the call was not run"), nil
 		}
-		session, thread := s.identify(ctx, req.Header)
-		ev := audit.Event{Session: session, Thread: thread.ID, Provider: s.cfg.Provider.Name(), Tool: name}
-
-		var b *binding
-		err := busy
-		if err == nil {
-			err = argErr
-		}
-		if session == "" && mcpserver.IsModernRequest(ctx) && err == nil {
-			// 2026-07-28 has no sessions: every request names its thread
-			// and holds its sandbox for the call only.
-			var give func()
-			if session, give, err = s.modernSession(thread); err == nil {
-				defer give() // after done(), below
-			}
-		}
-		if err == nil {
-			var done func()
-			if b, done, err = s.sessions.Call(ctx, session, thread); err == nil {
-				defer done()
-			}
-		}
-		mask := s.sessions.base.Mask // the thread's dirs are under the state dir
-		if err == nil {
-			mask = b.mask.Mask
-			ev.Thread, ev.Sandbox = b.thread.ID, b.sb.Thread()
-		}
-		ev.Args = auditArgs(req.GetArguments(), mask)
-		// The audit fails closed (SPEC §9): a call whose line cannot be
-		// written is not run.
-		ev, aerr := s.cfg.Audit.Begin(ev)
-		if aerr != nil {
-			s.cfg.Logger.Error("audit log cannot be written: call refused", "tool", name, "thread", ev.Thread, "err", aerr)
-			return mcp.NewToolResultError("Error: " + aerr.Error() + ": the call was not run"), nil
-		}
-
-		var res *tools.Result
-		if err != nil {
-			res = toolsFail(err)
-		} else {
-			// The call stops when its request is cancelled, when its session
-			// ends (SSE does not cancel handlers on disconnect) or at shutdown.
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			defer context.AfterFunc(b.ctx, cancel)()
-			defer context.AfterFunc(s.stopCalls, cancel)()
-			env := &tools.Env{Sandbox: b.sb, Limits: s.cfg.Limits, Mask: b.mask.Mask, Progress: s.progress(ctx, req)}
-			res = s.run(ctx, t, env, req)
-			if slices.ContainsFunc(res.Changed, func(p string) bool { return sandbox.Within(p, sandbox.OutputsDir) }) {
-				s.outputsChanged(ctx, b.thread.Key)
-			}
-		}
-		for i, c := range res.Content {
-			if tc, ok := c.(mcp.TextContent); ok {
-				tc.Text = mask(tc.Text)
-				res.Content[i] = tc
-			}
-		}
-		if res.StructuredContent != nil {
-			res.StructuredContent = maskFacts(res.StructuredContent, mask)
-		}
-		ev.Time, ev.DurationMS = start.UTC(), time.Since(start).Milliseconds()
-		ev.Outcome = outcome(res)
-		ev.ExitCode, ev.Truncated = res.ExitCode, res.Truncated
-		for _, c := range res.Content {
-			switch c := c.(type) {
-			case mcp.TextContent:
-				ev.BytesOut += len(c.Text)
-				if res.IsError {
-					ev.Error = c.Text
-				}
-			case mcp.ImageContent:
-				ev.BytesOut += len(c.Data)
-			}
-		}
-		if err := s.cfg.Audit.Record(ev); err != nil {
-			// No line, no result: the call ran, but what it answered does
-			// not reach the client unrecorded.
-			s.cfg.Logger.Error("audit log write failed: result withheld", "tool", name, "thread", ev.Thread, "err", err)
+		res := s.callTool(ctx, c)
+		maskResult(res, c.mask)
+		if err := s.auditRecord(c, res); err != nil {
 			return mcp.NewToolResultError("Error: " + err.Error() + ": the call ran, its result is withheld"), nil
 		}
 		return res.CallToolResult, nil
 	}
+}
+
+// call is one tool call on its way through the handler's steps.
+type call struct {
+	tool  tools.Tool
+	req   mcp.CallToolRequest
+	start time.Time
+	ev    audit.Event
+	b     *binding            // the call's thread and sandbox, once bound
+	mask  func(string) string // what the agent may see of a string
+	err   error               // the first step that failed: the call's result, the tool not run
+}
+
+// fail notes why the tool is not run, unless a step before said so.
+func (c *call) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// endWithRequest: on 2026-07-28 HTTP only the end of the HTTP request
+// carrying the call stops it. mcp-go keys a stateless request's
+// notifications/cancelled by its JSON-RPC id alone (no session), so any
+// client could cancel any other's request 1; the closed response stream
+// is the only cancellation.
+func endWithRequest(ctx context.Context) (context.Context, context.CancelFunc) {
+	rc, ok := ctx.Value(httpRequestCtxKey{}).(context.Context)
+	if !ok || !mcpserver.IsModernRequest(ctx) {
+		return ctx, func() {}
+	}
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(rc, cancel)
+	return c, func() { stop(); cancel() }
+}
+
+// keepBody keeps the request's bytes counted until the call ends, for a
+// call carried by a request whose handler already answered (SSE); it
+// returns what lets them go.
+func keepBody(ctx context.Context) func() {
+	if hold, ok := ctx.Value(bodyHoldKey{}).(*bodyHold); ok && hold.ref() {
+		return hold.unref
+	}
+	return func() {}
+}
+
+// claimSlot takes one of the credential's slots of the calls running at
+// once (HTTP), or says the server is busy; free gives it back.
+func (s *Server) claimSlot(ctx context.Context) (free func(), busy error) {
+	if s.calls == nil {
+		return func() {}, nil
+	}
+	cred, _ := ctx.Value(credentialKey{}).(string)
+	if !s.calls.acquire(ctx, cred, 1) {
+		return func() {}, errors.New("server busy: too many tool calls running; try again shortly")
+	}
+	return func() { s.calls.release(cred, 1) }, nil
+}
+
+// takeThreadArgument moves a stateless server's thread argument out of the
+// call's request (threadArgument); in a session it may only repeat the
+// session's thread, which the first request's header fixed.
+func (s *Server) takeThreadArgument(ctx context.Context, c *call) {
+	if !s.stateless {
+		return
+	}
+	named := strings.TrimSpace(c.req.Header.Get(ThreadHeader)) != ""
+	req, byArg, err := threadArgument(c.req)
+	if err == nil && byArg && !named && !mcpserver.IsModernRequest(ctx) {
+		err = errors.New("the thread argument names the thread of a stateless (2026-07-28) request; " +
+			"this session's thread was fixed when it started (the " + ThreadHeader + " header of its first request)")
+	}
+	c.req = req
+	c.fail(err)
+}
+
+// bindThread names the call's session and thread, and binds the session
+// (or, on 2026-07-28, the thread's lease) to the thread's sandbox: c.b,
+// and c.mask for what it shows. It returns what lets the binding go, once
+// the call is done.
+func (s *Server) bindThread(ctx context.Context, c *call) (done func()) {
+	session, thread := s.identify(ctx, c.req.Header)
+	c.ev = audit.Event{Session: session, Thread: thread.ID, Provider: s.cfg.Provider.Name(), Tool: c.tool.Def.Name}
+	c.mask = s.sessions.base.Mask // the thread's dirs are under the state dir
+	if c.err != nil {
+		return func() {}
+	}
+	give := func() {}
+	if session == "" && mcpserver.IsModernRequest(ctx) {
+		// 2026-07-28 has no sessions: every request names its thread and
+		// holds its sandbox for the call only.
+		var err error
+		if session, give, err = s.modernSession(thread); err != nil {
+			c.fail(err)
+			return func() {}
+		}
+	}
+	b, release, err := s.sessions.Call(ctx, session, thread)
+	if err != nil {
+		c.fail(err)
+		return give
+	}
+	c.b, c.mask = b, b.mask.Mask
+	c.ev.Thread, c.ev.Sandbox = b.thread.ID, b.sb.Thread()
+	return func() { release(); give() }
+}
+
+// auditBegin writes the first half of the call's audit line. The audit
+// fails closed (SPEC §9): a call whose line cannot be written is not run.
+func (s *Server) auditBegin(c *call) error {
+	c.ev.Args = auditArgs(c.req.GetArguments(), c.mask)
+	ev, err := s.cfg.Audit.Begin(c.ev)
+	c.ev = ev
+	if err != nil {
+		s.cfg.Logger.Error("audit log cannot be written: call refused", "tool", c.tool.Def.Name, "thread", ev.Thread, "err", err)
+	}
+	return err
+}
+
+// callTool runs the tool in the bound sandbox, or answers why it cannot.
+// The call stops when its request is cancelled, when its session ends (SSE
+// does not cancel handlers on disconnect) or at shutdown.
+func (s *Server) callTool(ctx context.Context, c *call) *tools.Result {
+	if c.err != nil {
+		return toolsFail(c.err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.b.ctx, cancel)()
+	defer context.AfterFunc(s.stopCalls, cancel)()
+	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req)}
+	res := s.run(ctx, c.tool, env, c.req)
+	if slices.ContainsFunc(res.Changed, func(p string) bool { return sandbox.Within(p, sandbox.OutputsDir) }) {
+		s.outputsChanged(ctx, c.b.thread.Key)
+	}
+	return res
+}
+
+// maskResult masks every string of the result: its text, and its
+// structured content.
+func maskResult(res *tools.Result, mask func(string) string) {
+	for i, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			tc.Text = mask(tc.Text)
+			res.Content[i] = tc
+		}
+	}
+	if res.StructuredContent != nil {
+		res.StructuredContent = maskFacts(res.StructuredContent, mask)
+	}
+}
+
+// auditRecord completes the call's audit line. No line, no result: a call
+// whose line cannot be written ran, but what it answered does not reach
+// the client unrecorded.
+func (s *Server) auditRecord(c *call, res *tools.Result) error {
+	ev := c.ev
+	ev.Time, ev.DurationMS = c.start.UTC(), time.Since(c.start).Milliseconds()
+	ev.Outcome = outcome(res)
+	ev.ExitCode, ev.Truncated = res.ExitCode, res.Truncated
+	for _, rc := range res.Content {
+		switch rc := rc.(type) {
+		case mcp.TextContent:
+			ev.BytesOut += len(rc.Text)
+			if res.IsError {
+				ev.Error = rc.Text
+			}
+		case mcp.ImageContent:
+			ev.BytesOut += len(rc.Data)
+		}
+	}
+	err := s.cfg.Audit.Record(ev)
+	if err != nil {
+		s.cfg.Logger.Error("audit log write failed: result withheld", "tool", c.tool.Def.Name, "thread", ev.Thread, "err", err)
+	}
+	return err
 }
 
 // threadArgument moves the call's thread argument, if any, out of the

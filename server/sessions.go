@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"time"
@@ -20,7 +19,7 @@ import (
 // ends; the thread's files stay, but for an anonymous one (see End).
 type Sessions struct {
 	provider sandbox.Provider
-	stateDir string
+	stateDir string          // masked as a whole (StateDirMask); its layout is the provider's
 	base     *masking.Masker // masks the state dir, for errors before a sandbox exists
 	// mounts is the mount table at start-up: a sandbox's mountinfo names
 	// host dirs relative to their file system, and those forms are masked
@@ -93,7 +92,7 @@ type threadUse struct {
 	sessions int    // sessions bound to it
 	tenant   string // whose thread it is (a key is one tenant's: see ThreadRef)
 	named    bool   // some session named it (X-Thread-ID): it is not anonymous
-	existed  bool   // its directory was there before an anonymous session made it
+	existed  bool   // its files were there before an anonymous session made it (Provider.Exists)
 }
 
 // ErrThreadLimit refuses a new thread of a tenant that holds
@@ -218,16 +217,11 @@ func (r *Sessions) getOnce(ctx context.Context, session string, thread ThreadRef
 		b = &binding{thread: thread, ready: make(chan struct{})}
 		b.ctx, b.cancel = context.WithCancel(context.Background())
 		r.sessions[session] = b
-		if use == nil {
+		fresh := use == nil
+		if fresh {
 			use = &threadUse{tenant: thread.Tenant}
 			r.threads[thread.Key] = use
 			r.tenants[thread.Tenant]++
-			if thread.Anonymous && r.stateDir != "" {
-				// A thread directory there already is not this session's
-				// own: it is never removed for it.
-				_, err := os.Lstat(filepath.Join(r.stateDir, "threads", filepath.FromSlash(thread.Key)))
-				use.existed = !errors.Is(err, fs.ErrNotExist)
-			}
 		}
 		use.sessions++
 		use.named = use.named || !thread.Anonymous
@@ -235,6 +229,14 @@ func (r *Sessions) getOnce(ctx context.Context, session string, thread ThreadRef
 			b.calls.Add(1) // before the map says b exists to End
 		}
 		r.mu.Unlock()
+		if fresh && thread.Anonymous && r.removeAnonymous {
+			// Files there already are not this session's own: they are
+			// never removed for it (an error asking says they may be).
+			existed, err := r.provider.Exists(ctx, thread.Key)
+			r.mu.Lock()
+			use.existed = existed || err != nil
+			r.mu.Unlock()
+		}
 		b.sb, b.err = r.provider.Acquire(ctx, thread.Key)
 		if b.err == nil {
 			b.mask = r.masker(b.sb)
@@ -361,17 +363,11 @@ func (r *Sessions) release(b *binding, callsStopped bool) {
 	if !callsStopped || !r.removeAnonymous || !b.thread.Anonymous || !last || use.named || use.existed {
 		return
 	}
-	// Its sandbox goes now, not after an idle time (a container or Pod of
-	// a thread no one can name would only wait to be reaped).
-	if d, ok := r.provider.(discarder); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), discardWait)
-		err := d.Discard(ctx, b.thread.Key)
-		cancel()
-		if err != nil {
-			r.logger.Warn("anonymous thread's sandbox not removed", "thread", b.thread.ID, "err", err)
-		}
-	}
-	if err := r.removeThread(b.thread.Key); err != nil {
+	// Its sandbox and files go now, not after an idle time (a container or
+	// Pod of a thread no one can name would only wait to be reaped).
+	ctx, cancel := context.WithTimeout(context.Background(), discardWait)
+	defer cancel()
+	if err := r.provider.Discard(ctx, b.thread.Key); err != nil {
 		r.logger.Warn("anonymous thread not removed", "thread", b.thread.ID, "err", err)
 	}
 }
@@ -436,13 +432,6 @@ func (r *Sessions) jobsRunningOf(b *binding) bool {
 	return false
 }
 
-// discarder is a provider that can end a thread's sandbox at once (docker
-// removes its container, kubernetes its Pod and volume): for a thread that
-// no one can name again.
-type discarder interface {
-	Discard(ctx context.Context, thread string) error
-}
-
 // discardWait bounds the end of an anonymous thread's jobs and sandbox.
 const discardWait = 30 * time.Second
 
@@ -455,39 +444,9 @@ func (r *Sessions) endJobs(b *binding) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), discardWait)
 	defer cancel()
-	list, err := j.Jobs(ctx)
-	if err != nil {
-		r.logger.Warn("anonymous thread's jobs not listed", "thread", b.thread.ID, "err", err)
-		return
+	if err := sandbox.EndJobs(ctx, j); err != nil {
+		r.logger.Warn("anonymous thread's jobs not ended", "thread", b.thread.ID, "err", err)
 	}
-	for _, info := range list {
-		if info.State != sandbox.JobRunning {
-			continue
-		}
-		if _, err := j.KillJob(ctx, info.ID, "KILL"); err != nil {
-			r.logger.Warn("anonymous thread's job not killed", "thread", b.thread.ID, "job", info.ID, "err", err)
-		}
-	}
-}
-
-// removeThread removes threads/<key> under the state dir, confined there
-// (os.Root: no symlink leads out).
-func (r *Sessions) removeThread(key string) error {
-	if r.stateDir == "" {
-		return nil
-	}
-	if err := sandbox.ValidThreadKey(key); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(filepath.Join(r.stateDir, "threads"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return root.RemoveAll(filepath.FromSlash(key))
 }
 
 // EndAll releases every session's sandbox, and every thread kept for its
@@ -505,21 +464,41 @@ func (r *Sessions) EndAll() {
 	}
 }
 
-// masker masks the sandbox's host directories, the thread's directory and
-// the state dir, each also relative to its file system.
+// masker masks the sandbox's host directories, the directory that holds
+// its user-data mounts and the state dir, each also relative to its file
+// system.
 func (r *Sessions) masker(sb sandbox.Sandbox) *masking.Masker {
 	var pairs []masking.Pair
 	for _, m := range sb.Mounts() {
 		pairs = append(pairs, masking.Pair{Host: m.Host, Virtual: m.Virtual})
 	}
+	if dir := userDataHost(sb.Mounts()); dir != "" {
+		pairs = append(pairs, masking.Pair{Host: dir, Virtual: sandbox.UserDataDir})
+	}
 	if r.stateDir != "" {
-		pairs = append(pairs,
-			masking.Pair{Host: filepath.Join(r.stateDir, "threads", sb.Thread(), "user-data"), Virtual: sandbox.UserDataDir},
-			masking.Pair{Host: r.stateDir, Virtual: StateDirMask},
-		)
+		pairs = append(pairs, masking.Pair{Host: r.stateDir, Virtual: StateDirMask})
 	}
 	pairs = append(pairs, r.hidden...)
 	return masking.New(append(pairs, r.mounts.Pairs(pairs)...)...)
+}
+
+// userDataHost is the host directory shown as /mnt/user-data, as the
+// sandbox's mounts say: the one parent of its mounts at
+// /mnt/user-data/<name> from <dir>/<name> ("" when they have none, or
+// not one).
+func userDataHost(mounts []sandbox.Mount) string {
+	dir := ""
+	for _, m := range mounts {
+		if m.Host == "" || path.Dir(m.Virtual) != sandbox.UserDataDir {
+			continue
+		}
+		parent := filepath.Dir(m.Host)
+		if filepath.Base(m.Host) != path.Base(m.Virtual) || dir != "" && dir != parent {
+			return ""
+		}
+		dir = parent
+	}
+	return dir
 }
 
 // StateDirMask is what the agent sees in place of the state dir.

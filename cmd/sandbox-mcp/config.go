@@ -73,101 +73,16 @@ type LimitsConfig struct {
 	// JobsMax: jobs running per thread (SPEC §15); 0: the supervisor's
 	// own cap (256).
 	JobsMax *int `yaml:"jobs_max"`
-	// ThreadsPerToken: threads with a live sandbox per token (HTTP),
-	// sessions and stateless leases together (SPEC §16; default 32, 0: no
-	// cap).
-	ThreadsPerToken *int `yaml:"threads_per_token"`
+	// The bounds of every tenant (threads_per_token): the server's,
+	// declared there.
+	server.Bounds `yaml:",inline"`
 }
 
-// defaultThreadsPerToken is limits.threads_per_token's default.
-const defaultThreadsPerToken = 32
-
-// threadsPerToken is limits.threads_per_token as the server takes it.
-func (l LimitsConfig) threadsPerToken() int {
-	if l.ThreadsPerToken == nil {
-		return defaultThreadsPerToken
-	}
-	return *l.ThreadsPerToken
-}
-
-// HTTPConfig configures the HTTP transports.
+// HTTPConfig is the http section: where --http listens, and the server's
+// settings, declared there (server.HTTPConfig: keys, defaults, checks).
 type HTTPConfig struct {
-	Addr           string   `yaml:"addr"`
-	AuthTokens     []string `yaml:"auth_tokens"`
-	AllowedOrigins []string `yaml:"allowed_origins"`
-	AllowedHosts   []string `yaml:"allowed_hosts"`
-	MaxBodyBytes   int64    `yaml:"max_body_bytes"`
-	// Stateless serves MCP 2026-07-28 too (the default): requests without a
-	// session that name their thread (X-Thread-ID or the thread argument),
-	// which any replica serves. False pins the session-bearing revisions:
-	// modern clients negotiate a session.
-	Stateless  *bool `yaml:"stateless"`
-	HTTPLimits `yaml:",inline"`
-}
-
-// stateless: http.stateless, true unless set false.
-func (h HTTPConfig) stateless() bool { return h.Stateless == nil || *h.Stateless }
-
-// HTTPLimits bound what clients can hold of an HTTP server (SPEC §10); 0
-// keeps the default. Times are in seconds.
-type HTTPLimits struct {
-	MaxConnections int `yaml:"max_connections"`
-	// MaxUnauthenticatedConnections: connections without a valid token at
-	// once, with tokens configured (default a sixteenth of max_connections).
-	MaxUnauthenticatedConnections int `yaml:"max_unauthenticated_connections"`
-	HeaderTimeout                 int `yaml:"header_timeout"`
-	BodyTimeout                   int `yaml:"body_timeout"`
-	ConnIdleTimeout               int `yaml:"conn_idle_timeout"`
-	// MaxSessions caps the sessions open at once (default 1000);
-	// MaxSessionsPerToken those of one token (default: an even share).
-	MaxSessions         int `yaml:"max_sessions"`
-	MaxSessionsPerToken int `yaml:"max_sessions_per_token"`
-	// MaxBodyBytesInFlight caps the request bytes held at once (default
-	// 64 MiB); MaxCalls the tool calls running at once (default 64).
-	MaxBodyBytesInFlight int64 `yaml:"max_body_bytes_in_flight"`
-	MaxCalls             int   `yaml:"max_calls"`
-	// AnonymousThreads: "remove" (the default) or "keep" the files of a
-	// session without X-Thread-ID when it ends.
-	AnonymousThreads string `yaml:"anonymous_threads"`
-}
-
-// check refuses negative limits, naming the key.
-func (l HTTPLimits) check() error {
-	for _, v := range []struct {
-		name string
-		val  int64
-	}{
-		{"max_connections", int64(l.MaxConnections)}, {"max_unauthenticated_connections", int64(l.MaxUnauthenticatedConnections)},
-		{"header_timeout", int64(l.HeaderTimeout)},
-		{"body_timeout", int64(l.BodyTimeout)}, {"conn_idle_timeout", int64(l.ConnIdleTimeout)},
-		{"max_sessions", int64(l.MaxSessions)}, {"max_sessions_per_token", int64(l.MaxSessionsPerToken)},
-		{"max_body_bytes_in_flight", l.MaxBodyBytesInFlight}, {"max_calls", int64(l.MaxCalls)},
-	} {
-		if v.val < 0 {
-			return fmt.Errorf("http.%s %d: want 0 (the default) or more", v.name, v.val)
-		}
-	}
-	switch l.AnonymousThreads {
-	case "", "remove", "keep":
-	default:
-		return fmt.Errorf("http.anonymous_threads %q: want remove (the default) or keep", l.AnonymousThreads)
-	}
-	return nil
-}
-
-// server fills the server's HTTP configuration.
-func (l HTTPLimits) server(cfg *server.HTTPConfig) {
-	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
-	cfg.MaxConnections = l.MaxConnections
-	cfg.MaxUnauthenticatedConnections = l.MaxUnauthenticatedConnections
-	cfg.HeaderTimeout = sec(l.HeaderTimeout)
-	cfg.BodyTimeout = sec(l.BodyTimeout)
-	cfg.IdleTimeout = sec(l.ConnIdleTimeout)
-	cfg.MaxSessions = l.MaxSessions
-	cfg.MaxSessionsPerToken = l.MaxSessionsPerToken
-	cfg.MaxBodyBytesInFlight = l.MaxBodyBytesInFlight
-	cfg.MaxCalls = l.MaxCalls
-	cfg.KeepAnonymousThreads = l.AnonymousThreads == "keep"
+	Addr              string `yaml:"addr"`
+	server.HTTPConfig `yaml:",inline"`
 }
 
 // AuditConfig says where the audit log goes: a file, "-" (stderr) or "off".
@@ -415,7 +330,6 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		{"ls_output_max_chars", c.Limits.LsOutputMaxChars},
 		{"bash_timeout_max", c.Limits.BashTimeoutMax},
 		{"jobs_max", c.Limits.JobsMax},
-		{"threads_per_token", c.Limits.ThreadsPerToken},
 	} {
 		if l.v != nil && *l.v < 0 {
 			return fmt.Errorf("limits.%s %d: want 0 (no limit) or more", l.name, *l.v)
@@ -449,20 +363,10 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	if err := c.Kubernetes.Validate(); err != nil {
 		return err
 	}
-	// An empty token (an unset variable) never turns auth off: it stops
-	// start-up (SPEC §10).
-	tokens := c.HTTP.AuthTokens[:0:0]
-	for i, t := range c.HTTP.AuthTokens {
-		if t = strings.TrimSpace(t); t == "" {
-			return fmt.Errorf("http.auth_tokens[%d] is empty: an empty token would turn auth off", i)
-		}
-		tokens = append(tokens, t)
+	if err := c.Limits.Bounds.Validate(); err != nil {
+		return err
 	}
-	c.HTTP.AuthTokens = tokens
-	if c.HTTP.MaxBodyBytes < 0 {
-		return fmt.Errorf("http.max_body_bytes %d: want 0 (default 10 MiB) or more", c.HTTP.MaxBodyBytes)
-	}
-	if err := c.HTTP.HTTPLimits.check(); err != nil {
+	if err := c.HTTP.HTTPConfig.Validate(); err != nil {
 		return err
 	}
 	if c.HTTP.Addr != "" {

@@ -548,7 +548,10 @@ func TestHTTPStatelessDefault(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", yaml, err)
 		}
-		if got := c.HTTP.stateless(); got != want {
+		if err := c.HTTP.Validate(); err != nil {
+			t.Fatalf("%q: %v", yaml, err)
+		}
+		if got := *c.HTTP.Stateless; got != want {
 			t.Errorf("%q: stateless %v, want %v", yaml, got, want)
 		}
 	}

@@ -303,16 +303,21 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 	}
 	defer p.Close()
 
+	var httpCfg *server.HTTPConfig
+	if cfg.HTTP.Addr != "" {
+		httpCfg = &cfg.HTTP.HTTPConfig
+	}
 	srv := server.New(server.Config{
-		Provider:  p,
-		Audit:     sink,
-		Logger:    log,
-		Limits:    cfg.toolLimits(),
-		StateDir:  cfg.StateDir,
-		Version:   versionString(),
-		Stateless: cfg.HTTP.stateless() && cfg.HTTP.Addr != "",
-		Hidden:    cfg.binaryPaths(),
-		Skills:    cfg.SkillsDir != "",
+		Provider: p,
+		Audit:    sink,
+		Logger:   log,
+		Limits:   cfg.toolLimits(),
+		StateDir: cfg.StateDir,
+		Version:  versionString(),
+		HTTP:     httpCfg,
+		Bounds:   cfg.Limits.Bounds,
+		Hidden:   cfg.binaryPaths(),
+		Skills:   cfg.SkillsDir != "",
 	})
 	defer srv.Close()
 	// What start-up left behind (package initialisation, mostly client-go's
@@ -324,16 +329,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		if err != nil {
 			return startupError{fmt.Errorf("--http: %w", err)}
 		}
-		hc := server.HTTPConfig{
-			AuthTokens:     cfg.HTTP.AuthTokens,
-			AllowedOrigins: cfg.HTTP.AllowedOrigins,
-			AllowedHosts:   cfg.HTTP.AllowedHosts,
-			MaxBodyBytes:   cfg.HTTP.MaxBodyBytes,
-			// Every tenant's live threads are capped (SPEC §16).
-			ThreadsPerToken: cfg.Limits.threadsPerToken(),
-		}
-		cfg.HTTP.HTTPLimits.server(&hc)
-		return srv.ServeHTTP(ctx, hc, ln)
+		return srv.ServeHTTP(ctx, ln)
 	}
 	log.Info("serving MCP over stdio", "thread", cfg.Thread, "provider", p.Name(), "state_dir", cfg.StateDir)
 	in, restore := pollable(stdin)

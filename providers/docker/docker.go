@@ -100,12 +100,6 @@ type Provider struct {
 
 var _ sandbox.Provider = (*Provider)(nil)
 
-// The server ends an anonymous thread's sandbox through Discard, found
-// with this assertion.
-var _ interface {
-	Discard(context.Context, string) error
-} = (*Provider)(nil)
-
 // New connects to the engine (DOCKER_HOST and friends from the
 // environment, API version negotiated), checks the image, adopts the
 // containers a previous run left, and starts the reaper.
@@ -619,17 +613,22 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 // Release drops one user of the thread's sandbox. The container stays warm.
 func (p *Provider) Release(thread string) { p.threads.Release(thread) }
 
-// Discard ends the thread's sandbox for good, whatever idle_timeout says:
-// its container is removed now, and every process in it — its jobs too —
-// ends with it (SPEC §16: an anonymous thread takes its processes with
-// it). The server calls it when a thread no one can name again ends; the
-// thread's files are the server's to remove. Every container labelled
-// with the thread on this state dir goes, this server's and any made with
-// other settings. A thread without a container is no error. It takes the
+// Exists says whether the thread has a directory under the state dir.
+func (p *Provider) Exists(_ context.Context, thread string) (bool, error) {
+	return sandbox.ThreadExists(p.cfg.StateDir, thread)
+}
+
+// Discard ends the thread for good, whatever idle_timeout says: its
+// container is removed now, and every process in it — its jobs too — ends
+// with it (SPEC §16: an anonymous thread takes its processes with it);
+// then its files go (<state>/threads/<key>). The server calls it when a
+// thread no one can name again ends. Every container labelled with the
+// thread on this state dir goes, this server's and any made with other
+// settings. A thread without a container is no error. It takes the
 // thread's creation lock, so a first use racing it makes no container
 // behind it; one that comes after it makes a new one, as for any thread.
 // A user still holding the thread (its last Release under way) is left
-// alone: only its container goes.
+// alone: only its container and files go.
 func (p *Provider) Discard(ctx context.Context, thread string) error {
 	if err := sandbox.ValidThreadKey(thread); err != nil {
 		return err
@@ -662,6 +661,9 @@ func (p *Provider) Discard(ctx context.Context, thread string) error {
 	// Its supervisor's run directory (socket channel): a container made
 	// for the thread after this makes it again.
 	os.RemoveAll(filepath.Join(p.cfg.StateDir, "supervisors", name))
+	if err := sandbox.RemoveThread(p.cfg.StateDir, thread); err != nil {
+		return fmt.Errorf("docker provider: thread %s: %w", thread, err)
+	}
 	return nil
 }
 

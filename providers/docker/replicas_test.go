@@ -215,11 +215,16 @@ func TestReplicasConcurrentNewThreadsStayUnderTheCap(t *testing.T) {
 }
 
 // Discard removes the thread's container now, ending its job, while its
-// last Release happens; a thread without a container is no error; a
-// thread used again gets a new container.
+// last Release happens, and the thread's files; a thread without a
+// container is no error; a thread used again gets a new container.
 func TestDiscard(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *Config) { c.IdleTimeout = -1 })
+	ticks := t.TempDir()
+	os.Chmod(ticks, 0o777)
+	f := newFixture(t, func(c *Config) {
+		c.IdleTimeout = -1
+		c.Mounts = []sandbox.Mount{{Virtual: "/mnt/ticks", Host: ticks}}
+	})
 	if err := f.p.Discard(t.Context(), "never-used"); err != nil {
 		t.Fatalf("a thread without a sandbox: %v", err)
 	}
@@ -231,15 +236,14 @@ func TestDiscard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := sb.(sandbox.Jobs).StartJob(t.Context(), sandbox.JobRequest{Command: "while :; do echo x >> /mnt/user-data/outputs/tick; sleep 0.1; done"})
+	j, err := sb.(sandbox.Jobs).StartJob(t.Context(), sandbox.JobRequest{Command: "while :; do echo x >> /mnt/ticks/tick; sleep 0.1; done"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tick string
-	for _, m := range sb.Mounts() {
-		if m.Virtual == sandbox.OutputsDir {
-			tick = filepath.Join(m.Host, "tick")
-		}
+	tick := filepath.Join(ticks, "tick")
+	dir := filepath.Join(f.cfg.StateDir, "threads", th)
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the thread's directory: %v", err)
 	}
 	if f.running(t, th) == "" {
 		t.Fatal("no container")
@@ -260,6 +264,9 @@ func TestDiscard(t *testing.T) {
 	wg.Wait()
 	if n := len(f.ours(t, true)); n != 0 {
 		t.Fatalf("%d containers of the thread after Discard", n)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the thread's directory after Discard: %v", err)
 	}
 	size := func() int64 {
 		fi, err := os.Stat(tick)

@@ -76,12 +76,6 @@ type Provider struct {
 
 var _ sandbox.Provider = (*Provider)(nil)
 
-// The server ends an anonymous thread's sandbox through Discard, found
-// with this assertion.
-var _ interface {
-	Discard(context.Context, string) error
-} = (*Provider)(nil)
-
 var prefixRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,42}[a-z0-9])?$`)
 
 // New connects to the cluster, checks that the namespace answers, makes
@@ -278,6 +272,33 @@ func (p *Provider) makeThreadDir(dir string) error {
 
 // Release drops one user of the thread's sandbox. The Pod stays warm.
 func (p *Provider) Release(thread string) { p.threads.Release(thread) }
+
+// Exists says whether the thread has files: its claim (pvc mode), or its
+// node directory (host_path mode, where the server sees it; where it does
+// not, a thread has none the server could remove either).
+func (p *Provider) Exists(ctx context.Context, thread string) (bool, error) {
+	if err := sandbox.ValidThreadKey(thread); err != nil {
+		return false, err
+	}
+	switch p.cfg.Storage.Mode {
+	case StoragePVC:
+		c, err := p.cs.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Get(ctx, claimName(PodName(p.cfg.PodPrefix, thread)), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, apiError(err)
+		}
+		return c.DeletionTimestamp == nil && p.mine(c.ObjectMeta, "claim", thread) == nil, nil
+	case StorageHostPath:
+		_, err := os.Lstat(filepath.Dir(p.threadDir(thread)))
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	return false, nil
+}
 
 // Discard ends the thread's sandbox for good, whatever idle_timeout says:
 // its Pod is deleted and waited for, so every process in it — its jobs

@@ -169,6 +169,36 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 // Release drops one user of the thread's sandbox; the last one closes it.
 func (p *Provider) Release(thread string) { p.threads.Release(thread) }
 
+// Exists says whether the thread has a directory under the state dir.
+func (p *Provider) Exists(_ context.Context, thread string) (bool, error) {
+	return sandbox.ThreadExists(p.cfg.StateDir, thread)
+}
+
+// Discard ends the thread for good and removes its files
+// (<state>/threads/<key>). Its sandbox lives while it is held: after its
+// last Release only a running job holds it (linger.go), so its jobs are
+// killed and the sandbox's end awaited — its supervisor and every process
+// with it — before the files go. A user still holding the thread is
+// waited for, as long as ctx allows.
+func (p *Provider) Discard(ctx context.Context, thread string) error {
+	if err := sandbox.ValidThreadKey(thread); err != nil {
+		return err
+	}
+	if sb, ended, held := p.threads.Held(thread); held {
+		killed := sandbox.EndJobs(ctx, sb)
+		p.threads.Release(thread)
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return fmt.Errorf("local provider: thread %s still in use: %w", thread, errors.Join(ctx.Err(), killed))
+		}
+	}
+	if err := sandbox.RemoveThread(p.cfg.StateDir, thread); err != nil {
+		return fmt.Errorf("local provider: thread %s: %w", thread, err)
+	}
+	return nil
+}
+
 // Close closes every sandbox, then removes the provider's cgroups.
 func (p *Provider) Close() error {
 	p.threads.Close()

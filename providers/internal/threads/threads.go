@@ -19,6 +19,15 @@ type entry[S any] struct {
 	sb    S
 	refs  int
 	close func()
+	ended chan struct{} // closed once close has run
+}
+
+// end closes the entry's sandbox.
+func (e *entry[S]) end() {
+	if e.close != nil {
+		e.close()
+	}
+	close(e.ended)
 }
 
 // Acquire returns thread's sandbox, counting one more user: the one held,
@@ -43,8 +52,22 @@ func (t *Table[S]) Acquire(thread string, open func() (sb S, close func(), err e
 	if t.m == nil {
 		t.m = map[string]*entry[S]{}
 	}
-	t.m[thread] = &entry[S]{sb: sb, refs: 1, close: close}
+	t.m[thread] = &entry[S]{sb: sb, refs: 1, close: close, ended: make(chan struct{})}
 	return sb, nil
+}
+
+// Held returns thread's sandbox if one is held, counting one more user
+// (give it back with Release), and a channel closed once that sandbox has
+// ended: what a provider's Discard waits for.
+func (t *Table[S]) Held(thread string) (sb S, ended <-chan struct{}, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.m[thread]
+	if e == nil {
+		return sb, nil, false
+	}
+	e.refs++
+	return e.sb, e.ended, true
 }
 
 // Retain counts one more user of thread's sandbox if one is held, and
@@ -75,9 +98,7 @@ func (t *Table[S]) Release(thread string) {
 	}
 	delete(t.m, thread)
 	t.mu.Unlock()
-	if e.close != nil {
-		e.close()
-	}
+	e.end()
 }
 
 // Close closes every sandbox, whatever its users.
@@ -87,8 +108,6 @@ func (t *Table[S]) Close() {
 	t.m = nil
 	t.mu.Unlock()
 	for _, e := range m {
-		if e.close != nil {
-			e.close()
-		}
+		e.end()
 	}
 }

@@ -93,3 +93,33 @@ func TestTableRetain(t *testing.T) {
 		t.Fatalf("closed %d times after the last use", closed)
 	}
 }
+
+// Held lends a use of a held sandbox and says when it has ended: after
+// its last Release, not before.
+func TestTableHeld(t *testing.T) {
+	var tb Table[*int]
+	if _, _, ok := tb.Held("t1"); ok {
+		t.Fatal("a thread never acquired is held")
+	}
+	var closed atomic.Int32
+	first, _ := tb.Acquire("t1", func() (*int, func(), error) { return new(int), func() { closed.Add(1) }, nil })
+	sb, ended, ok := tb.Held("t1")
+	if !ok || sb != first {
+		t.Fatalf("Held = %v, %v; want the acquired sandbox", sb, ok)
+	}
+	tb.Release("t1") // the first user; Held's use remains
+	select {
+	case <-ended:
+		t.Fatal("ended while Held's use remains")
+	default:
+	}
+	tb.Release("t1")
+	select {
+	case <-ended:
+	default:
+		t.Fatal("not ended after the last Release")
+	}
+	if closed.Load() != 1 {
+		t.Fatalf("closed %d times", closed.Load())
+	}
+}

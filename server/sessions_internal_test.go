@@ -1,0 +1,84 @@
+package server
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// An anonymous session's thread is the provider's to discard when the
+// session ends; never a thread some session named, one whose files were
+// there before the session (the provider says), or any with
+// anonymous_threads: keep.
+func TestSessionsDiscardAnonymousThreads(t *testing.T) {
+	t.Parallel()
+	anon := ThreadRef{ID: "s1", Key: "s1", Anonymous: true}
+	for _, tc := range []struct {
+		name     string
+		keep     bool
+		existing bool
+		named    bool // a second session names the anonymous thread
+		thread   ThreadRef
+		want     []string
+	}{
+		{name: "anonymous", thread: anon, want: []string{"s1"}},
+		{name: "its files were there before", thread: anon, existing: true},
+		{name: "named by another session", thread: anon, named: true},
+		{name: "anonymous_threads: keep", thread: anon, keep: true},
+		{name: "a named thread", thread: ThreadRef{ID: "t1", Key: "t1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := &fakeProvider{existing: map[string]bool{tc.thread.Key: tc.existing}}
+			r := NewSessions(p, "")
+			r.removeAnonymous = !tc.keep
+			_, done, err := r.Call(t.Context(), "s1", tc.thread)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done()
+			if tc.named {
+				if _, done, err = r.Call(t.Context(), "s2", ThreadRef{ID: tc.thread.ID, Key: tc.thread.Key}); err != nil {
+					t.Fatal(err)
+				}
+				done()
+			}
+			r.End("s1")
+			r.End("s2")
+			if got := p.discards(); !slices.Equal(got, tc.want) {
+				t.Errorf("discarded %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The host directory shown as /mnt/user-data is the one parent of the
+// sandbox's mounts there, as its mounts say, whatever the provider's
+// layout.
+func TestUserDataHost(t *testing.T) {
+	t.Parallel()
+	three := func(dir string) []sandbox.Mount {
+		return []sandbox.Mount{
+			{Virtual: sandbox.WorkspaceDir, Host: dir + "/workspace"},
+			{Virtual: sandbox.UploadsDir, Host: dir + "/uploads"},
+			{Virtual: sandbox.OutputsDir, Host: dir + "/outputs"},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mounts []sandbox.Mount
+		want   string
+	}{
+		{"state dir layout", three("/srv/state/threads/t1/user-data"), "/srv/state/threads/t1/user-data"},
+		{"a node directory", append(three("/nodes/threads/@ab/t1/user-data"), sandbox.Mount{Virtual: "/mnt/data", Host: "/home/me/data"}), "/nodes/threads/@ab/t1/user-data"},
+		{"no host directories (a claim)", []sandbox.Mount{{Virtual: sandbox.WorkspaceDir}, {Virtual: sandbox.OutputsDir}}, ""},
+		{"not one parent", append(three("/a/user-data")[:2], sandbox.Mount{Virtual: sandbox.OutputsDir, Host: "/b/outputs"}), ""},
+		{"named otherwise on the host", []sandbox.Mount{{Virtual: sandbox.WorkspaceDir, Host: "/a/ws"}}, ""},
+		{"none", nil, ""},
+	} {
+		if got := userDataHost(tc.mounts); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
