@@ -79,6 +79,7 @@ type JobRequest struct {
 	// Shell: the job starts in the sandbox's shell state (ExecRequest.Shell)
 	// and changes none.
 	Shell bool
+	Env   []string // as ExecRequest.Env
 	JobLimits
 }
 

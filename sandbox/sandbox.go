@@ -93,6 +93,11 @@ type ExecRequest struct {
 	// ResetState: forget the kept shell state before the command (it then
 	// starts afresh, as the sandbox's first command would).
 	ResetState bool
+	// Env: variables ("NAME=value") the command starts with, over those
+	// of the environment it would have (the shell state's), as if exported
+	// just before it; with Shell, what the command leaves is the next
+	// state, as always. A name that is no shell variable's is refused.
+	Env []string
 }
 
 // ExecResult is how a command ended.

@@ -223,6 +223,7 @@ type ExecRequest struct {
 	Shell bool
 	// ResetState: the kept shell state is forgotten first.
 	ResetState bool
+	Env        []string // sandbox.ExecRequest.Env
 }
 
 // ErrUnresponsive: the supervisor did not end a command it was told to
@@ -241,7 +242,7 @@ const killGrace = wire.DrainGrace + 3*time.Second
 // known: the channel failed (the call gets a clear error, never a hang), or
 // ErrUnresponsive.
 func (c *Conn) Exec(ctx context.Context, req ExecRequest) (sandbox.ExecResult, error) {
-	body, err := json.Marshal(wire.Exec{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds(), YieldAfterMS: req.YieldAfter.Milliseconds(), Shell: req.Shell, Reset: req.ResetState, JobSettings: jobSettings(req.Jobs, req.LogDir)})
+	body, err := json.Marshal(wire.Exec{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds(), YieldAfterMS: req.YieldAfter.Milliseconds(), Shell: req.Shell, Reset: req.ResetState, Env: req.Env, JobSettings: jobSettings(req.Jobs, req.LogDir)})
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}

@@ -96,7 +96,7 @@ func (s *fsSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	res, err := s.link.Exec(ctx, ExecRequest{Argv: []string{c.Hello().Shell, "-c", req.Command}, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output, Shell: req.Shell, ResetState: req.ResetState})
+	res, err := s.link.Exec(ctx, ExecRequest{Argv: []string{c.Hello().Shell, "-c", req.Command}, Dir: sandbox.WorkspaceDir, Timeout: req.Timeout, Output: req.Output, Shell: req.Shell, ResetState: req.ResetState, Env: req.Env})
 	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, err
 }
 

@@ -233,7 +233,7 @@ func (c *Conn) StartJob(ctx context.Context, cmd Command, req sandbox.JobRequest
 		return sandbox.JobInfo{}, errors.New("start job: no command")
 	}
 	started := time.Now()
-	m, _, err := c.job(ctx, wire.JobRequest{Op: wire.JobStart, Argv: cmd.Argv, Dir: cmd.Dir, Stdin: req.Stdin, Shell: req.Shell, JobSettings: jobSettings(req.JobLimits, cmd.LogDir)})
+	m, _, err := c.job(ctx, wire.JobRequest{Op: wire.JobStart, Argv: cmd.Argv, Dir: cmd.Dir, Stdin: req.Stdin, Shell: req.Shell, Env: req.Env, JobSettings: jobSettings(req.JobLimits, cmd.LogDir)})
 	if err != nil {
 		return sandbox.JobInfo{}, err
 	}

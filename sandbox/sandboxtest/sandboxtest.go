@@ -169,6 +169,46 @@ func Run(t *testing.T, opts Options, newSandbox func(t *testing.T) sandbox.Sandb
 			t.Fatalf("after ResetState: %q, want %q", out, fresh)
 		}
 	})
+	t.Run("ExecEnv", func(t *testing.T) {
+		t.Parallel()
+		sb := newSandbox(t)
+		// Without Shell: over the command's own environment.
+		env := []string{"FOO=one two", "LANG=C"}
+		if out, res := runReq(t, sb, sandbox.ExecRequest{Command: `echo "$FOO|$LANG"`, Timeout: time.Minute, Env: env}); out != "one two|C\n" || res.ExitCode != 0 {
+			t.Fatalf("without Shell: %q %+v", out, res)
+		}
+		// With Shell: over the kept state's, as if exported before the
+		// command; what the command leaves is the next state.
+		shell := func(cmd string, env ...string) string {
+			t.Helper()
+			out, res := runReq(t, sb, sandbox.ExecRequest{Command: cmd, Timeout: time.Minute, Shell: true, Env: env})
+			if res.ExitCode != 0 {
+				t.Fatalf("%s: exit %d %q", cmd, res.ExitCode, out)
+			}
+			return out
+		}
+		shell("export FOO=kept BAR=kept")
+		if out := shell(`echo "$FOO|$BAR"`, "FOO=over"); out != "over|kept\n" {
+			t.Fatalf("with Shell: %q", out)
+		}
+		if out := shell(`echo "$FOO"`); out != "over\n" {
+			t.Fatalf("the next state: %q", out)
+		}
+		// Env runs no code: a BASH_ENV it sets is held back like the
+		// state's (SPEC §16).
+		write(t, sb, sandbox.WorkspaceDir+"/rc", "echo ran-bash-env\n")
+		if out := shell("echo ok", "BASH_ENV="+sandbox.WorkspaceDir+"/rc"); out != "ok\n" {
+			t.Fatalf("BASH_ENV in Env: %q", out)
+		}
+		// A name no shell variable has is refused, and nothing runs.
+		for _, bad := range []string{"1X=y", "NOEQUALS", "A B=c"} {
+			c := sandbox.NewCapture(1<<10, 1<<10)
+			if _, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "echo ran", Timeout: time.Minute, Env: []string{bad}, Output: c}); err == nil {
+				h, _, _ := c.Result()
+				t.Fatalf("Env %q: no error (output %q)", bad, h)
+			}
+		}
+	})
 	t.Run("PathsOutsideRefusedForMounts", func(t *testing.T) {
 		t.Parallel()
 		sb := newSandbox(t)

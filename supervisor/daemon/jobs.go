@@ -647,9 +647,9 @@ func (s *supervisor) startJob(req wire.JobRequest) wire.JobReply {
 		}
 	}
 	var p *proc
-	l, err := s.state.prepare(req.Argv, req.Dir, req.Shell, false, false)
+	l, err := s.state.prepare(req.Argv, req.Dir, req.Env, req.Shell, false, false)
 	if err == nil {
-		p, l, err = s.startFrom(l, wire.Exec{Argv: req.Argv, Dir: req.Dir}, in, pw)
+		p, l, err = s.startFrom(l, wire.Exec{Argv: req.Argv, Dir: req.Dir, Env: req.Env}, in, pw)
 	}
 	pw.Close()
 	if in != nil {

@@ -134,10 +134,11 @@ func stateSafe(p string) bool {
 // bash's start file, removed with it). A launch from a kept state
 // remembers how to start afresh (startFrom).
 type launch struct {
-	argv []string
-	dir  string
-	env  []string
-	file string
+	argv  []string
+	dir   string
+	env   []string
+	file  string
+	extra []string // wire.Exec.Env: set over env
 
 	orig      []string // the command's own argv
 	save      bool
@@ -157,14 +158,21 @@ type kept struct {
 
 // prepare is how command m starts (Exec.Shell, .Reset): from the kept
 // state; with save, its script also writes its state (an exec, not a job).
-func (st *shellState) prepare(argv []string, dir string, shell, reset, save bool) (launch, error) {
+func (st *shellState) prepare(argv []string, dir string, extra []string, shell, reset, save bool) (launch, error) {
+	if err := checkEnv(extra); err != nil {
+		return launch{argv: argv, dir: dir}, err
+	}
 	if reset {
 		st.mu.Lock()
 		st.have, st.cwd, st.env, st.dirs = false, "", nil, false
 		st.mu.Unlock()
 	}
 	if !shell {
-		return launch{argv: argv, dir: dir}, nil
+		l := launch{argv: argv, dir: dir, extra: extra}
+		if len(extra) > 0 {
+			l.env = withVars(os.Environ(), extra)
+		}
+		return l, nil
 	}
 	if (len(argv) != 3 && len(argv) != 4) || argv[1] != "-c" {
 		return launch{argv: argv, dir: dir}, errShellArgv
@@ -172,7 +180,29 @@ func (st *shellState) prepare(argv []string, dir string, shell, reset, save bool
 	st.mu.Lock()
 	k := kept{st.have, st.cwd, st.env, st.dirs}
 	st.mu.Unlock()
-	return st.launchFrom(argv, dir, save, k), nil
+	return st.launchFrom(argv, dir, extra, save, k), nil
+}
+
+// checkEnv refuses an Exec.Env entry that sets no shell variable.
+func checkEnv(extra []string) error {
+	for _, kv := range extra {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || !varName(k) || strings.IndexByte(kv, 0) >= 0 {
+			return fmt.Errorf("environment entry %.40q: want NAME=value, NAME a shell variable's name", kv)
+		}
+	}
+	return nil
+}
+
+// withVars is env with the variables of extra ("K=V") set, each in place
+// of its earlier value.
+func withVars(env, extra []string) []string {
+	out := env
+	for _, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		out = append(withoutVar(out, k), kv)
+	}
+	return out
 }
 
 // launchFrom is how a shell's -c command starts from k.
@@ -190,8 +220,8 @@ func (st *shellState) prepare(argv []string, dir string, shell, reset, save bool
 // (file+".rc"), which bash reads before the command; any other shell (or a
 // bash when that file cannot be made) finds them prefixed to the command
 // on its first line.
-func (st *shellState) launchFrom(argv []string, dir string, save bool, k kept) launch {
-	l := launch{argv: argv, dir: dir, orig: argv, save: save, fromState: k.have}
+func (st *shellState) launchFrom(argv []string, dir string, extra []string, save bool, k kept) launch {
+	l := launch{argv: argv, dir: dir, orig: argv, save: save, fromState: k.have, extra: extra}
 	var env []string // nil: the supervisor's own
 	if k.have {
 		if fi, err := os.Stat(k.cwd); err == nil && fi.IsDir() && unix.Access(k.cwd, unix.X_OK) == nil {
@@ -204,6 +234,12 @@ func (st *shellState) launchFrom(argv []string, dir string, save bool, k kept) l
 		// The shell keeps $PWD (the path as cd'ed, through symlinks)
 		// when it names the directory it starts in.
 		env = append(withoutVar(env, "PWD"), "PWD="+l.dir)
+	}
+	if len(extra) > 0 {
+		if env == nil {
+			env = os.Environ()
+		}
+		env = withVars(env, extra)
 	}
 	bash := filepath.Base(argv[0]) == "bash"
 	src := env

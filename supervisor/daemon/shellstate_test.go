@@ -259,7 +259,7 @@ func TestShellStateJobs(t *testing.T) {
 // Without a private directory, Shell commands run afresh and still run.
 func TestShellStateNoDir(t *testing.T) {
 	st := &shellState{}
-	l, err := st.prepare([]string{"/bin/sh", "-c", "true"}, "/", true, false, true)
+	l, err := st.prepare([]string{"/bin/sh", "-c", "true"}, "/", nil, true, false, true)
 	if err != nil || l.file != "" || l.argv[2] != "true" || l.env != nil {
 		t.Fatalf("%+v %v", l, err)
 	}

@@ -134,7 +134,7 @@ func (s *supervisor) startFrom(l launch, m wire.Exec, in, out *os.File) (*proc, 
 		if l.file != "" {
 			removeState(l.file)
 		}
-		l = s.state.launchFrom(l.orig, m.Dir, l.save, kept{})
+		l = s.state.launchFrom(l.orig, m.Dir, l.extra, l.save, kept{})
 		p, err = s.start(l, in, out)
 	}
 	return p, l, err
@@ -233,7 +233,7 @@ func (c *channel) run(id uint32, st *stream, m wire.Exec) {
 		exit(wire.Exit{Code: -1, Error: err.Error()})
 		return
 	}
-	l, err := s.state.prepare(m.Argv, m.Dir, m.Shell, m.Reset, true)
+	l, err := s.state.prepare(m.Argv, m.Dir, m.Env, m.Shell, m.Reset, true)
 	if err != nil {
 		pr.Close()
 		pw.Close()

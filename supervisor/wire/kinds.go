@@ -113,6 +113,9 @@ type Exec struct {
 	Shell bool `json:"shell,omitempty"`
 	// Reset: the kept shell state is forgotten first.
 	Reset bool `json:"reset,omitempty"`
+	// Env: variables ("NAME=value") the command starts with, over its
+	// environment (the kept state's with Shell).
+	Env []string `json:"env,omitempty"`
 	JobSettings
 }
 
@@ -218,6 +221,7 @@ type JobRequest struct {
 	Dir   string   `json:"dir,omitempty"`
 	Stdin bool     `json:"stdin,omitempty"` // a pipe for input; else /dev/null
 	Shell bool     `json:"shell,omitempty"` // it starts in the kept shell state (Exec.Shell) and changes none
+	Env   []string `json:"env,omitempty"`   // as Exec.Env
 	JobSettings
 	// output: Offset nil is the job's shown cursor (what no reader was
 	// shown yet; the read advances it).
