@@ -70,6 +70,31 @@ type FS interface {
 	Remove(ctx context.Context, name string) error
 }
 
+// Digester is an FS that can digest a file where it lives (a Pod's, a
+// container's own files), so that a reader of a few lines needs not
+// stream the whole file out for its hash and line count. An FS may
+// implement it; Digest answers errors.ErrUnsupported for a path it serves
+// as cheaply by reading (the thread's directories on the host).
+type Digester interface {
+	// Digest opens name as Open does (symlinks followed; a directory is
+	// ErrIsDir) and reports its size and, for a file of at most maxBytes
+	// (and EditMaxBytes), its sha256, line count and whether it is UTF-8.
+	Digest(ctx context.Context, name string, maxBytes int64) (Digest, error)
+}
+
+// Digest is what Digester reports of a file.
+type Digest struct {
+	Size int64
+	// Computed: the file was within the bound, and the fields below are
+	// set; else only Size is.
+	Computed bool
+	SHA256   string // hex
+	// Lines counts the newlines, and a last line without one.
+	Lines int
+	// UTF8: the whole file is valid UTF-8.
+	UTF8 bool
+}
+
 // EditFunc computes a file's new content from its current content.
 type EditFunc func(old []byte, exists bool) ([]byte, error)
 

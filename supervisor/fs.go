@@ -135,6 +135,9 @@ func (fc *fsCall) onEnd(f wire.Frame) error {
 	if m.Total != 0 && (fc.op != wire.OpGlob || m.Total < 0) {
 		return wire.Errorf("stream %d: unexpected count", f.Stream)
 	}
+	if m.Digest != nil && (fc.op != wire.OpDigest || !validDigest(m.Digest)) {
+		return wire.Errorf("stream %d: unexpected digest", f.Stream)
+	}
 	m.Err, m.Msg = wire.CapText(m.Err, 32), wire.CapText(m.Msg, 200)
 	fc.end = &m
 	return nil

@@ -72,7 +72,29 @@ func readFile(ctx context.Context, env *Env, a readFileArgs) *Result {
 		return failf("end_line %d is before start_line %d", end, start)
 	}
 
+	limit := env.Limits.ReadFileOutputMaxChars
+	// The whole file is read for its hash and line count only up to
+	// hashMaxBytes (and the scan limit); past that, reading stops once the
+	// text is complete, or at the scan limit.
+	scanMax := env.Limits.ReadFileMaxScanBytes
+	wholeMax := min(hashMaxBytes, positive(scanMax)) // the largest file read whole
 	fsys := env.Sandbox.FS()
+	_, image := imageTypes[strings.ToLower(path.Ext(name))]
+	// A file that lives a round trip away (a Pod's) is digested where it
+	// is, and then read only as far as the text needs. The digest comes
+	// first: a hash taken before the read can only make an edit that
+	// trusted it refuse, never vouch for content the agent was not shown.
+	var digest *sandbox.Digest
+	if dg, ok := fsys.(sandbox.Digester); ok && !image {
+		d, err := dg.Digest(ctx, name, wholeMax)
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+		case err != nil:
+			return fail(err)
+		case d.Computed:
+			digest = &d
+		}
+	}
 	f, err := fsys.Open(ctx, name)
 	if err != nil {
 		return fail(err)
@@ -86,9 +108,13 @@ func readFile(ctx context.Context, env *Env, a readFileArgs) *Result {
 		return fail(&sandbox.PathError{Path: name, Err: sandbox.ErrIsDir})
 	}
 	h := sha256.New()
+	var src io.Reader = io.TeeReader(f, h)
+	if digest != nil {
+		src = f // hashed already
+	}
 	// A small file gets a small buffer (bufio's minimum is 16 bytes; the
 	// sniff needs sniffLen).
-	br := bufio.NewReaderSize(io.TeeReader(f, h), int(min(max(fi.Size()+1, sniffLen), 64<<10)))
+	br := bufio.NewReaderSize(src, int(min(max(fi.Size()+1, sniffLen), 64<<10)))
 	sniff, _ := br.Peek(sniffLen)
 	if mime, ok := imageTypes[strings.ToLower(path.Ext(name))]; ok && strings.HasPrefix(http.DetectContentType(sniff), "image/") {
 		return readImage(br, h, name, mime, fi.Size())
@@ -96,14 +122,12 @@ func readFile(ctx context.Context, env *Env, a readFileArgs) *Result {
 	if bytes.IndexByte(sniff, 0) >= 0 {
 		return failf("binary file (%d bytes), not shown: %s", fi.Size(), name)
 	}
+	if digest != nil && !digest.UTF8 {
+		return notUTF8(name, fi.Size(), sniff) // somewhere in the file, as a whole read would find
+	}
 
-	limit := env.Limits.ReadFileOutputMaxChars
-	// The whole file is read for its hash and line count only up to
-	// hashMaxBytes (and the scan limit); past that, reading stops once the
-	// text is complete, or at the scan limit.
-	scanMax := env.Limits.ReadFileMaxScanBytes
-	wholeMax := min(hashMaxBytes, positive(scanMax)) // the largest file read whole
-	whole := fi.Size() <= wholeMax
+	whole := digest != nil || fi.Size() <= wholeMax
+	readAll := whole && digest == nil // read to the end for the hash and line count
 	var b strings.Builder
 	line, truncated := 0, false // line: how many lines have ended so far
 	partial := false            // the last line read has no newline yet
@@ -115,7 +139,7 @@ func readFile(ctx context.Context, env *Env, a readFileArgs) *Result {
 		if n%256 == 0 && ctx.Err() != nil {
 			return failf("cancelled")
 		}
-		if !whole && (truncated || (end != 0 && line >= end)) {
+		if !readAll && (truncated || (end != 0 && line >= end)) {
 			break
 		}
 		if !whole && scanMax > 0 && scanned >= scanMax {
@@ -157,6 +181,10 @@ func readFile(ctx context.Context, env *Env, a readFileArgs) *Result {
 	if eof && !valid.end() {
 		return notUTF8(name, fi.Size(), sniff)
 	}
+	size, sum := fi.Size(), hex.EncodeToString(h.Sum(nil))
+	if digest != nil {
+		size, sum, line = digest.Size, digest.SHA256, digest.Lines
+	}
 	if whole && start > 1 && line < start {
 		return failf("start_line %d is past the end of %s (%d lines)", start, name, line)
 	}
@@ -164,7 +192,7 @@ func readFile(ctx context.Context, env *Env, a readFileArgs) *Result {
 		return failf("start_line %d not reached in the first %d bytes of %s (%d bytes in all), the most read_file reads; "+
 			"use bash (e.g. tail -c, or sed -n on a smaller part) for such a file", start, scanMax, name, fi.Size())
 	}
-	facts := fileFacts{SHA256: hex.EncodeToString(h.Sum(nil)), Lines: line, Bytes: fi.Size()}
+	facts := fileFacts{SHA256: sum, Lines: line, Bytes: size}
 	if !whole {
 		// Not read whole: see hashMaxBytes.
 		facts.SHA256, facts.Lines = "", -1

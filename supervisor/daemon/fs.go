@@ -165,6 +165,8 @@ func (c *channel) serveFS(id uint32, st *fsStream, req wire.FSRequest) {
 		}))
 	case wire.OpRemove:
 		end(fsError(os.Remove(req.Path)))
+	case wire.OpDigest:
+		end(digest(st, req))
 	case wire.OpGrep, wire.OpGlob:
 		end(c.search(id, st, req))
 	default:

@@ -3,6 +3,7 @@ package wire
 import (
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/search"
 )
 
@@ -43,6 +44,12 @@ const (
 //	         request's precondition. A stream that ends before Commit
 //	         (KindKill, the channel's end) replaces nothing.
 //	remove   FS → End (a file, or an empty directory)
+//	digest   FS{Max} → End{Digest}: the file's size and, when it is at
+//	         most Max bytes (and MaxDigestBytes), its sha256, line count
+//	         and whether it is UTF-8, computed where it lives so that a
+//	         reader of a few lines does not stream it all out. Opened as
+//	         read opens (symlinks followed; a directory is EISDIR).
+//	         KindKill stops it.
 //	grep     FS{Grep} → Data… → End: the results of package search's Grep
 //	glob     FS{Glob} → Data… → End{Total}: and of its Glob, run inside
 //	         the sandbox; Data is a stream of JSON values (FileMatch or
@@ -137,6 +144,7 @@ const (
 	OpRead    = "read"
 	OpWrite   = "write"
 	OpRemove  = "remove"
+	OpDigest  = "digest"
 	OpGrep    = "grep"
 	OpGlob    = "glob"
 )
@@ -151,6 +159,9 @@ type FSRequest struct {
 	// IfAbsent, there is no file. Neither: none.
 	IfSHA256 string `json:"if_sha256,omitempty"`
 	IfAbsent bool   `json:"if_absent,omitempty"`
+	// A digest's bound: a larger file gets its size only. 0, or more than
+	// MaxDigestBytes: MaxDigestBytes.
+	Max int64 `json:"max,omitempty"`
 	// A search's request; its Root is Path.
 	Grep *search.GrepRequest `json:"grep,omitempty"`
 	Glob *search.GlobRequest `json:"glob,omitempty"`
@@ -177,6 +188,18 @@ type FSEnd struct {
 	Msg   string  `json:"msg,omitempty"`
 	Info  *FSInfo `json:"info,omitempty"`  // stat's answer
 	Total int     `json:"total,omitempty"` // glob's count of matching paths
+	// digest's answer
+	Digest *FSDigest `json:"digest,omitempty"`
+}
+
+// FSDigest is a file's digest. SHA256 "" says the file was over the
+// bound: only Size is known.
+type FSDigest struct {
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"` // hex
+	// Lines counts newlines, and a last line without one.
+	Lines int  `json:"lines,omitempty"`
+	UTF8  bool `json:"utf8,omitempty"` // every byte is valid UTF-8
 }
 
 // Error codes of FSEnd.Err beside errno names: the supervisor's own.
@@ -301,6 +324,9 @@ const (
 	MaxResultBytes = 16 << 20
 	// MaxDirEntries bounds a listing: the memory one costs the server.
 	MaxDirEntries = 1 << 18
+	// MaxDigestBytes bounds the file a digest reads whole: the largest
+	// an edit takes.
+	MaxDigestBytes = sandbox.EditMaxBytes
 	// MaxNameLen is NAME_MAX: no file name on Linux is longer.
 	MaxNameLen = 255
 

@@ -2,6 +2,7 @@ package supervised
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 
@@ -25,6 +26,8 @@ func (s *Sandbox) FS() sandbox.FS {
 
 // files routes each operation to Host or to the box.
 type files struct{ s *Sandbox }
+
+var _ sandbox.Digester = files{}
 
 // onHost: name is served on the host.
 func (f files) onHost(name string) bool { return f.s.cfg.Host != nil && f.s.cfg.Host.Serves(name) }
@@ -64,6 +67,16 @@ func (f files) Open(ctx context.Context, name string) (file fs.File, err error) 
 	}
 	err = f.inBox(ctx, func() error { file, err = f.s.boxFS.Open(ctx, name); return err })
 	return file, err
+}
+
+// Digest digests a box path in the box (its supervisor reads it there);
+// a path Host serves is read as cheaply here: errors.ErrUnsupported.
+func (f files) Digest(ctx context.Context, name string, maxBytes int64) (d sandbox.Digest, err error) {
+	if f.onHost(name) {
+		return sandbox.Digest{}, errors.ErrUnsupported
+	}
+	err = f.inBox(ctx, func() error { d, err = f.s.boxFS.Digest(ctx, name, maxBytes); return err })
+	return d, err
 }
 
 func (f files) Edit(ctx context.Context, name string, fn sandbox.EditFunc) error {

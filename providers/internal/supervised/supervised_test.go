@@ -181,6 +181,29 @@ func TestFilesWhereTheyAre(t *testing.T) {
 	}
 }
 
+// A box path is digested in the box; a path Host serves is not (read it
+// there): errors.ErrUnsupported, without entering the box.
+func TestFilesDigest(t *testing.T) {
+	t.Parallel()
+	s, b, ws, _ := newSandbox(t, true)
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("a\nb"), 0o644)
+	dg := s.FS().(sandbox.Digester)
+	if _, err := dg.Digest(t.Context(), sandbox.WorkspaceDir+"/a.txt", 100); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("a host path: %v, want ErrUnsupported", err)
+	}
+	if entered, _, dials := b.counts(); entered != 0 || dials != 0 {
+		t.Errorf("a host path entered the box %d times, dialed %d times", entered, dials)
+	}
+	other := filepath.Join(t.TempDir(), "b.txt") // the box's own path
+	os.WriteFile(other, []byte("a\nb"), 0o644)
+	if d, err := dg.Digest(t.Context(), other, 100); err != nil || !d.Computed || d.Lines != 2 || d.Size != 3 {
+		t.Errorf("a box path: %+v, %v", d, err)
+	}
+	if entered, inside, _ := b.counts(); entered != 1 || inside != 0 {
+		t.Errorf("a digest in the box: entered %d, still inside %d", entered, inside)
+	}
+}
+
 // Without Host the box serves every path, and refuses a write to a
 // read-only mount before any I/O.
 func TestBoxFilesReadOnlyMount(t *testing.T) {
