@@ -1,12 +1,10 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +16,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
 )
 
@@ -276,18 +275,16 @@ func TestHTTPStatelessCancel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			marker := fmt.Sprintf("STATELESS_SLEEPER=%d-%d", os.Getpid(), time.Now().UnixNano())
 			t.Cleanup(func() {
-				for _, pid := range marked(marker) {
+				for _, pid := range testkit.Marked(marker) {
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
 			})
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- run(ctx, "export "+marker+"; sleep 300") }()
-			for deadline := time.Now().Add(30 * time.Second); len(marked(marker)) == 0; time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					cancel()
-					t.Fatal("the command never showed up")
-				}
+			if !testkit.Poll(30*time.Second, 20*time.Millisecond, func() bool { return len(testkit.Marked(marker)) > 0 }) {
+				cancel()
+				t.Fatal("the command never showed up")
 			}
 			cancel()
 			select {
@@ -295,36 +292,11 @@ func TestHTTPStatelessCancel(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the cancelled call did not return")
 			}
-			for deadline := time.Now().Add(10 * time.Second); len(marked(marker)) > 0; time.Sleep(50 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the command still runs 10s after its call was cancelled: %v", marked(marker))
-				}
+			if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool { return len(testkit.Marked(marker)) == 0 }) {
+				t.Fatalf("the command still runs 10s after its call was cancelled: %v", testkit.Marked(marker))
 			}
 		})
 	}
-}
-
-// marked lists the processes whose environment holds marker.
-func marked(marker string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil || !bytes.Contains(env, []byte(marker)) {
-			continue
-		}
-		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-				continue // a zombie has ended
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids
 }
 
 // Another client's notifications/cancelled naming a listen request's id

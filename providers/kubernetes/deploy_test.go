@@ -39,6 +39,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 // TestDeploy (issue 9 item 7): deploy/kubernetes/ on a real cluster. It
@@ -866,8 +868,8 @@ func bashThroughReplica(t *testing.T, ctx context.Context, rc *rest.Config, ns, 
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
 	fctx, stop := context.WithCancel(ctx)
 	ready := make(chan struct{})
-	var errOut bytes.Buffer
-	fw, err := portforward.NewOnAddressesWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{"0:" + port}, ready, io.Discard, &lockedWriter{w: &errOut})
+	var errOut testkit.Buffer
+	fw, err := portforward.NewOnAddressesWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{"0:" + port}, ready, io.Discard, &errOut)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -917,17 +919,6 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // serverNeeds is every call the provider makes (kubernetes.go, pods.go,

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox/sandboxtest"
 )
@@ -523,12 +524,8 @@ func acquireNow(t testing.TB, p *Provider, thread string) *Sandbox {
 
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !testkit.Poll(d, 200*time.Millisecond, cond) {
+		t.Fatalf("timed out waiting: %s", what)
 	}
 }
 
