@@ -764,29 +764,14 @@ func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
 	t.Parallel()
 	requireDocker(t, busyboxImage, debianPythonImage)
 	for _, img := range []string{baseImage, debianPythonImage, busyboxImage} {
-		f := newFixture(t, func(c *Config) { c.Image = img })
-		sb := f.acquire(t, "two-calls")
-		execOut(t, sb, "true")
-		var wg sync.WaitGroup
-		var out string
-		var res sandbox.ExecResult
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, res = execOut(t, sb, "i=0; while [ $i -lt 8 ]; do sleep 1; i=$((i+1)); done; echo finished $i")
-		}()
-		time.Sleep(500 * time.Millisecond)
-		tres, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 60", Timeout: time.Second, Output: io.Discard})
-		if err != nil || !tres.TimedOut {
-			t.Fatalf("%s: the timed-out call: %+v %v", img, tres, err)
-		}
-		wg.Wait()
-		if res.ExitCode != 0 || out != "finished 8\n" {
-			t.Fatalf("%s: the other call: exit %d %q", img, res.ExitCode, out)
-		}
-		if o, _ := execOut(t, sb, "ps -o pid,args 2>/dev/null | grep -c 'sleep 6[0]' || true"); strings.TrimSpace(o) != "0" {
-			t.Errorf("%s: the timed-out command still runs: %q", img, o)
-		}
+		t.Run(img, func(t *testing.T) {
+			f := newFixture(t, func(c *Config) { c.Image = img })
+			sb := f.acquire(t, "two-calls")
+			sandboxtest.TimeoutKillsOnlyItsCommand(t, sb)
+			if o, _ := execOut(t, sb, "ps -o pid,args 2>/dev/null | grep -c 'sleep 6[0]' || true"); strings.TrimSpace(o) != "0" {
+				t.Errorf("the timed-out command still runs: %q", o)
+			}
+		})
 	}
 }
 

@@ -716,25 +716,7 @@ func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
 	t.Parallel()
 	cfg := newConfig(t)
 	p := newProviderT(t, cfg)
-	sb := acquire(t, p, "two-calls-"+randomHex(4))
-	execOut(t, sb, "true")
-	var wg sync.WaitGroup
-	var out string
-	var res sandbox.ExecResult
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		out, res = execOut(t, sb, "i=0; while [ $i -lt 8 ]; do sleep 1; i=$((i+1)); done; echo finished $i")
-	}()
-	time.Sleep(500 * time.Millisecond)
-	tres, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 60", Timeout: time.Second, Output: io.Discard})
-	if err != nil || !tres.TimedOut {
-		t.Fatalf("the timed-out call: %+v %v", tres, err)
-	}
-	wg.Wait()
-	if res.ExitCode != 0 || out != "finished 8\n" {
-		t.Fatalf("the other call: exit %d %q", res.ExitCode, out)
-	}
+	sandboxtest.TimeoutKillsOnlyItsCommand(t, acquire(t, p, "two-calls-"+randomHex(4)))
 }
 
 func ptr[T any](v T) *T { return &v }
