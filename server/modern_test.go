@@ -56,23 +56,6 @@ func connectMCPGo(t *testing.T, h *httpServer, hdr map[string]string) *mcpclient
 	return c
 }
 
-func callMCPGo(t *testing.T, c *mcpclient.Client, name string, args map[string]any) (string, bool) {
-	t.Helper()
-	req := mcpgo.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = name, args
-	res, err := c.CallTool(t.Context(), req)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(mcpgo.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError
-}
-
 // With http.stateless, a modern client that names no thread negotiates a
 // session and works in its anonymous thread, as before (SPEC §10); one that
 // names its thread speaks 2026-07-28. Both independent clients, each
@@ -88,21 +71,21 @@ func TestHTTPStatelessRouting(t *testing.T) {
 		if v := anon.ProtocolVersion(); v != legacyVersion {
 			t.Errorf("without a thread: negotiated %q, want %s", v, legacyVersion)
 		}
-		if out, isErr := callMCPGo(t, anon, "write_file", map[string]any{"path": file, "content": "mcp-go anon"}); isErr {
+		if out, isErr := testkit.CallText(t, t.Context(), anon, "write_file", map[string]any{"path": file, "content": "mcp-go anon"}); isErr {
 			t.Fatalf("anonymous thread: %q", out)
 		}
-		if out, _ := callMCPGo(t, anon, "read_file", map[string]any{"path": file}); !strings.Contains(out, "mcp-go anon") {
+		if out, _ := testkit.CallText(t, t.Context(), anon, "read_file", map[string]any{"path": file}); !strings.Contains(out, "mcp-go anon") {
 			t.Errorf("anonymous thread across calls: %q", out)
 		}
 		other := connectMCPGo(t, h, nil)
-		if out, _ := callMCPGo(t, other, "read_file", map[string]any{"path": file}); strings.Contains(out, "mcp-go anon") {
+		if out, _ := testkit.CallText(t, t.Context(), other, "read_file", map[string]any{"path": file}); strings.Contains(out, "mcp-go anon") {
 			t.Errorf("another anonymous session sees the first's file: %q", out)
 		}
 		c := connectMCPGo(t, h, named)
 		if v := c.ProtocolVersion(); v != modernVersion {
 			t.Errorf("naming a thread: negotiated %q, want %s", v, modernVersion)
 		}
-		if out, isErr := callMCPGo(t, c, "write_file", map[string]any{"path": file, "content": "named"}); isErr {
+		if out, isErr := testkit.CallText(t, t.Context(), c, "write_file", map[string]any{"path": file, "content": "named"}); isErr {
 			t.Fatalf("named thread: %q", out)
 		}
 	})

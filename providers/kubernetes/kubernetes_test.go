@@ -48,20 +48,23 @@ var cluster struct {
 	ns   string
 }
 
+// noCluster fails t when SANDBOX_MCP_REQUIRE_K8S=1 asks for a cluster,
+// and skips it otherwise, saying why.
+func noCluster(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("SANDBOX_MCP_REQUIRE_K8S") == "1" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf("SKIPPED: "+format, args...)
+}
+
 func requireCluster(t testing.TB) {
 	t.Helper()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("SANDBOX_MCP_REQUIRE_K8S") == "1" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf("SKIPPED: "+format, args...)
-	}
 	if os.Getenv("KUBECONFIG") == "" {
-		fail("no cluster: set KUBECONFIG")
+		noCluster(t, "no cluster: set KUBECONFIG")
 	}
 	if os.Getenv("SANDBOX_MCP_K8S_SUPERVISOR_IMAGE") == "" {
-		fail("no supervisor image: set SANDBOX_MCP_K8S_SUPERVISOR_IMAGE (deploy/kubernetes/build-image.sh, loaded into the cluster)")
+		noCluster(t, "no supervisor image: set SANDBOX_MCP_K8S_SUPERVISOR_IMAGE (deploy/kubernetes/build-image.sh, loaded into the cluster)")
 	}
 	cluster.once.Do(func() {
 		rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
@@ -93,7 +96,7 @@ func requireCluster(t testing.TB) {
 		cluster.cs, cluster.rc, cluster.ns = cs, rc, ns
 	})
 	if cluster.err != nil {
-		fail("no cluster at KUBECONFIG: %v", cluster.err)
+		noCluster(t, "no cluster at KUBECONFIG: %v", cluster.err)
 	}
 }
 
