@@ -8,64 +8,15 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
-
-// smallFS mounts a tmpfs of size bytes for the test: a file system that
-// can be filled. It needs root (CI runs as root); elsewhere the test is
-// skipped, saying why.
-func smallFS(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0755"); err != nil {
-		t.Skipf("cannot mount a small tmpfs to fill (needs root; CI runs as root): %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
-
-// fill writes a file in dir until the file system is full, and returns a
-// function that frees the space again.
-func fill(t *testing.T, dir string) (free func()) {
-	t.Helper()
-	p := filepath.Join(dir, "filler")
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling %s: %v", dir, err)
-			}
-			break
-		}
-	}
-	// The last page too: write byte by byte until nothing more fits.
-	for {
-		if _, err := f.Write(buf[:1]); err != nil {
-			break
-		}
-	}
-	return func() {
-		if err := os.Remove(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // With the disk full, Begin refuses: the call does not run. Once space is
 // free, calls go on and the chain is intact.
 func TestBeginRefusesWhenDiskFull(t *testing.T) {
 	t.Parallel()
-	dir := smallFS(t, "1m")
+	dir := testkit.SmallFS(t, "1m")
 	path := filepath.Join(dir, "audit.jsonl")
 	w, err := audit.OpenFile(path)
 	if err != nil {
@@ -75,7 +26,7 @@ func TestBeginRefusesWhenDiskFull(t *testing.T) {
 	if err := call(w, "ls", nil); err != nil {
 		t.Fatal(err)
 	}
-	free := fill(t, dir)
+	free := testkit.Fill(t, dir)
 	ran := false
 	err = call(w, "bash", func() { ran = true })
 	if err == nil || ran {
@@ -97,7 +48,7 @@ func TestBeginRefusesWhenDiskFull(t *testing.T) {
 // room before it ran.
 func TestLineOfCallThatFillsTheDisk(t *testing.T) {
 	t.Parallel()
-	dir := smallFS(t, "2m")
+	dir := testkit.SmallFS(t, "2m")
 	path := filepath.Join(dir, "audit.jsonl")
 	w, err := audit.OpenFile(path)
 	if err != nil {
@@ -105,7 +56,7 @@ func TestLineOfCallThatFillsTheDisk(t *testing.T) {
 	}
 	defer w.Close()
 	var free func()
-	if err := call(w, "bash", func() { free = fill(t, dir) }); err != nil {
+	if err := call(w, "bash", func() { free = testkit.Fill(t, dir) }); err != nil {
 		t.Fatalf("the line of the call that filled the disk: %v", err)
 	}
 	if n := verify(t, path); n != 1 {
@@ -118,7 +69,7 @@ func TestLineOfCallThatFillsTheDisk(t *testing.T) {
 // intact and the next line follows the last whole one.
 func TestShortWriteLeavesNoPartialLine(t *testing.T) {
 	t.Parallel()
-	dir := smallFS(t, "1m")
+	dir := testkit.SmallFS(t, "1m")
 	path := filepath.Join(dir, "audit.jsonl")
 	w, err := audit.OpenFile(path)
 	if err != nil {
@@ -131,7 +82,7 @@ func TestShortWriteLeavesNoPartialLine(t *testing.T) {
 		}
 	}
 	before, _ := os.ReadFile(path)
-	free := fill(t, dir)
+	free := testkit.Fill(t, dir)
 	// Larger than the rest of the log's last page: the write starts, then
 	// the disk is full (Record without Begin, as a caller that reserved
 	// nothing).

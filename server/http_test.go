@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
@@ -298,13 +299,8 @@ func TestHTTPGracefulShutdown(t *testing.T) {
 	}()
 	// Wait until the call is running.
 	started := filepath.Join(local.ThreadDir(h.state, cs.ID()), "workspace", "started")
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the call did not start")
-		}
+	if !testkit.Poll(20*time.Second, 10*time.Millisecond, func() bool { _, err := os.Stat(started); return err == nil }) {
+		t.Fatal("the call did not start")
 	}
 	h.stop()
 	time.Sleep(100 * time.Millisecond)
@@ -642,13 +638,8 @@ func TestHTTPBusy(t *testing.T) {
 		running <- res.Content[0].(*sdk.TextContent).Text
 	}()
 	started := filepath.Join(local.ThreadDir(h.state, "busy"), "workspace", "started")
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the call did not start")
-		}
+	if !testkit.Poll(20*time.Second, 10*time.Millisecond, func() bool { _, err := os.Stat(started); return err == nil }) {
+		t.Fatal("the call did not start")
 	}
 	if out, isErr := call(t, cs, "ls", map[string]any{}); !isErr || !strings.Contains(out, "server busy") {
 		t.Errorf("a call past the cap: %q", out)
@@ -728,12 +719,7 @@ func TestHTTPAllowedHosts(t *testing.T) {
 // gone waits until path does not exist.
 func gone(t *testing.T, path string) bool {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Lstat(path); os.IsNotExist(err) {
-			return true
-		}
-	}
-	return false
+	return testkit.Poll(20*time.Second, 50*time.Millisecond, func() bool { _, err := os.Lstat(path); return os.IsNotExist(err) })
 }
 
 // threadOf finds the thread directory that holds the workspace file name.
@@ -780,13 +766,11 @@ func TestHTTPAnonymousThreadsRemoved(t *testing.T) {
 		// (go-sdk's SSE client closes its stream only when its calls are
 		// answered: the timeout bounds that wait.)
 		go cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "while :; do date >> loop.txt; sleep 0.05; done", "timeout": 4}})
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(dir, "user-data", "workspace", "loop.txt")); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the loop did not start")
-			}
+		if !testkit.Poll(10*time.Second, 20*time.Millisecond, func() bool {
+			_, err := os.Stat(filepath.Join(dir, "user-data", "workspace", "loop.txt"))
+			return err == nil
+		}) {
+			t.Fatal("the loop did not start")
 		}
 		cs.Close() // DELETE; SSE: the stream goes
 		if !gone(t, dir) {
@@ -855,13 +839,8 @@ func TestHTTPCallsSharedPerToken(t *testing.T) {
 	a := connect(t, h, "streamable", map[string]string{"Authorization": "Bearer tok-a", "X-Thread-ID": "long"})
 	go a.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch started; sleep 12"}})
 	started := filepath.Join(local.ThreadDir(h.state, "long"), "workspace", "started")
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the call did not start")
-		}
+	if !testkit.Poll(20*time.Second, 10*time.Millisecond, func() bool { _, err := os.Stat(started); return err == nil }) {
+		t.Fatal("the call did not start")
 	}
 	b := connect(t, h, "sse", map[string]string{"Authorization": "Bearer tok-b"})
 	if out, isErr := call(t, b, "ls", map[string]any{}); isErr {

@@ -1,12 +1,10 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +16,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
 )
 
@@ -57,23 +56,6 @@ func connectMCPGo(t *testing.T, h *httpServer, hdr map[string]string) *mcpclient
 	return c
 }
 
-func callMCPGo(t *testing.T, c *mcpclient.Client, name string, args map[string]any) (string, bool) {
-	t.Helper()
-	req := mcpgo.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = name, args
-	res, err := c.CallTool(t.Context(), req)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(mcpgo.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError
-}
-
 // With http.stateless, a modern client that names no thread negotiates a
 // session and works in its anonymous thread, as before (SPEC §10); one that
 // names its thread speaks 2026-07-28. Both independent clients, each
@@ -89,21 +71,21 @@ func TestHTTPStatelessRouting(t *testing.T) {
 		if v := anon.ProtocolVersion(); v != legacyVersion {
 			t.Errorf("without a thread: negotiated %q, want %s", v, legacyVersion)
 		}
-		if out, isErr := callMCPGo(t, anon, "write_file", map[string]any{"path": file, "content": "mcp-go anon"}); isErr {
+		if out, isErr := testkit.CallText(t, t.Context(), anon, "write_file", map[string]any{"path": file, "content": "mcp-go anon"}); isErr {
 			t.Fatalf("anonymous thread: %q", out)
 		}
-		if out, _ := callMCPGo(t, anon, "read_file", map[string]any{"path": file}); !strings.Contains(out, "mcp-go anon") {
+		if out, _ := testkit.CallText(t, t.Context(), anon, "read_file", map[string]any{"path": file}); !strings.Contains(out, "mcp-go anon") {
 			t.Errorf("anonymous thread across calls: %q", out)
 		}
 		other := connectMCPGo(t, h, nil)
-		if out, _ := callMCPGo(t, other, "read_file", map[string]any{"path": file}); strings.Contains(out, "mcp-go anon") {
+		if out, _ := testkit.CallText(t, t.Context(), other, "read_file", map[string]any{"path": file}); strings.Contains(out, "mcp-go anon") {
 			t.Errorf("another anonymous session sees the first's file: %q", out)
 		}
 		c := connectMCPGo(t, h, named)
 		if v := c.ProtocolVersion(); v != modernVersion {
 			t.Errorf("naming a thread: negotiated %q, want %s", v, modernVersion)
 		}
-		if out, isErr := callMCPGo(t, c, "write_file", map[string]any{"path": file, "content": "named"}); isErr {
+		if out, isErr := testkit.CallText(t, t.Context(), c, "write_file", map[string]any{"path": file, "content": "named"}); isErr {
 			t.Fatalf("named thread: %q", out)
 		}
 	})
@@ -276,18 +258,16 @@ func TestHTTPStatelessCancel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			marker := fmt.Sprintf("STATELESS_SLEEPER=%d-%d", os.Getpid(), time.Now().UnixNano())
 			t.Cleanup(func() {
-				for _, pid := range marked(marker) {
+				for _, pid := range testkit.Marked(marker) {
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
 			})
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- run(ctx, "export "+marker+"; sleep 300") }()
-			for deadline := time.Now().Add(30 * time.Second); len(marked(marker)) == 0; time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					cancel()
-					t.Fatal("the command never showed up")
-				}
+			if !testkit.Poll(30*time.Second, 20*time.Millisecond, func() bool { return len(testkit.Marked(marker)) > 0 }) {
+				cancel()
+				t.Fatal("the command never showed up")
 			}
 			cancel()
 			select {
@@ -295,36 +275,11 @@ func TestHTTPStatelessCancel(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the cancelled call did not return")
 			}
-			for deadline := time.Now().Add(10 * time.Second); len(marked(marker)) > 0; time.Sleep(50 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the command still runs 10s after its call was cancelled: %v", marked(marker))
-				}
+			if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool { return len(testkit.Marked(marker)) == 0 }) {
+				t.Fatalf("the command still runs 10s after its call was cancelled: %v", testkit.Marked(marker))
 			}
 		})
 	}
-}
-
-// marked lists the processes whose environment holds marker.
-func marked(marker string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil || !bytes.Contains(env, []byte(marker)) {
-			continue
-		}
-		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-				continue // a zombie has ended
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids
 }
 
 // Another client's notifications/cancelled naming a listen request's id

@@ -1,58 +1,13 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
-
-// smallFS mounts a tmpfs of size bytes for the test: a file system that
-// can be filled. It needs root (CI runs as root); elsewhere the test is
-// skipped, saying why.
-func smallFS(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0755"); err != nil {
-		t.Skipf("cannot mount a small tmpfs (needs root; CI runs as root): %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
-
-// fillFS writes a file in dir until the file system is full, to its last
-// byte.
-func fillFS(t *testing.T, dir string) string {
-	t.Helper()
-	p := filepath.Join(dir, "filler")
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling %s: %v", dir, err)
-			}
-			break
-		}
-	}
-	for {
-		if _, err := f.Write(buf[:1]); err != nil {
-			break
-		}
-	}
-	return p
-}
 
 // The audit fails closed (SPEC §9): with the disk that holds the audit log
 // full, a call is not run and answers one error line; once space is free,
@@ -60,13 +15,13 @@ func fillFS(t *testing.T, dir string) string {
 // itself still gets its line.
 func TestE2EAuditFailsClosedWhenDiskFull(t *testing.T) {
 	t.Parallel()
-	fs := smallFS(t, "4m")
+	fs := testkit.SmallFS(t, "4m")
 	p := start(t, opts{stateDir: filepath.Join(fs, "state"), auditPath: filepath.Join(fs, "audit.jsonl")})
 	p.want("ls", map[string]any{}, "/mnt/user-data/workspace/", false)
 	marker := filepath.Join(p.workspace(), "marker")
 	lines := func() int { l, _ := auditLines(t, p.auditPath); return len(l) }
 
-	filler := fillFS(t, fs)
+	free := testkit.Fill(t, fs)
 	got, isErr := p.call("bash", map[string]any{"command": "touch /mnt/user-data/workspace/marker"})
 	if !isErr || !strings.HasPrefix(got, "Error: audit log") || !strings.Contains(got, "no space left") || strings.Contains(got, "\n") {
 		t.Errorf("bash with the audit log's disk full = %q (isError %v), want one error line about the audit log", got, isErr)
@@ -77,9 +32,7 @@ func TestE2EAuditFailsClosedWhenDiskFull(t *testing.T) {
 	if n := lines(); n != 1 {
 		t.Errorf("audit log has %d lines, want 1 (the refused call has none)", n)
 	}
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	free()
 
 	p.want("bash", map[string]any{"command": "touch marker && echo ok"}, "ok\n[exit code 0]", false)
 	if _, err := os.Stat(marker); err != nil {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 // Bounds for every tenant (SPEC §16), against the real binary over HTTP.
@@ -296,7 +298,7 @@ func TestE2EHTTPAnonymousJobsEndWithSession(t *testing.T) {
 	}
 	marker := fmt.Sprintf("E2E_ANON=%d-%d", os.Getpid(), time.Now().UnixNano())
 	t.Cleanup(func() {
-		for _, pid := range marked(marker) {
+		for _, pid := range testkit.Marked(marker) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
@@ -310,7 +312,7 @@ func TestE2EHTTPAnonymousJobsEndWithSession(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for len(marked(marker)) < 3 {
+	for len(testkit.Marked(marker)) < 3 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the jobs never showed up\n%s", p.stderr)
 		}
@@ -319,7 +321,7 @@ func TestE2EHTTPAnonymousJobsEndWithSession(t *testing.T) {
 	cs.Close() // DELETE: the session ends
 	deadline = time.Now().Add(20 * time.Second)
 	for {
-		pids := marked(marker)
+		pids := testkit.Marked(marker)
 		if len(pids) == 0 {
 			break
 		}
@@ -394,7 +396,7 @@ func TestE2EDockerAnonymousJobsEndWithSession(t *testing.T) {
 		return strings.Fields(string(out))
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for len(marked(marker)) < 2 {
+	for len(testkit.Marked(marker)) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the jobs never showed up\n%s", p.stderr)
 		}
@@ -406,7 +408,7 @@ func TestE2EDockerAnonymousJobsEndWithSession(t *testing.T) {
 	cs.Close() // DELETE: the session ends
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		pids, left := marked(marker), containers()
+		pids, left := testkit.Marked(marker), containers()
 		if len(pids) == 0 && len(left) == 0 {
 			break
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
@@ -44,7 +45,7 @@ func bashCall(t *testing.T, bin, command string) (string, string) {
 	t.Helper()
 	requireBwrap(t)
 	cmd := exec.Command(bin, "--state-dir", filepath.Join(t.TempDir(), "state"), "--isolation", "bwrap")
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	cmd.Stderr = &stderr
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 // The real binary with --provider docker started while the engine is down
@@ -47,26 +47,8 @@ func TestE2EDockerEngineDownAtStart(t *testing.T) {
 		}
 	}
 	// The engine comes back.
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("unix", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { io.Copy(c, up); c.Close() }()
-		}
-	}()
+	stop := testkit.UnixProxy(t, sock, upstream)
+	defer stop()
 	if out, isErr := bash(); isErr || out != "up\n[exit code 0]" {
 		t.Fatalf("bash once the engine is back: error %v %q\n%s", isErr, out, stderr)
 	}

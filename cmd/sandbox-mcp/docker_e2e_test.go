@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 // dockerE2EConfig skips (or fails, with SANDBOX_MCP_REQUIRE_DOCKER=1) when
@@ -45,9 +47,9 @@ func dockerE2EConfig(t *testing.T) (dir, cfgFile, prefix string) {
 
 // stdioSession starts cmd (the server over stdio, its stderr kept for
 // failure messages) and connects a go-sdk client to it.
-func stdioSession(t *testing.T, ctx context.Context, cmd *exec.Cmd) (*mcp.ClientSession, *syncBuffer) {
+func stdioSession(t *testing.T, ctx context.Context, cmd *exec.Cmd) (*mcp.ClientSession, *testkit.Buffer) {
 	t.Helper()
-	stderr := &syncBuffer{}
+	stderr := &testkit.Buffer{}
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -59,7 +61,7 @@ func stdioSession(t *testing.T, ctx context.Context, cmd *exec.Cmd) (*mcp.Client
 // caller is a tool call on cs that answers the result's text and whether
 // it is an error, failing the test on a protocol error (stderr: the
 // server's, for the message).
-func caller(t *testing.T, ctx context.Context, cs *mcp.ClientSession, stderr *syncBuffer) func(string, map[string]any) (string, bool) {
+func caller(t *testing.T, ctx context.Context, cs *mcp.ClientSession, stderr *testkit.Buffer) func(string, map[string]any) (string, bool) {
 	return func(name string, args map[string]any) (string, bool) {
 		t.Helper()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})

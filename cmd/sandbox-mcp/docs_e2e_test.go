@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 func readRepoFile(t *testing.T, name string) string {
@@ -64,7 +66,7 @@ func TestE2EMCPJSONExampleStarts(t *testing.T) {
 			for k, v := range s.Env {
 				cmd.Env = append(cmd.Env, k+"="+v)
 			}
-			stderr := &syncBuffer{}
+			stderr := &testkit.Buffer{}
 			cmd.Stderr = stderr
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()

@@ -29,6 +29,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
@@ -99,32 +100,13 @@ func binary(t *testing.T) string {
 	return buildBin
 }
 
-// syncBuffer is a bytes.Buffer safe to write from exec's copying goroutine
-// while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is one running server process and the client session talking to it.
 type proc struct {
 	t         *testing.T
 	cs        *mcp.ClientSession
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser // rawPipes only
-	stderr    *syncBuffer
+	stderr    *testkit.Buffer
 	stateDir  string
 	auditPath string
 	thread    string
@@ -171,7 +153,7 @@ func start(t *testing.T, o opts) *proc {
 	}
 	args = append(args, o.extra...)
 	cmd := exec.Command(bin, args...)
-	stderr := &syncBuffer{}
+	stderr := &testkit.Buffer{}
 	cmd.Stderr = stderr
 	cmd.Env = append(append(os.Environ(), "SANDBOX_MCP_E2E_SECRET=hunter2"), o.env...)
 
@@ -739,43 +721,6 @@ func TestE2EDefaultAuditPath(t *testing.T) {
 	}
 }
 
-// gone reports whether pid no longer runs: no such process, or a zombie
-// nobody reaped (PID 1 in a container may never reap orphans).
-func gone(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	// pid (comm) S ...: the state follows the last ')'.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] == 'Z' || stat[i+2] == 'X'
-	}
-	return false
-}
-
-// marked lists the live processes whose environment holds marker. Pids
-// inside a PID namespace (bubblewrap) differ from the host's, so the test
-// finds its processes by a marker, never by a pid they report.
-func marked(marker string) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil || !bytes.Contains(env, []byte(marker)) || gone(pid) {
-			continue
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
 // startSleeper starts a bash call running a background child that holds
 // the output pipe open, its own child, and a foreground sleep, all marked
 // in their environment. It returns the call's cancel func, a channel with
@@ -791,12 +736,12 @@ func startSleeper(t *testing.T, p *proc) (cancel context.CancelFunc, called <-ch
 		done <- err
 	}()
 	t.Cleanup(func() {
-		for _, pid := range marked(marker) {
+		for _, pid := range testkit.Marked(marker) {
 			syscall.Kill(pid, syscall.SIGKILL) // this test's own leftovers
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
-	for len(marked(marker)) < 2 {
+	for len(testkit.Marked(marker)) < 2 {
 		if time.Now().After(deadline) {
 			cancel()
 			t.Fatalf("the command's processes never showed up\nstderr:\n%s", p.stderr)
@@ -812,7 +757,7 @@ func waitGone(t *testing.T, p *proc, marker, after string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		pids := marked(marker)
+		pids := testkit.Marked(marker)
 		if len(pids) == 0 {
 			return
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 // Host bash (--isolation none --allow-host-bash): a child that leaves the
@@ -33,7 +35,7 @@ func TestE2EHostBashSetsidChildrenReaped(t *testing.T) {
 		cmd := "export " + marker + "; setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 300"
 		go p.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": cmd}})
 		deadline := time.Now().Add(30 * time.Second)
-		for len(marked(marker)) < 2 {
+		for len(testkit.Marked(marker)) < 2 {
 			if time.Now().After(deadline) {
 				t.Fatalf("the command's processes never showed up\nstderr:\n%s", p.stderr)
 			}
@@ -46,7 +48,7 @@ func TestE2EHostBashSetsidChildrenReaped(t *testing.T) {
 
 // killMarked kills a test's own leftovers.
 func killMarked(marker string) {
-	for _, pid := range marked(marker) {
+	for _, pid := range testkit.Marked(marker) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }

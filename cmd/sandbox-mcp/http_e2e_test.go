@@ -17,13 +17,15 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 // httpProc is the real binary serving --http on a free loopback port.
 type httpProc struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *syncBuffer
+	stderr *testkit.Buffer
 	exited chan error
 	// legacyClients: jobsSession's clients speak 2025-11-25 (a session)
 	// instead of go-sdk's default 2026-07-28.
@@ -36,7 +38,7 @@ func startHTTPBinary(t *testing.T, args ...string) *httpProc {
 	t.Helper()
 	state := filepath.Join(t.TempDir(), "state")
 	cmd := exec.Command(binary(t), append([]string{"--http", "127.0.0.1:0", "--state-dir", state, "--audit-log", "off"}, args...)...)
-	stderr := &syncBuffer{}
+	stderr := &testkit.Buffer{}
 	pr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 )
 
@@ -28,8 +29,8 @@ func requireBwrap(t *testing.T) {
 func TestE2EMountinfoNamesNoHostPath(t *testing.T) {
 	t.Parallel()
 	requireBwrap(t)
-	state := smallFS(t, "16m")
-	other := smallFS(t, "1m")
+	state := testkit.SmallFS(t, "16m")
+	other := testkit.SmallFS(t, "1m")
 	data := mkdir(t, filepath.Join(other, "team", "data"))
 	p := start(t, opts{thread: "mi-thread", stateDir: state, isolation: "bwrap",
 		extra: []string{"--mount", data + ":/mnt/data:ro"}})

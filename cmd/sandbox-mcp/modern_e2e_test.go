@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +12,8 @@ import (
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 // modernClient connects mcp-go's client, which negotiates 2026-07-28 when
@@ -35,24 +36,6 @@ func modernClient(t *testing.T, url string, headers map[string]string) *mcpclien
 	return c
 }
 
-func callText(t *testing.T, ctx context.Context, c *mcpclient.Client, name string, args map[string]any) (string, bool) {
-	t.Helper()
-	req := mcpgo.CallToolRequest{}
-	req.Params.Name = name
-	req.Params.Arguments = args
-	res, err := c.CallTool(ctx, req)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(mcpgo.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError
-}
-
 func TestE2EHTTPModernProtocol(t *testing.T) {
 	t.Parallel()
 	p := startStateless(t)
@@ -60,19 +43,19 @@ func TestE2EHTTPModernProtocol(t *testing.T) {
 	if v := a.ProtocolVersion(); v != mcpgo.ProtocolVersion20260728 {
 		t.Fatalf("negotiated %q, want %s", v, mcpgo.ProtocolVersion20260728)
 	}
-	out, isErr := callText(t, t.Context(), a, "bash", map[string]any{"command": "echo from-a > /mnt/user-data/workspace/who; cat /mnt/user-data/workspace/who"})
+	out, isErr := testkit.CallText(t, t.Context(), a, "bash", map[string]any{"command": "echo from-a > /mnt/user-data/workspace/who; cat /mnt/user-data/workspace/who"})
 	if isErr || !strings.Contains(out, "from-a") {
 		t.Fatalf("bash in thread a: %q (error %v)\n%s", out, isErr, p.stderr)
 	}
 	// Another thread does not see a's file.
 	b := modernClient(t, p.url, map[string]string{"X-Thread-ID": "modern-b"})
-	out, _ = callText(t, t.Context(), b, "bash", map[string]any{"command": "cat /mnt/user-data/workspace/who 2>&1; true"})
+	out, _ = testkit.CallText(t, t.Context(), b, "bash", map[string]any{"command": "cat /mnt/user-data/workspace/who 2>&1; true"})
 	if strings.Contains(out, "from-a") {
 		t.Fatalf("thread b sees thread a's file: %q", out)
 	}
 	// A second client naming thread a does.
 	a2 := modernClient(t, p.url, map[string]string{"X-Thread-ID": "modern-a"})
-	out, _ = callText(t, t.Context(), a2, "read_file", map[string]any{"path": "/mnt/user-data/workspace/who"})
+	out, _ = testkit.CallText(t, t.Context(), a2, "read_file", map[string]any{"path": "/mnt/user-data/workspace/who"})
 	if !strings.Contains(out, "from-a") {
 		t.Fatalf("thread a again: %q", out)
 	}
@@ -82,7 +65,7 @@ func TestE2EHTTPModernProtocol(t *testing.T) {
 	if v := n.ProtocolVersion(); mcpgo.IsModernProtocol(v) {
 		t.Fatalf("without a thread: negotiated %s", v)
 	}
-	out, isErr = callText(t, t.Context(), n, "bash", map[string]any{"command": "cat /mnt/user-data/workspace/who 2>&1; echo anon"})
+	out, isErr = testkit.CallText(t, t.Context(), n, "bash", map[string]any{"command": "cat /mnt/user-data/workspace/who 2>&1; echo anon"})
 	if isErr || strings.Contains(out, "from-a") || !strings.Contains(out, "anon") {
 		t.Fatalf("no thread: %q (error %v)", out, isErr)
 	}
@@ -143,7 +126,7 @@ func TestE2EHTTPModernThreadArgument(t *testing.T) {
 	if v := h.ProtocolVersion(); v != mcpgo.ProtocolVersion20260728 {
 		t.Fatalf("naming a thread: negotiated %q", v)
 	}
-	out, _ = callText(t, t.Context(), h, "read_file", map[string]any{"path": "/mnt/user-data/workspace/f"})
+	out, _ = testkit.CallText(t, t.Context(), h, "read_file", map[string]any{"path": "/mnt/user-data/workspace/f"})
 	if !strings.Contains(out, "arg") {
 		t.Fatalf("same thread by header: %q", out)
 	}
@@ -158,7 +141,7 @@ func TestE2EHTTPModernThreadArgument(t *testing.T) {
 	if _, err := h.ListTools(t.Context(), mcpgo.ListToolsRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	out, isErr := callText(t, t.Context(), h, "read_file", map[string]any{"path": "/mnt/user-data/workspace/f", "thread": "other"})
+	out, isErr := testkit.CallText(t, t.Context(), h, "read_file", map[string]any{"path": "/mnt/user-data/workspace/f", "thread": "other"})
 	if !isErr || !strings.Contains(out, "different threads") {
 		t.Fatalf("header and argument disagree: %q (error %v)", out, isErr)
 	}
@@ -168,17 +151,17 @@ func TestE2EHTTPModernJobsAndShellAcrossRequests(t *testing.T) {
 	t.Parallel()
 	p := startStateless(t)
 	c := modernClient(t, p.url, map[string]string{"X-Thread-ID": "modern-jobs"})
-	out, isErr := callText(t, t.Context(), c, "bash", map[string]any{"command": "cd /tmp && for i in 1 2 3 4 5 6; do echo tick$i; sleep 0.5; done", "run_in_background": true})
+	out, isErr := testkit.CallText(t, t.Context(), c, "bash", map[string]any{"command": "cd /tmp && for i in 1 2 3 4 5 6; do echo tick$i; sleep 0.5; done", "run_in_background": true})
 	if isErr || !strings.Contains(out, "job") {
 		t.Fatalf("start job: %q (error %v)", out, isErr)
 	}
-	callText(t, t.Context(), c, "bash", map[string]any{"command": "cd /mnt/user-data/outputs"})
-	out, _ = callText(t, t.Context(), c, "bash", map[string]any{"command": "pwd"})
+	testkit.CallText(t, t.Context(), c, "bash", map[string]any{"command": "cd /mnt/user-data/outputs"})
+	out, _ = testkit.CallText(t, t.Context(), c, "bash", map[string]any{"command": "pwd"})
 	if !strings.Contains(out, "/mnt/user-data/outputs") {
 		t.Errorf("shell state across stateless requests: pwd %q", out)
 	}
 	time.Sleep(3500 * time.Millisecond)
-	out, _ = callText(t, t.Context(), c, "bash_output", map[string]any{"job": "j1"})
+	out, _ = testkit.CallText(t, t.Context(), c, "bash_output", map[string]any{"job": "j1"})
 	if !strings.Contains(out, "tick6") {
 		t.Errorf("job across stateless requests: %q\n%s", out, p.stderr)
 	}
@@ -212,8 +195,8 @@ func TestE2EHTTPEraLatency(t *testing.T) {
 	if v := legacy.ProtocolVersion(); mcpgo.IsModernProtocol(v) {
 		t.Fatalf("legacy client negotiated %s", v)
 	}
-	callText(t, t.Context(), modern, "write_file", map[string]any{"path": "/mnt/user-data/workspace/x", "content": "x"})
-	callText(t, t.Context(), legacy, "write_file", map[string]any{"path": "/mnt/user-data/workspace/x", "content": "x"})
+	testkit.CallText(t, t.Context(), modern, "write_file", map[string]any{"path": "/mnt/user-data/workspace/x", "content": "x"})
+	testkit.CallText(t, t.Context(), legacy, "write_file", map[string]any{"path": "/mnt/user-data/workspace/x", "content": "x"})
 	for _, tool := range []struct {
 		name string
 		args map[string]any
@@ -228,7 +211,7 @@ func TestE2EHTTPEraLatency(t *testing.T) {
 			const n = 200
 			start := time.Now()
 			for range n {
-				if out, isErr := callText(t, t.Context(), era.c, tool.name, tool.args); isErr {
+				if out, isErr := testkit.CallText(t, t.Context(), era.c, tool.name, tool.args); isErr {
 					t.Fatal(out)
 				}
 			}
@@ -312,7 +295,7 @@ func TestE2EHTTPStatelessOff(t *testing.T) {
 	if v := c.ProtocolVersion(); v == mcpgo.ProtocolVersion20260728 {
 		t.Fatalf("negotiated %s with http.stateless: false", v)
 	}
-	out, isErr := callText(t, t.Context(), c, "read_file", map[string]any{"path": "x", "thread": "other"})
+	out, isErr := testkit.CallText(t, t.Context(), c, "read_file", map[string]any{"path": "x", "thread": "other"})
 	if !isErr || !strings.Contains(out, "thread") {
 		t.Fatalf("a thread argument with http.stateless: false: %q (error %v)", out, isErr)
 	}
@@ -340,12 +323,12 @@ func TestE2EHTTPStatelessSessionKeepsItsThread(t *testing.T) {
 		if _, err := legacy.Initialize(t.Context(), req); err != nil {
 			t.Fatal(err)
 		}
-		out, isErr := callText(t, t.Context(), legacy, "ls", map[string]any{"thread": "someone-else"})
+		out, isErr := testkit.CallText(t, t.Context(), legacy, "ls", map[string]any{"thread": "someone-else"})
 		if !isErr || !strings.Contains(out, "this session's thread was fixed") && !strings.Contains(out, "name different threads") {
 			t.Errorf("session %v with another thread's argument: %q (error %v)", hdr, out, isErr)
 		}
 		if hdr != nil {
-			if out, isErr := callText(t, t.Context(), legacy, "ls", map[string]any{"thread": "mine"}); isErr {
+			if out, isErr := testkit.CallText(t, t.Context(), legacy, "ls", map[string]any{"thread": "mine"}); isErr {
 				t.Errorf("the session's own thread as an argument: %q", out)
 			}
 		}

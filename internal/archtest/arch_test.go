@@ -98,4 +98,19 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
+	// What tests share (internal/testkit) is for tests: go list's Deps
+	// leave test files out, so any package that depends on it is code that
+	// ships. Only the test-helper packages (sandboxtest, supervisortest)
+	// may.
+	kit := module + "internal/testkit"
+	for name, p := range pkgs {
+		if name == "internal/testkit" || strings.HasSuffix(name, "test") {
+			continue
+		}
+		for _, dep := range p.Deps {
+			if dep == kit {
+				t.Errorf("%s depends on %s: the tests' helpers ship in no binary", name, kit)
+			}
+		}
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox/sandboxtest"
 	"github.com/sandbox-mcp/sandbox-mcp/search"
@@ -416,7 +417,7 @@ func TestEngineDownAtStartThenBack(t *testing.T) {
 			t.Fatalf("a call with the engine down: err = %v", err)
 		}
 	}
-	stop := proxy(t, sock, upstream)
+	stop := testkit.UnixProxy(t, sock, upstream)
 	defer stop()
 	sb := f.acquire(t, "later")
 	if out, res := execOut(t, sb, "echo back"); out != "back\n" || res.ExitCode != 0 {
@@ -430,48 +431,6 @@ func engineSocket() string {
 		return strings.TrimPrefix(h, "unix://")
 	}
 	return "/var/run/docker.sock"
-}
-
-// proxy forwards connections to the unix socket at sock to upstream until
-// stop is called; stop also closes the connections it forwards.
-func proxy(t testing.TB, sock, upstream string) (stop func()) {
-	t.Helper()
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("unix", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, up)
-			mu.Unlock()
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { io.Copy(c, up); c.Close() }()
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			ln.Close()
-			mu.Lock()
-			for _, c := range conns {
-				c.Close()
-			}
-			mu.Unlock()
-			os.Remove(sock)
-		})
-	}
 }
 
 func TestTwoThreadsTwoContainers(t *testing.T) {
@@ -497,7 +456,7 @@ func TestEngineGoneMidRun(t *testing.T) {
 	requireDocker(t)
 	upstream := engineSocket()
 	sock := filepath.Join(t.TempDir(), "proxy.sock")
-	stop := proxy(t, sock, upstream)
+	stop := testkit.UnixProxy(t, sock, upstream)
 	defer stop()
 	t.Setenv("DOCKER_HOST", "unix://"+sock)
 	f := newFixture(t)
@@ -687,7 +646,7 @@ func TestRootImageAndSetuidPrograms(t *testing.T) {
 		user, wantUID string
 		warn          bool
 	}{{"", "1000", false}, {"root", "0", true}} {
-		var logs syncBuffer
+		var logs testkit.Buffer
 		f := newFixture(t, func(cfg *Config) {
 			cfg.Image = busyboxImage
 			cfg.User = c.user
@@ -729,24 +688,6 @@ func TestRootImageAndSetuidPrograms(t *testing.T) {
 			}
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Two installs (state dirs) on one engine, with the same prefix and the
@@ -823,29 +764,14 @@ func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
 	t.Parallel()
 	requireDocker(t, busyboxImage, debianPythonImage)
 	for _, img := range []string{baseImage, debianPythonImage, busyboxImage} {
-		f := newFixture(t, func(c *Config) { c.Image = img })
-		sb := f.acquire(t, "two-calls")
-		execOut(t, sb, "true")
-		var wg sync.WaitGroup
-		var out string
-		var res sandbox.ExecResult
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, res = execOut(t, sb, "i=0; while [ $i -lt 8 ]; do sleep 1; i=$((i+1)); done; echo finished $i")
-		}()
-		time.Sleep(500 * time.Millisecond)
-		tres, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 60", Timeout: time.Second, Output: io.Discard})
-		if err != nil || !tres.TimedOut {
-			t.Fatalf("%s: the timed-out call: %+v %v", img, tres, err)
-		}
-		wg.Wait()
-		if res.ExitCode != 0 || out != "finished 8\n" {
-			t.Fatalf("%s: the other call: exit %d %q", img, res.ExitCode, out)
-		}
-		if o, _ := execOut(t, sb, "ps -o pid,args 2>/dev/null | grep -c 'sleep 6[0]' || true"); strings.TrimSpace(o) != "0" {
-			t.Errorf("%s: the timed-out command still runs: %q", img, o)
-		}
+		t.Run(img, func(t *testing.T) {
+			f := newFixture(t, func(c *Config) { c.Image = img })
+			sb := f.acquire(t, "two-calls")
+			sandboxtest.TimeoutKillsOnlyItsCommand(t, sb)
+			if o, _ := execOut(t, sb, "ps -o pid,args 2>/dev/null | grep -c 'sleep 6[0]' || true"); strings.TrimSpace(o) != "0" {
+				t.Errorf("the timed-out command still runs: %q", o)
+			}
+		})
 	}
 }
 
@@ -971,7 +897,7 @@ func TestAdoptAfterEngineDownStartDoesNotRace(t *testing.T) {
 	}
 	defer p.Close()
 	time.Sleep(300 * time.Millisecond) // the reaper is at work
-	stop := proxy(t, sock, upstream)
+	stop := testkit.UnixProxy(t, sock, upstream)
 	defer stop()
 	sb, err := p.Acquire(t.Context(), "two")
 	if err != nil {

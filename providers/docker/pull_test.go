@@ -21,6 +21,8 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 // The pull's progress, summed up from the engine's stream: bytes of the
@@ -197,7 +199,7 @@ func TestPullOnFirstUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	cfg := Config{StateDir: t.TempDir(), ContainerPrefix: randomPrefix(t), Image: ref, Memory: "256m", Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	// Start-up does not wait for the pull.
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/replicas"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -61,15 +62,9 @@ func (f *fixture) inFlight(t testing.TB, thread string) (end func()) {
 	}()
 	end = func() { cancel(); <-done; f.p.Release(thread) }
 	name := f.p.containerName(thread)
-	for deadline := time.Now().Add(time.Minute); ; {
-		if inUse, _ := f.p.boxes.Used(name); inUse && f.p.boxes.ID(name) != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			end()
-			t.Fatalf("the call in %s never showed as in flight", thread)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testkit.Poll(time.Minute, 10*time.Millisecond, func() bool { inUse, _ := f.p.boxes.Used(name); return inUse && f.p.boxes.ID(name) != "" }) {
+		end()
+		t.Fatalf("the call in %s never showed as in flight", thread)
 	}
 	t.Cleanup(func() { cancel(); <-done })
 	return end
@@ -248,13 +243,8 @@ func TestDiscard(t *testing.T) {
 	if f.running(t, th) == "" {
 		t.Fatal("no container")
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(tick); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job wrote no tick: %s", f.jobState(t, th, j.ID))
-		}
+	if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool { _, err := os.Stat(tick); return err == nil }) {
+		t.Fatalf("the job wrote no tick: %s", f.jobState(t, th, j.ID))
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { f.p.Release(th) })
@@ -268,16 +258,7 @@ func TestDiscard(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the thread's directory after Discard: %v", err)
 	}
-	size := func() int64 {
-		fi, err := os.Stat(tick)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
-	before := size()
-	time.Sleep(500 * time.Millisecond)
-	if after := size(); after != before {
+	if before, after := testkit.Growth(t, tick, 500*time.Millisecond); after != before {
 		t.Fatalf("the job still writes after Discard: %d -> %d bytes", before, after)
 	}
 	if err := f.p.Discard(t.Context(), th); err != nil {

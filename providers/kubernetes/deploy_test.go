@@ -39,6 +39,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 // TestDeploy (issue 9 item 7): deploy/kubernetes/ on a real cluster. It
@@ -206,24 +208,17 @@ func TestDeploy(t *testing.T) {
 // with SANDBOX_MCP_REQUIRE_K8S=1) without its shared namespace.
 func deployCluster(t *testing.T) (*rest.Config, *k8s.Clientset) {
 	t.Helper()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("SANDBOX_MCP_REQUIRE_K8S") == "1" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf("SKIPPED: "+format, args...)
-	}
 	if os.Getenv("KUBECONFIG") == "" {
-		fail("no cluster: set KUBECONFIG")
+		noCluster(t, "no cluster: set KUBECONFIG")
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	if err != nil {
-		fail("no cluster at KUBECONFIG: %v", err)
+		noCluster(t, "no cluster at KUBECONFIG: %v", err)
 	}
 	rc.QPS, rc.Burst = 100, 200
 	cs, err := k8s.NewForConfig(rc)
 	if err != nil {
-		fail("no cluster at KUBECONFIG: %v", err)
+		noCluster(t, "no cluster at KUBECONFIG: %v", err)
 	}
 	probe := rest.CopyConfig(rc)
 	probe.Timeout = 10 * time.Second
@@ -232,7 +227,7 @@ func deployCluster(t *testing.T) (*rest.Config, *k8s.Clientset) {
 		_, err = pcs.Discovery().ServerVersion()
 	}
 	if err != nil {
-		fail("no cluster at KUBECONFIG: %v", err)
+		noCluster(t, "no cluster at KUBECONFIG: %v", err)
 	}
 	return rc, cs
 }
@@ -866,8 +861,8 @@ func bashThroughReplica(t *testing.T, ctx context.Context, rc *rest.Config, ns, 
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
 	fctx, stop := context.WithCancel(ctx)
 	ready := make(chan struct{})
-	var errOut bytes.Buffer
-	fw, err := portforward.NewOnAddressesWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{"0:" + port}, ready, io.Discard, &lockedWriter{w: &errOut})
+	var errOut testkit.Buffer
+	fw, err := portforward.NewOnAddressesWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{"0:" + port}, ready, io.Discard, &errOut)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -917,17 +912,6 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // serverNeeds is every call the provider makes (kubernetes.go, pods.go,

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox/sandboxtest"
 )
@@ -47,20 +48,23 @@ var cluster struct {
 	ns   string
 }
 
+// noCluster fails t when SANDBOX_MCP_REQUIRE_K8S=1 asks for a cluster,
+// and skips it otherwise, saying why.
+func noCluster(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("SANDBOX_MCP_REQUIRE_K8S") == "1" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf("SKIPPED: "+format, args...)
+}
+
 func requireCluster(t testing.TB) {
 	t.Helper()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("SANDBOX_MCP_REQUIRE_K8S") == "1" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf("SKIPPED: "+format, args...)
-	}
 	if os.Getenv("KUBECONFIG") == "" {
-		fail("no cluster: set KUBECONFIG")
+		noCluster(t, "no cluster: set KUBECONFIG")
 	}
 	if os.Getenv("SANDBOX_MCP_K8S_SUPERVISOR_IMAGE") == "" {
-		fail("no supervisor image: set SANDBOX_MCP_K8S_SUPERVISOR_IMAGE (deploy/kubernetes/build-image.sh, loaded into the cluster)")
+		noCluster(t, "no supervisor image: set SANDBOX_MCP_K8S_SUPERVISOR_IMAGE (deploy/kubernetes/build-image.sh, loaded into the cluster)")
 	}
 	cluster.once.Do(func() {
 		rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
@@ -92,7 +96,7 @@ func requireCluster(t testing.TB) {
 		cluster.cs, cluster.rc, cluster.ns = cs, rc, ns
 	})
 	if cluster.err != nil {
-		fail("no cluster at KUBECONFIG: %v", cluster.err)
+		noCluster(t, "no cluster at KUBECONFIG: %v", cluster.err)
 	}
 }
 
@@ -523,12 +527,8 @@ func acquireNow(t testing.TB, p *Provider, thread string) *Sandbox {
 
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !testkit.Poll(d, 200*time.Millisecond, cond) {
+		t.Fatalf("timed out waiting: %s", what)
 	}
 }
 
@@ -719,25 +719,7 @@ func TestTimeoutKillsOnlyItsCommand(t *testing.T) {
 	t.Parallel()
 	cfg := newConfig(t)
 	p := newProviderT(t, cfg)
-	sb := acquire(t, p, "two-calls-"+randomHex(4))
-	execOut(t, sb, "true")
-	var wg sync.WaitGroup
-	var out string
-	var res sandbox.ExecResult
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		out, res = execOut(t, sb, "i=0; while [ $i -lt 8 ]; do sleep 1; i=$((i+1)); done; echo finished $i")
-	}()
-	time.Sleep(500 * time.Millisecond)
-	tres, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 60", Timeout: time.Second, Output: io.Discard})
-	if err != nil || !tres.TimedOut {
-		t.Fatalf("the timed-out call: %+v %v", tres, err)
-	}
-	wg.Wait()
-	if res.ExitCode != 0 || out != "finished 8\n" {
-		t.Fatalf("the other call: exit %d %q", res.ExitCode, out)
-	}
+	sandboxtest.TimeoutKillsOnlyItsCommand(t, acquire(t, p, "two-calls-"+randomHex(4)))
 }
 
 func ptr[T any](v T) *T { return &v }

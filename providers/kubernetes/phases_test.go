@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 )
 
 // podPhases watches Pod name from start on and notes, at the time each was
@@ -211,27 +213,18 @@ func coldCall(b *testing.B, p *Provider, logs *lines, label string, settle time.
 	return d
 }
 
-type lines struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+// lines is the provider's log, written by its logger while a benchmark
+// reads it.
+type lines struct{ testkit.Buffer }
 
 // take returns the values of the keys in what was written, and forgets it.
 func (l *lines) take(keys ...string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	written := l.Take()
 	var out strings.Builder
 	for _, k := range keys {
-		for _, m := range regexp.MustCompile(` `+k+`=(\S+)`).FindAllStringSubmatch(l.buf.String(), -1) {
+		for _, m := range regexp.MustCompile(` `+k+`=(\S+)`).FindAllStringSubmatch(written, -1) {
 			fmt.Fprintf(&out, " %s=%s", k, m[1])
 		}
 	}
-	l.buf.Reset()
 	return out.String()
 }

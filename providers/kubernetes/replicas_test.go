@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/replicas"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -299,16 +300,7 @@ func TestDiscard(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the thread's node directory after Discard: %v", err)
 	}
-	size := func() int64 {
-		fi, err := os.Stat(tick)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
-	before := size()
-	time.Sleep(500 * time.Millisecond)
-	if after := size(); after != before {
+	if before, after := testkit.Growth(t, tick, 500*time.Millisecond); after != before {
 		t.Fatalf("job %s still writes after Discard: %d -> %d bytes", j.ID, before, after)
 	}
 	if err := p.Discard(t.Context(), th); err != nil {

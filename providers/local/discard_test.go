@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox/sandboxtest"
 )
@@ -54,13 +55,8 @@ func TestDiscardEndsTheJobThatKeepsTheSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	tick := filepath.Join(ticks, "tick")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(tick); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the job wrote no tick")
-		}
+	if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool { _, err := os.Stat(tick); return err == nil }) {
+		t.Fatal("the job wrote no tick")
 	}
 	p.Release(th)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -74,16 +70,7 @@ func TestDiscardEndsTheJobThatKeepsTheSandbox(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(state, "threads", th)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the thread's directory after Discard: %v", err)
 	}
-	size := func() int64 {
-		fi, err := os.Stat(tick)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
-	before := size()
-	time.Sleep(500 * time.Millisecond)
-	if after := size(); after != before {
+	if before, after := testkit.Growth(t, tick, 500*time.Millisecond); after != before {
 		t.Fatalf("the job still writes after Discard: %d -> %d bytes", before, after)
 	}
 }
