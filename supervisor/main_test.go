@@ -1,12 +1,12 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
@@ -16,22 +16,8 @@ import (
 // here, and what the tests that need one run.
 func TestMain(m *testing.M) { os.Exit(supervisortest.Run(m, SetFallback)) }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuf is a buffer safe for concurrent writes.
+type syncBuf = testkit.Buffer
 
 // sh runs script with the supervisor's shell.
 func sh(c *Conn, ctx context.Context, script string, timeout time.Duration) (string, sandbox.ExecResult, error) {

@@ -3,12 +3,12 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	client "github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -53,22 +53,8 @@ func jobLink(t *testing.T, dial client.Dialer) *client.Link {
 	return l
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuf is a buffer safe for concurrent writes.
+type syncBuf = testkit.Buffer
 
 func sh(c *client.Conn, ctx context.Context, script string, timeout time.Duration) (string, sandbox.ExecResult, error) {
 	var out syncBuf
