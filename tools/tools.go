@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,20 +15,49 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
-// Limits are the output and time bounds of the tools; 0 means no limit.
+// Limits are the tools' limits (SPEC §6): the configuration's limits
+// section as it is, each field's yaml tag its key there, declared once.
+// DefaultLimits are the defaults; 0 is no limit. A new limit is one field
+// (and its default).
 type Limits struct {
-	BashOutputMaxChars     int
-	ReadFileOutputMaxChars int
-	LsOutputMaxChars       int
-	BashTimeoutMax         time.Duration
-	GrepMaxFileBytes       int64
+	BashOutputMaxChars     int           `yaml:"bash_output_max_chars"`
+	ReadFileOutputMaxChars int           `yaml:"read_file_output_max_chars"`
+	LsOutputMaxChars       int           `yaml:"ls_output_max_chars"`
+	BashTimeoutMax         time.Duration `yaml:"bash_timeout_max"` // in the configuration, a plain number is seconds
+	GrepMaxFileBytes       int64         `yaml:"grep_max_file_bytes"`
 	// ReadFileMaxScanBytes bounds the bytes one read_file reads to find
 	// its lines: a line range far into a huge (or sparse) file is not
 	// worth gigabytes of reading.
-	ReadFileMaxScanBytes int64
-	// JobsMax bounds the jobs running per thread (SPEC §15); 0: the
-	// sandbox's own cap.
-	JobsMax int
+	ReadFileMaxScanBytes int64 `yaml:"read_file_max_scan_bytes"`
+	// JobsMax bounds the jobs running per thread (SPEC §15), at most
+	// MaxJobs; 0: the sandbox's own cap.
+	JobsMax int `yaml:"jobs_max"`
+}
+
+// MaxJobs is the most JobsMax may be: the supervisor's own cap.
+const MaxJobs = 256
+
+// Validate refuses a negative limit, and more than MaxJobs jobs, naming
+// the key (limits.KEY).
+func (l Limits) Validate() error {
+	v := reflect.ValueOf(l)
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		n := v.Field(i).Int()
+		if n >= 0 {
+			continue
+		}
+		val := strconv.FormatInt(n, 10)
+		if f.Type == reflect.TypeFor[time.Duration]() {
+			val = strconv.FormatFloat(time.Duration(n).Seconds(), 'f', -1, 64)
+		}
+		return fmt.Errorf("limits.%s %s: want 0 (no limit) or more", key, val)
+	}
+	if l.JobsMax > MaxJobs {
+		return fmt.Errorf("limits.jobs_max %d: at most %d (0: %d)", l.JobsMax, MaxJobs, MaxJobs)
+	}
+	return nil
 }
 
 // DefaultLimits are the limits of SPEC §6.

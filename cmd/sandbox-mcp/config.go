@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -64,18 +63,19 @@ type MountConfig struct {
 
 // LimitsConfig bounds outputs and time; unset keeps the default, 0 means no limit.
 type LimitsConfig struct {
-	BashOutputMaxChars     *int   `yaml:"bash_output_max_chars"`
-	ReadFileOutputMaxChars *int   `yaml:"read_file_output_max_chars"`
-	LsOutputMaxChars       *int   `yaml:"ls_output_max_chars"`
-	BashTimeoutMax         *int   `yaml:"bash_timeout_max"`
-	GrepMaxFileBytes       *int64 `yaml:"grep_max_file_bytes"`
-	ReadFileMaxScanBytes   *int64 `yaml:"read_file_max_scan_bytes"`
-	// JobsMax: jobs running per thread (SPEC §15); 0: the supervisor's
-	// own cap (256).
-	JobsMax *int `yaml:"jobs_max"`
+	// The tools' limits, declared there (tools.Limits: keys; newConfig
+	// gives their defaults, so a key left out keeps its default and 0 is
+	// no limit).
+	tools.Limits `yaml:",inline"`
 	// The bounds of every tenant (threads_per_token): the server's,
 	// declared there.
 	server.Bounds `yaml:",inline"`
+}
+
+// newConfig is the configuration before any file or flag: the defaults
+// that a zero value cannot give (a limit's 0 is no limit).
+func newConfig() Config {
+	return Config{Limits: LimitsConfig{Limits: tools.DefaultLimits()}}
 }
 
 // HTTPConfig is the http section: where --http listens, and the server's
@@ -95,7 +95,7 @@ type AuditConfig struct {
 // stays one value whatever it holds (a newline, a comma, a "#"). Every
 // error is one line naming the file, the line and the key's path.
 func loadConfig(file string, lookup func(string) (string, bool)) (Config, error) {
-	var c Config
+	c := newConfig()
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		return c, fmt.Errorf("config: %w", err)
@@ -321,28 +321,8 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 			return err
 		}
 	}
-	for _, l := range []struct {
-		name string
-		v    *int
-	}{
-		{"bash_output_max_chars", c.Limits.BashOutputMaxChars},
-		{"read_file_output_max_chars", c.Limits.ReadFileOutputMaxChars},
-		{"ls_output_max_chars", c.Limits.LsOutputMaxChars},
-		{"bash_timeout_max", c.Limits.BashTimeoutMax},
-		{"jobs_max", c.Limits.JobsMax},
-	} {
-		if l.v != nil && *l.v < 0 {
-			return fmt.Errorf("limits.%s %d: want 0 (no limit) or more", l.name, *l.v)
-		}
-	}
-	if c.Limits.JobsMax != nil && *c.Limits.JobsMax > 256 {
-		return fmt.Errorf("limits.jobs_max %d: at most 256 (0: 256)", *c.Limits.JobsMax)
-	}
-	if c.Limits.GrepMaxFileBytes != nil && *c.Limits.GrepMaxFileBytes < 0 {
-		return fmt.Errorf("limits.grep_max_file_bytes %d: want 0 (no limit) or more", *c.Limits.GrepMaxFileBytes)
-	}
-	if c.Limits.ReadFileMaxScanBytes != nil && *c.Limits.ReadFileMaxScanBytes < 0 {
-		return fmt.Errorf("limits.read_file_max_scan_bytes %d: want 0 (no limit) or more", *c.Limits.ReadFileMaxScanBytes)
+	if err := c.Limits.Limits.Validate(); err != nil {
+		return err
 	}
 	for _, k := range c.EnvInherit {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -444,33 +424,6 @@ func resolved(p string) string {
 		}
 		rest = filepath.Join(filepath.Base(dir), rest)
 	}
-}
-
-// toolLimits turns the config into the tools' limits.
-func (c *Config) toolLimits() tools.Limits {
-	l := tools.DefaultLimits()
-	if v := c.Limits.BashOutputMaxChars; v != nil {
-		l.BashOutputMaxChars = *v
-	}
-	if v := c.Limits.ReadFileOutputMaxChars; v != nil {
-		l.ReadFileOutputMaxChars = *v
-	}
-	if v := c.Limits.LsOutputMaxChars; v != nil {
-		l.LsOutputMaxChars = *v
-	}
-	if v := c.Limits.BashTimeoutMax; v != nil {
-		l.BashTimeoutMax = time.Duration(*v) * time.Second
-	}
-	if v := c.Limits.ReadFileMaxScanBytes; v != nil {
-		l.ReadFileMaxScanBytes = *v
-	}
-	if v := c.Limits.GrepMaxFileBytes; v != nil {
-		l.GrepMaxFileBytes = *v
-	}
-	if v := c.Limits.JobsMax; v != nil {
-		l.JobsMax = *v
-	}
-	return l
 }
 
 // parseMount parses --mount HOST:VIRTUAL[:ro].

@@ -56,8 +56,10 @@ var configErrorCases = []struct {
 		`line 2: provider is set twice (first on line 1)`},
 	{"every problem at once", "aaa: 1\nlimits: {ls_output_max_chars: x}\n", nil,
 		`line 1: unknown key "aaa"; line 2: limits.ls_output_max_chars: want an integer, got "x"`},
-	{"a variable of the wrong type", "limits:\n  bash_timeout_max: ${T}\n", []string{"T", "abc"},
-		`line 2: limits.bash_timeout_max: want an integer, got "abc" (from ${T})`},
+	{"a variable of the wrong type", "limits:\n  bash_output_max_chars: ${T}\n", []string{"T", "abc"},
+		`line 2: limits.bash_output_max_chars: want an integer, got "abc" (from ${T})`},
+	{"a time of the wrong kind", "limits:\n  bash_timeout_max: ${T}\n", []string{"T", "abc"},
+		`line 2: limits.bash_timeout_max: want seconds (like 600) or a duration (like 10m), got "abc" (from ${T})`},
 	// SPEC §10: an empty token stops start-up, never turns auth off.
 	{"README's token, variable unset", "http: {addr: 127.0.0.1:8080, auth_tokens: [${SANDBOX_MCP_AUTH_TOKEN}]}\n", nil,
 		`line 1: http.auth_tokens[0]: ${SANDBOX_MCP_AUTH_TOKEN} is not set (an empty token would turn auth off)`},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
+	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
 
 // env is a lookup func over a map: tests never read the real environment.
@@ -257,7 +258,7 @@ func TestValidateAccepts(t *testing.T) {
 		}},
 		{"skills dir", func(c *Config) { c.SkillsDir = f.data }},
 		{"zero limits mean no limit", func(c *Config) {
-			c.Limits = LimitsConfig{BashOutputMaxChars: intp(0), ReadFileOutputMaxChars: intp(0), LsOutputMaxChars: intp(0), BashTimeoutMax: intp(0), GrepMaxFileBytes: int64p(0), ReadFileMaxScanBytes: int64p(0)}
+			c.Limits.Limits = tools.Limits{}
 		}},
 		{"every provider", func(c *Config) { c.Provider = "kubernetes" }},
 		{"isolation none", func(c *Config) { c.Local.Isolation = "none" }},
@@ -309,12 +310,12 @@ func TestValidateRefuses(t *testing.T) {
 		{"bad log level", func(c *Config) { c.LogLevel = "verbose" }, []string{"verbose"}},
 		{"bad thread", func(c *Config) { c.Thread = "../x" }, []string{"thread"}},
 		{"thread too long", func(c *Config) { c.Thread = strings.Repeat("a", 129) }, []string{"thread"}},
-		{"negative bash_output_max_chars", func(c *Config) { c.Limits.BashOutputMaxChars = intp(-1) }, []string{"bash_output_max_chars"}},
-		{"negative read_file_output_max_chars", func(c *Config) { c.Limits.ReadFileOutputMaxChars = intp(-5) }, []string{"read_file_output_max_chars"}},
-		{"negative ls_output_max_chars", func(c *Config) { c.Limits.LsOutputMaxChars = intp(-1) }, []string{"ls_output_max_chars"}},
-		{"negative bash_timeout_max", func(c *Config) { c.Limits.BashTimeoutMax = intp(-1) }, []string{"bash_timeout_max"}},
-		{"negative grep_max_file_bytes", func(c *Config) { c.Limits.GrepMaxFileBytes = int64p(-1) }, []string{"grep_max_file_bytes"}},
-		{"negative read_file_max_scan_bytes", func(c *Config) { c.Limits.ReadFileMaxScanBytes = int64p(-1) }, []string{"read_file_max_scan_bytes"}},
+		{"negative bash_output_max_chars", func(c *Config) { c.Limits.BashOutputMaxChars = -1 }, []string{"bash_output_max_chars"}},
+		{"negative read_file_output_max_chars", func(c *Config) { c.Limits.ReadFileOutputMaxChars = -5 }, []string{"read_file_output_max_chars"}},
+		{"negative ls_output_max_chars", func(c *Config) { c.Limits.LsOutputMaxChars = -1 }, []string{"ls_output_max_chars"}},
+		{"negative bash_timeout_max", func(c *Config) { c.Limits.BashTimeoutMax = -time.Second }, []string{"bash_timeout_max"}},
+		{"negative grep_max_file_bytes", func(c *Config) { c.Limits.GrepMaxFileBytes = -1 }, []string{"grep_max_file_bytes"}},
+		{"negative read_file_max_scan_bytes", func(c *Config) { c.Limits.ReadFileMaxScanBytes = -1 }, []string{"read_file_max_scan_bytes"}},
 		{"negative local pids", func(c *Config) { c.Local.Limits.Pids = -1 }, []string{"local.limits.pids"}},
 		{"bad local memory", func(c *Config) { c.Local.Limits.Memory = "lots" }, []string{"local.limits.memory", "lots"}},
 		{"tiny local memory", func(c *Config) { c.Local.Limits.Memory = "1m" }, []string{"local.limits.memory", "at least 32m"}},
@@ -529,9 +530,22 @@ func TestToolLimitsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := c.toolLimits()
+	l := c.Limits.Limits
 	if l.BashOutputMaxChars != 1 || l.ReadFileOutputMaxChars != 2 || l.LsOutputMaxChars != 3 || l.BashTimeoutMax != 4*time.Second || l.GrepMaxFileBytes != 5 || l.ReadFileMaxScanBytes != 6 {
 		t.Errorf("toolLimits = %+v", l)
+	}
+	// A key left out keeps its default; 0 is no limit.
+	c, err = loadConfig(writeConfig(t, "limits: {bash_output_max_chars: 0, jobs_max: 3}\n"), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tools.DefaultLimits()
+	want.BashOutputMaxChars, want.JobsMax = 0, 3
+	if c.Limits.Limits != want {
+		t.Errorf("limits %+v, want %+v", c.Limits.Limits, want)
+	}
+	if newConfig().Limits.Limits != tools.DefaultLimits() {
+		t.Errorf("without a config file: %+v", newConfig().Limits.Limits)
 	}
 }
 

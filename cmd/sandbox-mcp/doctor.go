@@ -96,7 +96,7 @@ func doctorCommand(args []string, stdout, stderr io.Writer, lookup func(string) 
 		}
 		return v, ok
 	}
-	var cfg Config
+	cfg := newConfig()
 	if *configFile != "" {
 		var err error
 		if cfg, err = loadConfig(*configFile, recording); err != nil {

@@ -120,7 +120,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 		return 2
 	}
 
-	var cfg Config
+	cfg := newConfig()
 	if *configFile != "" {
 		var err error
 		if cfg, err = loadConfig(*configFile, lookup); err != nil {
@@ -311,7 +311,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		Provider: p,
 		Audit:    sink,
 		Logger:   log,
-		Limits:   cfg.toolLimits(),
+		Limits:   cfg.Limits.Limits,
 		StateDir: cfg.StateDir,
 		Version:  versionString(),
 		HTTP:     httpCfg,
