@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -385,7 +387,7 @@ func TestExtensionStartsTheServer(t *testing.T) {
 		home := t.TempDir()
 		proc := exec.Command(cmd, args...)
 		proc.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin"} // a client's minimal environment
-		var stderr bytes.Buffer
+		var stderr testkit.Buffer                                 // the server writes it while the test reads it
 		proc.Stderr = &stderr
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "ext", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: proc}, nil)
