@@ -80,6 +80,6 @@ mkdir x
 tar -xzf "sandbox-mcp_${version}_linux_amd64.tar.gz" -C x
 got=$("x/sandbox-mcp_${version}_linux_amd64/sandbox-mcp" --version)
 [ "$got" = "sandbox-mcp $version" ] || fail "--version printed \"$got\", want \"sandbox-mcp $version\""
-got=$("x/sandbox-mcp_${version}_linux_amd64/sandbox-mcp-supervisor" --version)
-[ "${got% protocol *}" = "sandbox-mcp-supervisor $version" ] || fail "the daemon's --version printed \"$got\", want \"sandbox-mcp-supervisor $version protocol N\""
-echo "release-check: ok: $(ls | grep -c '^sandbox-mcp_') artifacts, --version says \"$got\"" >&2
+daemon=$("x/sandbox-mcp_${version}_linux_amd64/sandbox-mcp-supervisor" --version)
+[ "${daemon% protocol *}" = "sandbox-mcp-supervisor $version" ] || fail "the daemon's --version printed \"$daemon\", want \"sandbox-mcp-supervisor $version protocol N\""
+echo "release-check: ok: $(ls | grep -c '^sandbox-mcp_') artifacts, --version says \"$got\" and \"$daemon\"" >&2
