@@ -3,7 +3,6 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,56 +11,12 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
-
-// boxSandbox is a sandbox whose every path is served by a real supervisor
-// (as a Pod's are), here on the host: its FS digests.
-type boxSandbox struct {
-	sandbox.Sandbox
-	fs sandbox.FS
-}
-
-func (b boxSandbox) FS() sandbox.FS { return b.fs }
-
-// counted counts the bytes read_file takes from its files; wrapping hides
-// Digest, so read_file reads as it does without one.
-type counted struct {
-	sandbox.FS
-	n *atomic.Int64
-}
-
-func (c counted) Open(ctx context.Context, name string) (fs.File, error) {
-	f, err := c.FS.Open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return countedFile{f, c.n}, nil
-}
-
-type countedFile struct {
-	fs.File
-	n *atomic.Int64
-}
-
-func (f countedFile) Read(b []byte) (int, error) {
-	n, err := f.File.Read(b)
-	f.n.Add(int64(n))
-	return n, err
-}
-
-// digesting keeps Digest beside the counted reads.
-type digesting struct {
-	counted
-	d sandbox.Digester
-}
-
-func (d digesting) Digest(ctx context.Context, name string, max int64) (sandbox.Digest, error) {
-	return d.d.Digest(ctx, name, max)
-}
 
 // boxEnvs are two tools Envs over one supervisor: one whose FS digests,
 // one whose FS only reads, each with its count of bytes read.
@@ -77,9 +32,9 @@ func boxEnvs(t *testing.T) (withDigest, without *tools.Env, readWith, readWithou
 	box := supervisor.NewFS(l, nil)
 	readWith, readWithout = new(atomic.Int64), new(atomic.Int64)
 	env := func(fsys sandbox.FS) *tools.Env {
-		return &tools.Env{Sandbox: boxSandbox{f.sb, fsys}, Limits: tools.DefaultLimits()}
+		return &tools.Env{Sandbox: testkit.WithFS(f.sb, fsys), Limits: tools.DefaultLimits()}
 	}
-	return env(digesting{counted{box, readWith}, box}), env(counted{box, readWithout}), readWith, readWithout
+	return env(testkit.DigestingFS{CountingFS: testkit.CountingFS{FS: box, N: readWith}, Digester: box}), env(testkit.CountingFS{FS: box, N: readWithout}), readWith, readWithout
 }
 
 func callEnv(t *testing.T, env *tools.Env, args map[string]any) string {

@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,21 +50,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// raceEnabled reports whether this test binary was built with -race; the
-// server binary is then built with -race too, so races in the server show.
-func raceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" && s.Value == "true" {
-			return true
-		}
-	}
-	return false
-}
-
 // binary builds the real binary once, the supervisor daemon beside it as
 // releases ship them; a failed build fails every test that needs it.
 func binary(t *testing.T) string {
@@ -77,7 +61,7 @@ func binary(t *testing.T) string {
 		}
 		buildBin = filepath.Join(buildDir, "sandbox-mcp")
 		args := []string{"build", "-o", buildBin}
-		if raceEnabled() {
+		if supervisortest.RaceEnabled() { // the server too, so races in it show
 			args = append(args, "-race")
 		}
 		cmd := exec.Command("go", append(args, ".")...)

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
 
 // httpProc is the real binary serving --http on a free loopback port.
@@ -203,7 +204,7 @@ func TestE2EHTTPConcurrentLargeCallsBoundedMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 800 MB")
 	}
-	if raceEnabled() {
+	if supervisortest.RaceEnabled() {
 		t.Skip("measures the memory of the binary as shipped, not of a -race build")
 	}
 	for _, era := range []struct{ name, thread string }{{"session", ""}, {"stateless", "big"}} {

@@ -1,57 +1,17 @@
 package docker
 
 import (
-	"context"
 	"encoding/json"
-	"io/fs"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
-
-// readOnlyFS hides the FS's Digest, as every FS was before it: read_file
-// then streams the whole file out of the container for its facts. It
-// counts the bytes read_file takes.
-type readOnlyFS struct {
-	sandbox.FS
-	n *atomic.Int64
-}
-
-func (r readOnlyFS) Open(ctx context.Context, name string) (fs.File, error) {
-	f, err := r.FS.Open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return countedFile{f, r.n}, nil
-}
-
-type countedFile struct {
-	fs.File
-	n *atomic.Int64
-}
-
-func (f countedFile) Read(b []byte) (int, error) {
-	n, err := f.File.Read(b)
-	f.n.Add(int64(n))
-	return n, err
-}
-
-type digestFS struct {
-	readOnlyFS
-	sandbox.Digester
-}
-
-type withFS struct {
-	sandbox.Sandbox
-	fs sandbox.FS
-}
-
-func (w withFS) FS() sandbox.FS { return w.fs }
 
 // read_file of lines 1–10 of a 60 MB file of the container's own: with the
 // digest, the container sends the facts and the first bytes, not the file;
@@ -75,7 +35,7 @@ func TestReadFileDigestContainerPath(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		res := tool.Handle(t.Context(), &tools.Env{Sandbox: withFS{sb, fsys}, Limits: tools.DefaultLimits()}, req)
+		res := tool.Handle(t.Context(), &tools.Env{Sandbox: testkit.WithFS(sb, fsys), Limits: tools.DefaultLimits()}, req)
 		took := time.Since(start)
 		b, _ := json.Marshal(res.CallToolResult)
 		return string(b), took
@@ -85,8 +45,8 @@ func TestReadFileDigestContainerPath(t *testing.T) {
 	if !ok {
 		t.Fatal("the container's FS does not digest")
 	}
-	want, tookBefore := readFile(readOnlyFS{sb.FS(), &before})
-	got, tookAfter := readFile(digestFS{readOnlyFS{sb.FS(), &after}, dg})
+	want, tookBefore := readFile(testkit.CountingFS{FS: sb.FS(), N: &before})
+	got, tookAfter := readFile(testkit.DigestingFS{CountingFS: testkit.CountingFS{FS: sb.FS(), N: &after}, Digester: dg})
 	if got != want {
 		t.Fatalf("with a digest:\n%.400s\nwithout:\n%.400s", got, want)
 	}

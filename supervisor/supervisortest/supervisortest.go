@@ -75,7 +75,7 @@ func daemon() (string, error) {
 		built.path = filepath.Join(built.dir, name)
 		env := []string{"CGO_ENABLED=0"}
 		var flags []string
-		if raceEnabled() {
+		if RaceEnabled() {
 			env, flags = []string{"CGO_ENABLED=1"}, []string{"-race"}
 		}
 		built.err = build(built.path, env, flags)
@@ -105,8 +105,9 @@ func build(out string, env, flags []string) error {
 	return nil
 }
 
-// raceEnabled reports whether this test binary was built with -race.
-func raceEnabled() bool {
+// RaceEnabled reports whether this test binary was built with -race (what
+// it builds is then built with -race too).
+func RaceEnabled() bool {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return false
