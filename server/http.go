@@ -536,9 +536,15 @@ func validThreadHeader(id string) bool {
 }
 
 // originAllowed: localhost origins (any port, http or https) and the
-// configured ones pass. "null" and malformed origins do not.
+// configured ones pass. "null" and malformed origins do not. "null" never
+// does, whatever is configured ("*" included): it is the origin of every
+// preview's pages (their CSP sandbox), served from this server's own
+// origin, which must not reach /mcp with the browser's credentials.
 func originAllowed(origin string, allowed []string) bool {
 	norm := strings.TrimSuffix(strings.ToLower(origin), "/")
+	if strings.TrimSpace(norm) == "null" {
+		return false
+	}
 	for _, a := range allowed {
 		if a == "*" || strings.TrimSuffix(strings.ToLower(a), "/") == norm {
 			return true
