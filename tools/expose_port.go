@@ -16,7 +16,8 @@ func exposePortTool() Tool {
 			"for a person to open in a browser or for you to fetch: HTTP and websockets pass, whatever the sandbox's network. "+
 			"The port need not be listening yet (until it is, the URL answers 502). "+
 			"Exposing the port again answers the same URL; it ends with close: true, or when the sandbox ends. "+
-			"The page runs in a browser sandbox: no cookies or storage for its scripts."),
+			"The app is served under the URL's path (the X-Forwarded-Prefix header names it): give it that base path, or use relative links. "+
+			"Its pages run sandboxed, at an opaque origin: no localStorage, no document.cookie."),
 		mcp.WithToolAnnotation(mcp.ToolAnnotation{
 			Title:           "Expose a port",
 			ReadOnlyHint:    mcp.ToBoolPtr(false),
