@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -29,6 +30,11 @@ type HTTPConfig struct {
 	// replica serves it. False pins the session-bearing revisions: a modern
 	// client negotiates a session.
 	Stateless *bool `yaml:"stateless" default:"true"`
+	// PublicURL is the server's URL as clients reach it (a reverse proxy's,
+	// with its path: https://sandbox.example/mcp-server), under which
+	// expose_port's previews are given (<public_url>/preview/<capability>/);
+	// unset, the URL the tool call came to (its Host header).
+	PublicURL string `yaml:"public_url"`
 	// AnonymousThreads: "remove" (the default) or "keep" the files of a
 	// session without X-Thread-ID when it ends (no one can name that
 	// thread again).
@@ -93,6 +99,14 @@ func (c *HTTPConfig) Validate() error {
 	c.AuthTokens = tokens
 	if err := settle("http", c); err != nil {
 		return err
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+			return fmt.Errorf("http.public_url %q: want an http or https URL with a host and no query (https://sandbox.example)", c.PublicURL)
+		}
+		u.Path, u.RawPath = strings.TrimRight(u.Path, "/"), ""
+		c.PublicURL = u.String()
 	}
 	switch c.AnonymousThreads {
 	case "", "remove", "keep":

@@ -78,3 +78,25 @@ func TestHTTPConfigRefusesNegative(t *testing.T) {
 		}
 	}
 }
+
+// http.public_url is an http(s) URL with a host, kept without its
+// trailing slash; anything else stops start-up naming the key.
+func TestHTTPConfigPublicURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://sandbox.example/":      "https://sandbox.example",
+		"http://10.0.0.5:8080/tools//":  "http://10.0.0.5:8080/tools",
+		"https://sandbox.example/tools": "https://sandbox.example/tools",
+	} {
+		c := server.HTTPConfig{PublicURL: in}
+		if err := c.Validate(); err != nil || c.PublicURL != want {
+			t.Errorf("public_url %q: %q, %v; want %q", in, c.PublicURL, err, want)
+		}
+	}
+	for _, bad := range []string{"sandbox.example", "ftp://x", "https://", "https://x/?q=1", "https://u:p@x", "https://x/#f", "://x"} {
+		c := server.HTTPConfig{PublicURL: bad}
+		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), "http.public_url ") {
+			t.Errorf("public_url %q: %v", bad, err)
+		}
+	}
+}

@@ -30,11 +30,12 @@ const drainGrace = 500 * time.Millisecond
 // ThreadHeader names the thread of an HTTP session.
 const ThreadHeader = "X-Thread-ID"
 
-// ServeHTTP serves Streamable HTTP at /mcp, SSE at /sse and /message, and
-// /healthz, on ln, with the settings the server was made with
-// (Config.HTTP), until ctx is cancelled; then it stops taking new
-// sessions, lets calls in flight finish (up to DrainTimeout, then cancels
-// them), closes every session and returns.
+// ServeHTTP serves Streamable HTTP at /mcp, SSE at /sse and /message,
+// /healthz and expose_port's previews (/preview/), on ln, with the
+// settings the server was made with (Config.HTTP), until ctx is
+// cancelled; then it stops taking new sessions, lets calls in flight
+// finish (up to DrainTimeout, then cancels them), ends the previews'
+// streams, closes every session and returns.
 func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	h := s.http
 	if h == nil {
@@ -47,6 +48,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 		go s.leases.sweep(ctx, h.SessionIdleTTL, s.sessions.End)
 	}
 	g := s.newGuard()
+	defer g.endPreviews()
 	ll := newLimitListener(ln, h.MaxConnections, h.MaxUnauthenticatedConnections, g.validToken)
 	ll.shareAmong(len(h.tokens))
 	srv := &http.Server{
@@ -206,6 +208,7 @@ func (s *Server) drain(g *httpGuard, t *transports, srv *http.Server) {
 		// take them in before their sessions' streams close under them.
 		time.Sleep(drainGrace)
 	}
+	g.endPreviews() // their streams (websockets) are the server's no more
 	t.sse.CloseSessions()
 	t.endListens()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -263,10 +266,19 @@ type httpGuard struct {
 	draining atomic.Bool
 	posts    atomic.Int64 // POST requests being served (they carry the calls)
 	bodies   *fairBudget  // bytes of request bodies in flight
+	// previews ends, when cancelled (shutdown), the preview requests this
+	// server serves: a websocket is hijacked, and no Shutdown waits for it
+	// or closes it.
+	previews    context.Context
+	endPreviews context.CancelFunc
+	public      *previewSite // http.public_url, if set
 }
 
 func (s *Server) newGuard() *httpGuard {
-	return &httpGuard{httpSettings: s.http, srv: s, bodies: newFairBudget(s.http.MaxBodyBytesInFlight, len(s.http.tokens))}
+	g := &httpGuard{httpSettings: s.http, srv: s, bodies: newFairBudget(s.http.MaxBodyBytesInFlight, len(s.http.tokens))}
+	g.previews, g.endPreviews = context.WithCancel(context.Background())
+	g.public = publicSite(s.http.PublicURL)
+	return g
 }
 
 // healthz answers ok while the server serves.
@@ -291,6 +303,10 @@ func (g *httpGuard) admit(ll *limitListener, next http.Handler) http.Handler {
 				return
 			}
 			refuse(w, r, http.StatusServiceUnavailable, "too many connections")
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, previewPrefix) {
+			g.preview(w, r, ll)
 			return
 		}
 		if len(g.tokens) > 0 {
@@ -379,7 +395,9 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 			refuse(w, r, http.StatusNotFound, "session not found")
 			return
 		}
-		r = r.WithContext(withThreads(context.WithValue(r.Context(), credentialKey{}, cred), g.thread))
+		ctx := context.WithValue(r.Context(), credentialKey{}, cred)
+		ctx = context.WithValue(ctx, previewBaseKey{}, siteOf(r, g.public).base())
+		r = r.WithContext(withThreads(ctx, g.thread))
 		if r.Method == http.MethodPost && !listenPost(r) {
 			// A listen stream carries no call: shutdown does not wait for it.
 			g.posts.Add(1)
@@ -394,6 +412,49 @@ func (g *httpGuard) wrap(next http.Handler, newSession func(*http.Request) bool,
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// preview serves a request of /preview/ (previews.go): no bearer token, the
+// capability in its path is the credential (a browser opens it), within
+// the connection caps — a connection that names a live preview counts as
+// the preview's token's, like one that shows that token; any other, as one
+// without a token. Its body is bounded as a call's is.
+func (g *httpGuard) preview(w http.ResponseWriter, r *http.Request, ll *limitListener) {
+	p := g.srv.previews
+	e, rest := p.find(r)
+	if len(g.tokens) > 0 {
+		lc, _ := r.Context().Value(connKey{}).(*limitedConn)
+		if e == nil || lc == nil {
+			w.Header().Set("Connection", "close")
+		} else {
+			lc.authenticated()
+			if ll.perToken != nil && !ll.perToken.claim(lc, e.tenant) {
+				w.Header().Set("Connection", "close")
+				refuse(w, r, http.StatusServiceUnavailable, "too many connections for this token")
+				return
+			}
+		}
+	}
+	if !hostAllowed(r, g.AllowedHosts) {
+		refuse(w, r, http.StatusForbidden, fmt.Sprintf("Host %q not allowed: add it to http.allowed_hosts", r.Host))
+		return
+	}
+	if e == nil {
+		previewNotFound(w)
+		return
+	}
+	if r.ContentLength > g.MaxBodyBytes {
+		securityHeaders(w.Header())
+		refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
+		return
+	}
+	if r.Body != nil && r.ContentLength != 0 {
+		// As for a call: the body within BodyTimeout, then no deadline.
+		rc := http.NewResponseController(w)
+		rc.SetReadDeadline(time.Now().Add(g.BodyTimeout))
+		r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, g.MaxBodyBytes), rc: rc}
+	}
+	p.serve(w, r, e, rest, siteOf(r, g.public), g.validToken(r.Header), g.previews)
 }
 
 // check refuses a request from an Origin or to a Host not allowed, without
@@ -536,9 +597,15 @@ func validThreadHeader(id string) bool {
 }
 
 // originAllowed: localhost origins (any port, http or https) and the
-// configured ones pass. "null" and malformed origins do not.
+// configured ones pass. "null" and malformed origins do not. "null" never
+// does, whatever is configured ("*" included): it is the origin of every
+// preview's pages (their CSP sandbox), served from this server's own
+// origin, which must not reach /mcp with the browser's credentials.
 func originAllowed(origin string, allowed []string) bool {
 	norm := strings.TrimSuffix(strings.ToLower(origin), "/")
+	if strings.TrimSpace(norm) == "null" {
+		return false
+	}
 	for _, a := range allowed {
 		if a == "*" || strings.TrimSuffix(strings.ToLower(a), "/") == norm {
 			return true

@@ -35,6 +35,14 @@ func TestOriginAllowed(t *testing.T) {
 			t.Errorf("originAllowed(%q) = %v, want %v", origin, got, want)
 		}
 	}
+	// The origin of a preview's pages, whatever is configured.
+	for _, origin := range []string{"null", "NULL", "null/", " null"} {
+		for _, list := range [][]string{{"*"}, {"null"}} {
+			if originAllowed(origin, list) {
+				t.Errorf("originAllowed(%q, %q) = true", origin, list)
+			}
+		}
+	}
 }
 
 // FuzzOriginAllowed: an origin passes only if it is listed or its host is

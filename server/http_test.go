@@ -38,10 +38,21 @@ func startHTTP(t *testing.T, cfg server.HTTPConfig) *httpServer {
 // startHTTPWith starts the server with or without http.stateless.
 func startHTTPWith(t *testing.T, cfg server.HTTPConfig, stateless bool) *httpServer {
 	t.Helper()
+	return startHTTPOn(t, cfg, stateless, nil)
+}
+
+// startHTTPOn starts the server on a local provider, as wrap makes it
+// (nil: as it is).
+func startHTTPOn(t *testing.T, cfg server.HTTPConfig, stateless bool, wrap func(sandbox.Provider) sandbox.Provider) *httpServer {
+	t.Helper()
 	state := t.TempDir()
-	p, err := local.New(local.Config{StateDir: state, AllowHostBash: true})
+	lp, err := local.New(local.Config{StateDir: state, AllowHostBash: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var p sandbox.Provider = lp
+	if wrap != nil {
+		p = wrap(p)
 	}
 	cfg.Stateless = &stateless
 	onlyFiles := 0 // limits.threads_per_token: only the open-file budget's

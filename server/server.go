@@ -64,6 +64,7 @@ type Server struct {
 	sessionN  sessionCount // sessions registered or being made, in all and per credential
 	leases    leases       // the sandboxes of stateless requests (HTTP, 2026-07-28)
 	listeners listeners    // their subscriptions/listen streams, by thread
+	previews  *previews    // the sandboxes' exposed ports (expose_port)
 
 	inflight  atomic.Int64    // tool calls running
 	calls     *fairBudget     // caps the tool calls running at once (HTTP); nil: no cap
@@ -84,6 +85,8 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir, cfg.Hidden...)}
 	s.sessions.logger = cfg.Logger
+	s.previews = newPreviews(cfg.Logger)
+	s.sessions.threadGone = s.previews.dropThread
 	if cfg.HTTP != nil {
 		s.http = newHTTPSettings(*cfg.HTTP, cfg.Bounds, cfg.Logger)
 		s.stateless = *s.http.Stateless
@@ -231,6 +234,7 @@ func (s *Server) MCP() *mcpserver.MCPServer { return s.mcp }
 // audit log.
 func (s *Server) Close() error {
 	s.stopAll()
+	s.previews.closeAll()
 	s.sessions.EndAll()
 	return s.cfg.Audit.Close()
 }
@@ -392,6 +396,10 @@ func (s *Server) callTool(ctx context.Context, c *call) *tools.Result {
 	defer context.AfterFunc(c.b.ctx, cancel)()
 	defer context.AfterFunc(s.stopCalls, cancel)()
 	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req)}
+	// Previews are the HTTP server's when the call came over HTTP (the
+	// guard named its URL), else stdio's loopback listener's.
+	base, _ := ctx.Value(previewBaseKey{}).(string)
+	env.Previews = previewScope{p: s.previews, thread: c.b.thread, sb: c.b.sb, base: base}
 	res := s.run(ctx, c.tool, env, c.req)
 	if slices.ContainsFunc(res.Changed, func(p string) bool { return sandbox.Within(p, sandbox.OutputsDir) }) {
 		s.outputsChanged(ctx, c.b.thread.Key)

@@ -39,6 +39,10 @@ type Sessions struct {
 	// end one of the tenant's idle leases before the new thread is refused.
 	threadsPerTenant int
 	reclaim          func(tenant string) bool
+	// threadGone, if set, is told of a thread removed for good (an
+	// anonymous one, with its session): what it had goes with it (its
+	// previews).
+	threadGone func(key string)
 
 	mu       sync.Mutex
 	sessions map[string]*binding
@@ -365,6 +369,9 @@ func (r *Sessions) release(b *binding, callsStopped bool) {
 	}
 	// Its sandbox and files go now, not after an idle time (a container or
 	// Pod of a thread no one can name would only wait to be reaped).
+	if r.threadGone != nil {
+		r.threadGone(b.thread.Key)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), discardWait)
 	defer cancel()
 	if err := r.provider.Discard(ctx, b.thread.Key); err != nil {

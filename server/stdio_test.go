@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
@@ -26,10 +27,22 @@ type rawStdio struct {
 
 func startRawStdio(t *testing.T) *rawStdio {
 	t.Helper()
+	r, _ := startRawStdioOn(t, nil)
+	return r
+}
+
+// startRawStdioOn starts a stdio server on a local provider, as wrap makes
+// it (nil: as it is); it returns the server too.
+func startRawStdioOn(t *testing.T, wrap func(sandbox.Provider) sandbox.Provider) (*rawStdio, *server.Server) {
+	t.Helper()
 	state := t.TempDir()
-	p, err := local.New(local.Config{StateDir: state, AllowHostBash: true})
+	lp, err := local.New(local.Config{StateDir: state, AllowHostBash: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var p sandbox.Provider = lp
+	if wrap != nil {
+		p = wrap(p)
 	}
 	srv := server.New(server.Config{Provider: p, Limits: tools.DefaultLimits(), StateDir: state, MaxStdioLine: 1 << 20})
 	t.Cleanup(func() { srv.Close() })
@@ -44,7 +57,7 @@ func startRawStdio(t *testing.T) *rawStdio {
 	r.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	r.recv()
 	r.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	return r
+	return r, srv
 }
 
 func (r *rawStdio) send(line string) {

@@ -17,8 +17,8 @@ import (
 // named by its json tag and described by its jsonschema_description tag
 // (as the facts structs are). `arg:"required"` marks a required one;
 // `arg:"minimum=N"` is the smallest value a number may take and
-// `arg:"exclusiveMinimum=N"` a bound it must be more than (the schema's own
-// keywords); `jsonschema:"enum=a,enum=b"` lists the values a string takes
+// `arg:"exclusiveMinimum=N"` a bound it must be more than, `arg:"maximum=N"`
+// the largest (the schema's own keywords); `jsonschema:"enum=a,enum=b"` lists the values a string takes
 // (the tool checks them and names them in its error).
 // Field types: string, bool, int (a JSON integer) and float64 (a JSON
 // number).
@@ -59,6 +59,8 @@ type argField struct {
 	required   bool
 	bound      string // "minimum" or "exclusiveMinimum", of min; "": none
 	min        float64
+	hasMax     bool // maximum: max is the largest value
+	max        float64
 	enum       []string
 }
 
@@ -86,6 +88,12 @@ func argFields(t reflect.Type) []argField {
 					panic("tools: bad " + key + " in the arg tag of " + where)
 				}
 				f.bound, f.min = key, m
+			case "maximum":
+				m, err := strconv.ParseFloat(val, 64)
+				if err != nil {
+					panic("tools: bad " + key + " in the arg tag of " + where)
+				}
+				f.hasMax, f.max = true, m
 			default:
 				panic("tools: unknown option " + strconv.Quote(opt) + " in the arg tag of " + where)
 			}
@@ -116,6 +124,9 @@ func inputSchema(fields []argField) mcp.ToolInputSchema {
 		p := map[string]any{"type": kindName(f.kind), "description": f.desc}
 		if f.bound != "" {
 			p[f.bound] = f.min
+		}
+		if f.hasMax {
+			p["maximum"] = f.max
 		}
 		if f.enum != nil {
 			p["enum"] = f.enum
@@ -221,6 +232,9 @@ func setArg(dst reflect.Value, f argField, val any) error {
 	}
 	if f.bound == "minimum" && n < f.min {
 		return fmt.Errorf("must be %s or more, got %s", strconv.FormatFloat(f.min, 'g', -1, 64), describe(val))
+	}
+	if f.hasMax && n > f.max {
+		return fmt.Errorf("must be %s or less, got %s", strconv.FormatFloat(f.max, 'g', -1, 64), describe(val))
 	}
 	if f.kind == reflect.Int {
 		dst.SetInt(int64(n))

@@ -23,6 +23,9 @@ func TestArgFieldsRefuseBadTags(t *testing.T) {
 		{"bad bound", struct {
 			A int `json:"a" arg:"minimum=one" jsonschema_description:"d"`
 		}{}, "bad minimum"},
+		{"bad maximum", struct {
+			A int `json:"a" arg:"maximum=" jsonschema_description:"d"`
+		}{}, "bad maximum"},
 		{"no description", struct {
 			A string `json:"a"`
 		}{}, "jsonschema_description"},

@@ -44,6 +44,10 @@ func TestArgsStrict(t *testing.T) {
 		{"bash", map[string]any{"command": "echo hi", "timeout": "10"}, `argument "timeout" must be a number, got the string "10"`},
 		{"bash", map[string]any{"command": "echo hi", "timeout": -1.0}, `argument "timeout" must be more than 0, got -1`},
 		{"bash", map[string]any{"cmd": "echo hi"}, `unknown argument "cmd"`},
+		{"expose_port", map[string]any{"port": 70000.0}, `argument "port" must be 65535 or less, got 70000`},
+		{"expose_port", map[string]any{"port": 0.0}, `argument "port" must be 1 or more, got 0`},
+		{"expose_port", map[string]any{"port": "3000"}, `argument "port" must be an integer, got the string "3000"`},
+		{"expose_port", map[string]any{"close": true}, `missing required argument "port"`},
 	}
 	for _, tc := range tests {
 		got := f.fail(tc.tool, tc.args)

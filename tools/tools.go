@@ -84,7 +84,29 @@ type Env struct {
 	// Progress, when the client asked for progress, reports how a long call
 	// is going.
 	Progress func(progress float64, message string)
+	// Previews serves the URLs of the sandbox's ports (expose_port); nil:
+	// this server serves none.
+	Previews Previews
 }
+
+// Previews opens and closes the URLs that reach ports listening inside the
+// call's sandbox (expose_port, SPEC §17). The server gives each call one
+// bound to the call's thread and sandbox, and to the transport the call
+// came by (the URL is the HTTP server's, or a loopback listener's under
+// stdio).
+type Previews interface {
+	// Open answers the URL of the port: the same one while the port stays
+	// exposed in the same box. ErrTooManyPorts past the thread's cap.
+	Open(ctx context.Context, port int) (url string, err error)
+	// Close ends the port's URL; ErrNotExposed when it has none.
+	Close(ctx context.Context, port int) error
+}
+
+// Errors of Previews.
+var (
+	ErrNotExposed   = errors.New("not exposed")
+	ErrTooManyPorts = errors.New("too many exposed ports")
+)
 
 // Result is a tool's result with what the audit log needs to know of it.
 type Result struct {
@@ -112,7 +134,7 @@ type Tool struct {
 // All lists the tools in the order they are offered.
 func All() []Tool {
 	return []Tool{bashTool(), lsTool(), globTool(), grepTool(), readFileTool(), writeFileTool(), strReplaceTool(),
-		bashOutputTool(), bashInputTool(), bashKillTool()}
+		bashOutputTool(), bashInputTool(), bashKillTool(), exposePortTool()}
 }
 
 func text(s string) *Result {

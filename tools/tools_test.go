@@ -222,6 +222,7 @@ var specArgs = map[string][]string{
 	"bash_output": {"job", "offset", "wait"},
 	"bash_input":  {"job*", "input", "close"},
 	"bash_kill":   {"job*", "signal"},
+	"expose_port": {"port*", "close"},
 	"ls":          {"path", "depth"},
 	"glob":        {"pattern*", "path", "include_dirs", "max_results"},
 	"grep":        {"pattern*", "path", "glob", "literal", "case_sensitive", "max_results"},
@@ -239,13 +240,15 @@ func TestAllStatic(t *testing.T) {
 	for _, tl := range all {
 		names = append(names, tl.Def.Name)
 	}
-	want := []string{"bash", "bash_input", "bash_kill", "bash_output", "glob", "grep", "ls", "read_file", "str_replace", "write_file"}
+	want := []string{"bash", "bash_input", "bash_kill", "bash_output", "expose_port", "glob", "grep", "ls", "read_file", "str_replace", "write_file"}
 	got := slices.Sorted(slices.Values(names))
 	if !slices.Equal(got, want) {
 		t.Fatalf("tools.All() names = %v, want exactly %v", names, want)
 	}
 
 	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true, "bash_output": true}
+	// Neither: it changes no file and ends nothing of the sandbox's.
+	notDestructive := map[string]bool{"expose_port": true}
 	for _, tl := range all {
 		t.Run(tl.Def.Name, func(t *testing.T) {
 			t.Parallel()
@@ -267,8 +270,8 @@ func TestAllStatic(t *testing.T) {
 			if *a.ReadOnlyHint != ro {
 				t.Errorf("readOnlyHint = %v, want %v", *a.ReadOnlyHint, ro)
 			}
-			if *a.DestructiveHint != !ro {
-				t.Errorf("destructiveHint = %v, want %v", *a.DestructiveHint, !ro)
+			if want := !ro && !notDestructive[d.Name]; *a.DestructiveHint != want {
+				t.Errorf("destructiveHint = %v, want %v", *a.DestructiveHint, want)
 			}
 			if d.InputSchema.Type != "object" {
 				t.Errorf("inputSchema.type = %q, want object", d.InputSchema.Type)
