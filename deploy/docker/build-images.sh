@@ -2,7 +2,7 @@
 # Builds the docker provider's images offline, from Debian packages (no
 # registry is needed or used):
 #   sandbox-mcp-base:latest    debootstrap minbase bookworm: bash, coreutils, grep, sed, find, python3,
-#                              procps, ca-certificates; user sandbox (1000:1000); ~170 MB
+#                              procps, ca-certificates, curl, git; user sandbox (1000:1000); ~220 MB
 #   sandbox-mcp-test:busybox   busybox-static only: sh and the applets; ~2 MB (tests)
 #   sandbox-mcp-test:noshell   one static binary and nothing else, no shell (tests)
 #   sandbox-mcp-test:busybox-sh      busybox's files, CMD ["/bin/sh"] as a stock busybox image (tests)
@@ -21,10 +21,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 base() {
+  # A base built before curl and git were in it (the network tests drive
+  # them through the egress proxy) is built again.
+  if have sandbox-mcp-base:latest && ! docker run --rm --network none --entrypoint /usr/bin/git sandbox-mcp-base:latest --version >/dev/null 2>&1; then
+    echo "sandbox-mcp-base:latest: no git in it; building it again"
+    docker rmi -f sandbox-mcp-base:latest sandbox-mcp-test:debian-python >/dev/null
+  fi
   have sandbox-mcp-base:latest && { echo "sandbox-mcp-base:latest: present"; return; }
   need debootstrap debootstrap
   echo "building sandbox-mcp-base:latest (debootstrap $SUITE, about a minute)"
-  debootstrap --variant=minbase --include=ca-certificates,procps,python3 "$SUITE" "$tmp/base" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 \
+  debootstrap --variant=minbase --include=ca-certificates,procps,python3,curl,git "$SUITE" "$tmp/base" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 \
     || { tail -20 "$tmp/debootstrap.log"; exit 1; }
   r=$tmp/base
   echo 'sandbox:x:1000:1000:sandbox:/mnt/user-data/workspace:/bin/bash' >>"$r/etc/passwd"
