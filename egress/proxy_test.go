@@ -187,3 +187,40 @@ func proxyClient(addr string, roots *x509.CertPool) *http.Client {
 		},
 	}
 }
+
+// A streamed response (no length: server-sent events, a model's tokens)
+// reaches the sandbox as it comes, not when it ends.
+func TestStreaming(t *testing.T) {
+	t.Parallel()
+	read := make(chan struct{})
+	up := newUpstream(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "first\n")
+		http.NewResponseController(w).Flush()
+		select {
+		case <-read:
+		case <-time.After(10 * time.Second):
+		}
+		io.WriteString(w, "second\n")
+	}))
+	p, err := New(Config{Mode: ModeAllowlist, Allow: []string{"127.0.0.1:" + up.port()}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := start(t, p, Who{})
+	resp, err := proxyClient(addr, nil).Get(up.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	start := time.Now()
+	line, err := br.ReadString('\n')
+	if err != nil || line != "first\n" || time.Since(start) > 5*time.Second {
+		t.Fatalf("the first line: %q %v after %v (held back by the proxy?)", line, err, time.Since(start))
+	}
+	close(read)
+	if rest, _ := io.ReadAll(br); string(rest) != "second\n" {
+		t.Errorf("the rest: %q", rest)
+	}
+}

@@ -41,7 +41,7 @@ func (p *Proxy) newSession(ctx context.Context, who Who) *session {
 			stripProxyHeaders(pr.Out.Header)
 		},
 		Transport:     s.tr,
-		FlushInterval: -1, // streams (server-sent events) stream
+		FlushInterval: 0, // a response without a length (a stream, server-sent events) is flushed as it comes
 		ErrorLog:      p.errLog,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			attemptOf(r.Context()).answerError(w, err, false)

@@ -98,7 +98,7 @@ func (s *session) mitm(ctx context.Context, cc *countConn, up net.Conn, t target
 		},
 		ModifyResponse: s.p.hideSecrets,
 		Transport:      tr,
-		FlushInterval:  -1,
+		FlushInterval:  0, // as for plain HTTP: streams are flushed as they come
 		ErrorLog:       s.p.errLog,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			a.answerError(w, err, false)
