@@ -96,6 +96,7 @@ func TestInject(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer mine")
 		req.Header.Add("Authorization", "Bearer mine too")
 		req.Header.Set("Proxy-Authorization", "Basic cHJveHk6cHc=")
+		req.Header.Set("Proxy-Secret", "for the proxy only")
 		req.Host = "elsewhere.test" // the secret still goes to example.com, as example.com
 		resp, err := c.Do(req)
 		if err != nil {
@@ -113,8 +114,10 @@ func TestInject(t *testing.T) {
 		if v := got.Header.Get("X-Api-Key"); v != "k3y-"+secret {
 			t.Errorf("the upstream got X-Api-Key %q", v)
 		}
-		if v := got.Header.Get("Proxy-Authorization"); v != "" {
-			t.Errorf("Proxy-Authorization went upstream: %q", v)
+		for _, h := range []string{"Proxy-Authorization", "Proxy-Secret"} {
+			if v := got.Header.Get(h); v != "" {
+				t.Errorf("%s went upstream: %q", h, v)
+			}
 		}
 		if want := "example.com:" + in.tlsUp.port(); got.Host != want {
 			t.Errorf("the upstream got Host %q, want %q", got.Host, want)
@@ -153,12 +156,15 @@ func TestInject(t *testing.T) {
 	})
 
 	t.Run("not over plain HTTP", func(t *testing.T) {
-		body, code, err := curl(t, in.addr, "http://example.com:"+in.plainUp.port()+"/plain", "-H", "Authorization: mine")
+		body, code, err := curl(t, in.addr, "http://example.com:"+in.plainUp.port()+"/plain", "-H", "Authorization: mine", "-H", "Proxy-Secret: for the proxy only")
 		if err != nil || code != "200" || body != "hello from upstream" {
 			t.Fatalf("curl: %s %q %v", code, body, err)
 		}
 		if v := in.plainUp.last(t).Header.Get("Authorization"); v != "mine" {
 			t.Errorf("over plain HTTP the upstream got Authorization %q, want the sandbox's own", v)
+		}
+		if v := in.plainUp.last(t).Header.Get("Proxy-Secret"); v != "" {
+			t.Errorf("Proxy-Secret went upstream: %q", v)
 		}
 	})
 

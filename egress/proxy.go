@@ -86,7 +86,7 @@ type Proxy struct {
 	ca      *ca // nil without inject entries
 	audit   audit.Sink
 	log     *slog.Logger
-	errLog  *log.Logger // net/http's complaints, at debug level
+	errLog  *log.Logger // net/http's complaints (netHTTPLog)
 	roots   *x509.CertPool
 	lookup  func(ctx context.Context, host string) ([]netip.Addr, error)
 	lim     limits
@@ -120,7 +120,7 @@ func New(cfg Config, opts Options) (*Proxy, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	p.errLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
+	p.errLog = log.New(netHTTPLog{p.log}, "", 0)
 	if p.lookup == nil {
 		p.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
@@ -311,3 +311,18 @@ func (l *oneConnListener) Close() error {
 }
 
 func (l *oneConnListener) Addr() net.Addr { return l.addr }
+
+// netHTTPLog is where net/http writes its complaints about a connection.
+// A sandbox's bad TLS handshake or broken request is its own business
+// (debug); a handler's panic is a bug of ours (error).
+type netHTTPLog struct{ log *slog.Logger }
+
+func (w netHTTPLog) Write(b []byte) (int, error) {
+	msg := strings.TrimSpace(string(b))
+	level := slog.LevelDebug
+	if strings.Contains(msg, "panic") {
+		level = slog.LevelError
+	}
+	w.log.Log(context.Background(), level, "egress: net/http: "+msg)
+	return len(b), nil
+}
