@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -35,6 +36,14 @@ type Conn struct {
 	jobs  map[uint32]*jobCall // job requests (jobs.go)
 	err   error               // why the channel ended, set once before done is closed
 	done  chan struct{}
+
+	// Network requests and pipes (net.go, pipe.go).
+	nets       map[uint32]*netCall // listen requests
+	pipes      map[uint32]*pipe    // pipes, of either side's ids
+	accept     func(net.Conn)      // the last Listen's
+	listenAddr net.Addr            // the proxy listener's, once Listen answered
+	peerNext   uint32              // the last pipe id the supervisor opened (without wire.DaemonStream)
+	refusing   int                 // refusals of opens in flight
 }
 
 // call is one command in flight on a Conn.
@@ -75,7 +84,8 @@ const helloTimeout = 30 * time.Second
 // closer ends the transport (and, where it is a process, the process); it
 // is called once, when the channel fails or is closed.
 func NewConn(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*Conn, error) {
-	c := &Conn{sendTimeout: sendTimeout, closer: closer, fw: wire.Writer{W: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, jobs: map[uint32]*jobCall{}, done: make(chan struct{})}
+	c := &Conn{sendTimeout: sendTimeout, closer: closer, fw: wire.Writer{W: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, jobs: map[uint32]*jobCall{},
+		nets: map[uint32]*netCall{}, pipes: map[uint32]*pipe{}, done: make(chan struct{})}
 	fr := &wire.Reader{R: bufio.NewReaderSize(r, 64<<10)}
 	got := make(chan error, 1)
 	go func() {
@@ -143,10 +153,21 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.err = err
-	calls, fsCalls, jobCalls := c.calls, c.fs, c.jobs
-	c.calls, c.fs, c.jobs = map[uint32]*call{}, map[uint32]*fsCall{}, map[uint32]*jobCall{}
+	calls, fsCalls, jobCalls, pipes := c.calls, c.fs, c.jobs, c.pipes
+	c.calls, c.fs, c.jobs, c.pipes = map[uint32]*call{}, map[uint32]*fsCall{}, map[uint32]*jobCall{}, map[uint32]*pipe{}
+	for _, nc := range c.nets {
+		nc.failed = true
+		select {
+		case nc.notify <- struct{}{}:
+		default:
+		}
+	}
+	c.accept = nil
 	close(c.done)
 	c.mu.Unlock()
+	for _, p := range pipes {
+		p.fail(err)
+	}
 	for _, fc := range fsCalls {
 		fc.fail()
 	}
@@ -162,6 +183,15 @@ func (c *Conn) fail(err error) {
 		cl.cond.Broadcast()
 		cl.mu.Unlock()
 	}
+}
+
+// channelErr is a call's error once the channel failed.
+func (c *Conn) channelErr() error {
+	err := c.Err()
+	if err == nil {
+		err = errors.New("ended")
+	}
+	return &ChannelError{Err: err}
 }
 
 // sendTimeout bounds one frame's write: a supervisor that stops reading
