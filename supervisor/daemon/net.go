@@ -31,8 +31,6 @@ type proxy struct {
 	ln        net.Listener
 	receivers []*channel // live channels that asked, the receiver last
 	cas       [][]byte   // the distinct CAs given, the last given last
-
-	openMu sync.Mutex // opens of accepted connections go out in the order of their ids
 }
 
 // forget drops a channel that ended from the receivers.
@@ -189,46 +187,60 @@ func (s *supervisor) acceptLoop(ln net.Listener) {
 
 // hand gives an accepted connection to the receiver.
 func (px *proxy) hand(conn net.Conn) {
-	px.openMu.Lock()
-	defer px.openMu.Unlock()
 	px.mu.Lock()
 	rs := append([]*channel(nil), px.receivers...)
 	px.mu.Unlock()
 	for i := len(rs) - 1; i >= 0; i-- {
 		p, live := rs[i].accepted(conn)
-		if !live {
-			continue // ended meanwhile: the one before
-		}
-		if p != nil {
-			b, _ := json.Marshal(wire.NetOpen{Peer: conn.RemoteAddr().String()})
-			if p.send(wire.KindNetOpen, b) {
+		if live {
+			if p != nil {
 				p.run()
 				return
 			}
-			p.c.forgetPipe(p.id, p)
+			break
 		}
-		break
+		// ended meanwhile: the one before
 	}
 	conn.Close()
 }
 
 // accepted makes conn a new pipe of c, opened by the supervisor (its id
-// has wire.DaemonStream); nil when c has MaxPipes. live is false for a
-// channel that ended.
+// has wire.DaemonStream), and sends its open; nil when c has MaxPipes
+// (opened, or waiting to be). live is false for a channel that ended. The
+// opens of a channel go out in the order of their ids (c.openMu); a
+// channel that does not take them holds up only its own.
 func (c *channel) accepted(conn net.Conn) (p *pipe, live bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.nextPipe+1 >= wire.DaemonStream {
+	if c.closed {
+		c.mu.Unlock()
 		return nil, false
 	}
-	if len(c.pipes) >= wire.MaxPipes {
+	if len(c.pipes)+c.opening >= wire.MaxPipes || c.nextPipe+1 >= wire.DaemonStream {
+		c.mu.Unlock()
 		return nil, true
 	}
-	c.nextPipe++
-	id := c.nextPipe | wire.DaemonStream
-	p = newPipe(c, id, conn)
-	p.open = true
-	c.pipes[id] = p
+	c.opening++
+	c.mu.Unlock()
+	c.openMu.Lock()
+	defer c.openMu.Unlock()
+	c.mu.Lock()
+	c.opening--
+	closed := c.closed
+	if !closed {
+		c.nextPipe++
+		p = newPipe(c, c.nextPipe|wire.DaemonStream, conn)
+		p.open = true
+		c.pipes[p.id] = p
+	}
+	c.mu.Unlock()
+	if closed {
+		return nil, false
+	}
+	b, _ := json.Marshal(wire.NetOpen{Peer: conn.RemoteAddr().String()})
+	if !p.send(wire.KindNetOpen, b) {
+		c.forgetPipe(p.id, p)
+		return nil, true
+	}
 	return p, true
 }
 

@@ -165,7 +165,9 @@ type channel struct {
 	maxOpened uint32               // the highest stream id the server opened
 	nextPipe  uint32               // the last pipe id the supervisor opened (without wire.DaemonStream)
 	answering int                  // network answers in flight (net.go)
+	opening   int                  // accepted connections waiting for openMu
 	closed    bool                 // the channel ended: no pipe more
+	openMu    sync.Mutex           // held while an accepted connection's open is sent (net.go)
 }
 
 // stream is one command of a channel.
