@@ -76,6 +76,23 @@ func checkVersion(h wire.Hello, mine string) error {
 		ErrVersion, wire.Describe(wire.CapText(h.Version, 64)), h.Protocol, wire.Describe(mine), wire.Protocol)
 }
 
+// validBoot reports whether b is a Hello.Boot: 32 lowercase hex digits
+// (128 bits), or none (a supervisor that says nothing of its starts).
+func validBoot(b string) bool {
+	if b == "" {
+		return true
+	}
+	if len(b) != 32 {
+		return false
+	}
+	for _, c := range []byte(b) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // helloTimeout bounds how long a new channel may take to say hello.
 const helloTimeout = 30 * time.Second
 
@@ -97,6 +114,8 @@ func NewConn(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*
 		default:
 			if err = json.Unmarshal(f.Payload, &c.hello); err != nil {
 				err = wire.Errorf("hello: %v", err)
+			} else if !validBoot(c.hello.Boot) {
+				err = wire.Errorf("hello: a malformed boot %q", wire.CapText(c.hello.Boot, 40))
 			} else {
 				err = checkVersion(c.hello, wire.Version())
 			}

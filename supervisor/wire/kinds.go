@@ -157,9 +157,9 @@ type Hello struct {
 	PID      int    `json:"pid"`               // the supervisor's pid, in the sandbox's own pid namespace
 	Busy     int    `json:"busy"`              // commands in flight and jobs running when the channel opened (any channel's)
 	Jobs     int    `json:"jobs"`              // of which jobs running
-	// Boot is 128 random bits (hex) drawn when the supervisor started: a
-	// new one says the box was started anew (what was opened in the old
-	// one is gone).
+	// Boot is 128 random bits (32 lowercase hex digits) drawn when the
+	// supervisor started: a new one says the box was started anew (what
+	// was opened in the old one is gone).
 	Boot string `json:"boot"`
 }
 
