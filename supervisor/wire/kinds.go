@@ -99,9 +99,10 @@ const (
 // connection's bytes both ways, opened by the server (dial: to a port on
 // the sandbox's loopback, for expose_port) or by the supervisor (a
 // connection accepted on its proxy listener, for the egress proxy).
-// Streams the supervisor opens have DaemonStream set; the server's never
-// have it. A frame on a server-opened id with the bit, a supervisor's open
-// on an id without it, ends the channel.
+// Streams the supervisor opens have DaemonStream set, and open in the
+// order of their ids; the server's never have it. A stream the server
+// opens with the bit, an open of the supervisor's on an id without it
+// (but a dial's answer) or out of turn, ends the channel.
 //
 //	listen  Net{listen, CA} → NetEnd{Addr, CAFile} (or NetEnd{Err}): the
 //	        supervisor's one proxy listener on 127.0.0.1 (an ephemeral
@@ -134,7 +135,8 @@ const (
 // NetEnd, or sent and got NetEOF; a frame that then arrives on it (sent
 // before its sender knew) is dropped, and so is one on a stream of the
 // other's that ended: neither holds anything for it. NetData beyond the
-// credit, after a NetEOF, or on a stream never opened, ends the channel.
+// credit, empty, or after a NetEOF, a second NetEOF, credit beyond the
+// window, or any pipe frame on a stream never opened, ends the channel.
 // The channel's end ends every pipe of it (the supervisor closes their TCP
 // connections). At most MaxPipes pipes per channel and side.
 const (
