@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -35,6 +36,14 @@ type Conn struct {
 	jobs  map[uint32]*jobCall // job requests (jobs.go)
 	err   error               // why the channel ended, set once before done is closed
 	done  chan struct{}
+
+	// Network requests and pipes (net.go, pipe.go).
+	nets       map[uint32]*netCall // listen requests
+	pipes      map[uint32]*pipe    // pipes, of either side's ids
+	accept     func(net.Conn)      // the last Listen's
+	listenAddr net.Addr            // the proxy listener's, once Listen answered
+	peerNext   uint32              // the last pipe id the supervisor opened (without wire.DaemonStream)
+	refusing   int                 // refusals of opens in flight
 }
 
 // call is one command in flight on a Conn.
@@ -67,6 +76,23 @@ func checkVersion(h wire.Hello, mine string) error {
 		ErrVersion, wire.Describe(wire.CapText(h.Version, 64)), h.Protocol, wire.Describe(mine), wire.Protocol)
 }
 
+// validBoot reports whether b is a Hello.Boot: 32 lowercase hex digits
+// (128 bits), or none (a supervisor that says nothing of its starts).
+func validBoot(b string) bool {
+	if b == "" {
+		return true
+	}
+	if len(b) != 32 {
+		return false
+	}
+	for _, c := range []byte(b) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // helloTimeout bounds how long a new channel may take to say hello.
 const helloTimeout = 30 * time.Second
 
@@ -75,7 +101,8 @@ const helloTimeout = 30 * time.Second
 // closer ends the transport (and, where it is a process, the process); it
 // is called once, when the channel fails or is closed.
 func NewConn(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*Conn, error) {
-	c := &Conn{sendTimeout: sendTimeout, closer: closer, fw: wire.Writer{W: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, jobs: map[uint32]*jobCall{}, done: make(chan struct{})}
+	c := &Conn{sendTimeout: sendTimeout, closer: closer, fw: wire.Writer{W: w}, calls: map[uint32]*call{}, fs: map[uint32]*fsCall{}, jobs: map[uint32]*jobCall{},
+		nets: map[uint32]*netCall{}, pipes: map[uint32]*pipe{}, done: make(chan struct{})}
 	fr := &wire.Reader{R: bufio.NewReaderSize(r, 64<<10)}
 	got := make(chan error, 1)
 	go func() {
@@ -87,6 +114,8 @@ func NewConn(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*
 		default:
 			if err = json.Unmarshal(f.Payload, &c.hello); err != nil {
 				err = wire.Errorf("hello: %v", err)
+			} else if !validBoot(c.hello.Boot) {
+				err = wire.Errorf("hello: a malformed boot %q", wire.CapText(c.hello.Boot, 40))
 			} else {
 				err = checkVersion(c.hello, wire.Version())
 			}
@@ -143,10 +172,21 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.err = err
-	calls, fsCalls, jobCalls := c.calls, c.fs, c.jobs
-	c.calls, c.fs, c.jobs = map[uint32]*call{}, map[uint32]*fsCall{}, map[uint32]*jobCall{}
+	calls, fsCalls, jobCalls, pipes := c.calls, c.fs, c.jobs, c.pipes
+	c.calls, c.fs, c.jobs, c.pipes = map[uint32]*call{}, map[uint32]*fsCall{}, map[uint32]*jobCall{}, map[uint32]*pipe{}
+	for _, nc := range c.nets {
+		nc.failed = true
+		select {
+		case nc.notify <- struct{}{}:
+		default:
+		}
+	}
+	c.accept = nil
 	close(c.done)
 	c.mu.Unlock()
+	for _, p := range pipes {
+		p.fail(err)
+	}
 	for _, fc := range fsCalls {
 		fc.fail()
 	}
@@ -162,6 +202,15 @@ func (c *Conn) fail(err error) {
 		cl.cond.Broadcast()
 		cl.mu.Unlock()
 	}
+}
+
+// channelErr is a call's error once the channel failed.
+func (c *Conn) channelErr() error {
+	err := c.Err()
+	if err == nil {
+		err = errors.New("ended")
+	}
+	return &ChannelError{Err: err}
 }
 
 // sendTimeout bounds one frame's write: a supervisor that stops reading

@@ -17,12 +17,21 @@ var dispatch = map[wire.Kind]func(c *Conn, f wire.Frame) error{
 	wire.KindFSInfo:    onFS((*fsCall).onInfo),
 	wire.KindFSData:    onFS((*fsCall).onData),
 	wire.KindFSEntries: onFS((*fsCall).onEntries),
-	wire.KindCredit:    onFS((*fsCall).onCredit),
+	wire.KindCredit:    (*Conn).onCredit, // a pipe's, or a file write's
 	wire.KindFSEnd:     onFS((*fsCall).onEnd),
 
 	wire.KindJobData: onJob((*jobCall).onData),
 	wire.KindJobEnd:  onJob((*jobCall).onEnd),
+
+	wire.KindNetOpen: (*Conn).onNetOpen,
+	wire.KindNetData: onPipe((*pipe).onData),
+	wire.KindNetEOF:  onPipe((*pipe).onEOF),
+	wire.KindNetEnd:  (*Conn).onNetEnd,
 }
+
+// pipeKinds are the kinds a stream the supervisor opened
+// (wire.DaemonStream) carries.
+var pipeKinds = map[wire.Kind]bool{wire.KindNetOpen: true, wire.KindNetData: true, wire.KindNetEOF: true, wire.KindNetEnd: true, wire.KindCredit: true}
 
 // dispatch acts on one frame from the supervisor; an error ends the
 // channel.
@@ -30,6 +39,9 @@ func (c *Conn) dispatch(f wire.Frame) error {
 	h := dispatch[f.Kind]
 	if h == nil {
 		return wire.Errorf("unexpected message kind %d", f.Kind)
+	}
+	if f.Stream&wire.DaemonStream != 0 && !pipeKinds[f.Kind] {
+		return wire.Errorf("message kind %d on the supervisor's stream %#x", f.Kind, f.Stream)
 	}
 	return h(c, f)
 }

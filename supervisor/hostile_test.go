@@ -138,3 +138,23 @@ func TestHelloChecked(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// A hello's boot is 128 bits in hex, or nothing.
+func TestHelloBootChecked(t *testing.T) {
+	for boot, ok := range map[string]bool{"": true, strings.Repeat("0a", 16): true, strings.Repeat("0A", 16): false, "zz": false, strings.Repeat("a", 33): false} {
+		cr, sw := io.Pipe()
+		_, cw := io.Pipe()
+		go func() {
+			fw := wire.Writer{W: sw}
+			b, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol, Boot: boot})
+			fw.Write(wire.KindHello, 0, b)
+		}()
+		c, err := NewConn(context.Background(), cr, cw, closerFunc(func() error { sw.Close(); cr.Close(); return nil }))
+		if (err == nil) != ok {
+			t.Errorf("boot %q: err %v", boot, err)
+		}
+		if c != nil {
+			c.Close()
+		}
+	}
+}

@@ -19,6 +19,10 @@ var handlers = map[wire.Kind]func(c *channel, f wire.Frame) error{
 	wire.KindFSData:   (*channel).writeFS,
 	wire.KindFSCommit: (*channel).writeFS,
 	wire.KindJob:      (*channel).jobRequest,
+	wire.KindNet:      (*channel).netRequest,
+	wire.KindNetData:  (*channel).pipeData,
+	wire.KindNetEOF:   (*channel).pipeEOF,
+	wire.KindNetEnd:   (*channel).pipeEnd,
 }
 
 // handle acts on one frame from the server.
@@ -31,11 +35,16 @@ func (c *channel) handle(f wire.Frame) error {
 }
 
 // open registers a new stream of the channel (c.mu held): each stream id
-// is used once, by one kind of stream.
+// is used once, by one kind of stream, and never has the bit of the
+// supervisor's own (wire.DaemonStream).
 func (c *channel) open(id uint32) error {
-	if id == 0 || c.streams[id] != nil || c.fs[id] != nil || c.jobs[id] != nil {
+	if id&wire.DaemonStream != 0 {
+		return wire.Errorf("the server opened stream %#x, of the supervisor's", id)
+	}
+	if id == 0 || c.streams[id] != nil || c.fs[id] != nil || c.jobs[id] != nil || c.pipes[id] != nil {
 		return wire.Errorf("stream %d started twice", id)
 	}
+	c.maxOpened = max(c.maxOpened, id)
 	return nil
 }
 
@@ -57,11 +66,18 @@ func (c *channel) exec(f wire.Frame) error {
 	return nil
 }
 
-// credit gives a command's stream, or a file operation's, more room.
+// credit gives a command's stream, a file operation's or a pipe, more
+// room.
 func (c *channel) credit(f wire.Frame) error {
 	n, err := wire.ParseCredit(f.Payload)
 	if err != nil {
 		return err
+	}
+	c.mu.Lock()
+	_, pipe := c.pipes[f.Stream]
+	c.mu.Unlock()
+	if pipe || f.Stream&wire.DaemonStream != 0 {
+		return c.pipeCredit(f, n)
 	}
 	if st := c.stream(f.Stream); st != nil {
 		st.mu.Lock()

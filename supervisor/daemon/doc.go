@@ -1,9 +1,11 @@
 // Package daemon is the supervisor that runs inside every sandbox (the
 // sandbox-mcp-supervisor binary, cmd/sandbox-mcp-supervisor; the server's
 // `sandbox-mcp supervise` where no daemon is beside it): it runs commands
-// and jobs, and serves file operations and searches, for every server
-// replica of its thread, over the channel of package supervisor/wire
-// (dispatch.go is what it does with each kind of frame).
+// and jobs, serves file operations and searches, and carries TCP
+// connections of the sandbox's loopback (its proxy listener's, and dials
+// to a port: net.go, pipe.go), for every server replica of its thread,
+// over the channel of package supervisor/wire (dispatch.go is what it
+// does with each kind of frame).
 //
 // It also keeps the sandbox's one shell state (SPEC §15): the working
 // directory and exported variables the last Shell command (wire.Exec.Shell)

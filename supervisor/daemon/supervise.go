@@ -4,6 +4,8 @@ package daemon
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -33,6 +35,8 @@ type supervisor struct {
 	paths *filelock.Locks // a mutex per file that writes with a precondition replace
 	jobs  *jobTable       // jobs.go
 	state *shellState     // shellstate.go
+	proxy proxy           // net.go
+	boot  string          // wire.Hello.Boot
 }
 
 // proc is one started command, by its pid (its process group).
@@ -45,7 +49,7 @@ type proc struct {
 // newSupervisor makes a supervisor; listen is its socket ("": none), beside
 // which it keeps its private directory.
 func newSupervisor(listen string) *supervisor {
-	s := &supervisor{procs: map[int]*proc{}, paths: filelock.NewLocks(), jobs: newJobTable(), state: newShellState(listen)}
+	s := &supervisor{procs: map[int]*proc{}, paths: filelock.NewLocks(), jobs: newJobTable(), state: newShellState(listen), boot: newBoot()}
 	for _, sh := range []string{"bash", "sh"} {
 		if p, err := exec.LookPath(sh); err == nil {
 			s.shell = p
@@ -56,6 +60,13 @@ func newSupervisor(listen string) *supervisor {
 	becomeSubreaper()
 	go s.reap()
 	return s
+}
+
+// newBoot draws a supervisor's wire.Hello.Boot.
+func newBoot() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // reap waits for every child, on SIGCHLD: a command's exit status goes to
@@ -146,10 +157,17 @@ type channel struct {
 	wm sync.Mutex
 	fw wire.Writer
 
-	mu      sync.Mutex
-	streams map[uint32]*stream
-	fs      map[uint32]*fsStream // file operations (fs.go)
-	jobs    map[uint32]*jobReq   // job requests (jobs.go)
+	mu        sync.Mutex
+	streams   map[uint32]*stream
+	fs        map[uint32]*fsStream // file operations (fs.go)
+	jobs      map[uint32]*jobReq   // job requests (jobs.go)
+	pipes     map[uint32]*pipe     // pipes, of either side (pipe.go)
+	maxOpened uint32               // the highest stream id the server opened
+	nextPipe  uint32               // the last pipe id the supervisor opened (without wire.DaemonStream)
+	answering int                  // network answers in flight (net.go)
+	opening   int                  // accepted connections waiting for openMu
+	closed    bool                 // the channel ended: no pipe more
+	openMu    sync.Mutex           // held while an accepted connection's open is sent (net.go)
 }
 
 // stream is one command of a channel.
@@ -180,12 +198,12 @@ func (c *channel) send(kind wire.Kind, id uint32, payload []byte) error {
 // serve runs one channel until it ends; the commands it started are then
 // killed.
 func (s *supervisor) serve(r io.Reader, w io.Writer) error {
-	c := &channel{s: s, fw: wire.Writer{W: w}, streams: map[uint32]*stream{}, fs: map[uint32]*fsStream{}, jobs: map[uint32]*jobReq{}}
+	c := &channel{s: s, fw: wire.Writer{W: w}, streams: map[uint32]*stream{}, fs: map[uint32]*fsStream{}, jobs: map[uint32]*jobReq{}, pipes: map[uint32]*pipe{}}
 	s.mu.Lock()
 	busy := s.busy
 	s.mu.Unlock()
 	jobs := s.runningJobs()
-	hello, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol, Version: wire.Version(), Shell: s.shell, PID: os.Getpid(), Busy: busy + jobs, Jobs: jobs})
+	hello, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol, Version: wire.Version(), Shell: s.shell, PID: os.Getpid(), Busy: busy + jobs, Jobs: jobs, Boot: s.boot})
 	err := c.send(wire.KindHello, 0, hello)
 	fr := wire.Reader{R: bufio.NewReaderSize(r, 64<<10)}
 	for err == nil {
@@ -203,6 +221,7 @@ func (s *supervisor) serve(r io.Reader, w io.Writer) error {
 		st.mu.Unlock()
 	}
 	c.mu.Unlock()
+	c.stopPipes()
 	c.stopFS()
 	c.stopJobs()
 	return err

@@ -21,7 +21,7 @@ const (
 	KindHello  Kind = 1 // s→c, stream 0, the channel's first frame: Hello
 	KindExec   Kind = 2 // c→s: start a command as the stream: Exec
 	KindOutput Kind = 3 // s→c: bytes the command wrote (stdout and stderr, interleaved), within its credit
-	KindCredit Kind = 4 // c→s: 4 bytes (Credit): this many more output or read bytes may be sent; s→c for a file write
+	KindCredit Kind = 4 // c→s: 4 bytes (Credit): this many more output or read bytes may be sent; s→c for a file write; both ways on a pipe
 	KindExit   Kind = 5 // s→c: the command ended: Exit; its last frame
 	KindKill   Kind = 6 // c→s, no payload: kill the command's process group, stop a file operation, end a job request's wait
 	KindStart  Kind = 7 // s→c, no payload: the command was started (before any output)
@@ -95,6 +95,62 @@ const (
 	KindJobEnd  Kind = 16 // s→c: the answer: JobReply; the stream's last frame
 )
 
+// Network pipes (SPEC §17): a pipe is a stream that carries a TCP
+// connection's bytes both ways, opened by the server (dial: to a port on
+// the sandbox's loopback, for expose_port) or by the supervisor (a
+// connection accepted on its proxy listener, for the egress proxy).
+// Streams the supervisor opens have DaemonStream set, and open in the
+// order of their ids; the server's never have it. A stream the server
+// opens with the bit, an open of the supervisor's on an id without it
+// (but a dial's answer) or out of turn, ends the channel.
+//
+//	listen  Net{listen, CA} → NetEnd{Addr, CAFile} (or NetEnd{Err}): the
+//	        supervisor's one proxy listener on 127.0.0.1 (an ephemeral
+//	        port, made by the first listen, the same for every later one
+//	        of any channel) now hands its connections to this channel:
+//	        to the last live channel that asked, else the one before, else
+//	        an accepted connection is closed at once. With CA (PEM
+//	        certificates), CAFile is a bundle in the supervisor's private
+//	        directory: the system's roots, then every distinct CA given
+//	        (the last MaxCAs).
+//	dial    Net{dial, Port} → NetOpen → the pipe; or NetEnd{Err} (REFUSED:
+//	        nothing listens; LIMIT: MaxPipes are open; an errno's name).
+//	        Always 127.0.0.1:Port.
+//	accept  NetOpen{Peer} (s→c, on a new id with DaemonStream) → the pipe;
+//	        a server that takes no more (not listening, MaxPipes open)
+//	        answers NetEnd{LIMIT}.
+//
+// A pipe, each way: NetData… within the credit the receiver gives (PipeWindow
+// at the open; KindCredit gives room back as the receiver consumes bytes:
+// the supervisor once it wrote them to the TCP connection, the server once
+// its reader read them), then at most one NetEOF, after which that way
+// carries no NetData (a half close: the supervisor's TCP peer sent FIN, or
+// the server's CloseWrite; the supervisor then writes what it holds and
+// shuts its connection's write side). NetEnd, from either side, ends the
+// pipe both ways: the bytes its sender sent before it are still
+// delivered (by the supervisor within DrainGrace), its sender takes no
+// more. The supervisor sends NetEnd{Err} when its TCP connection fails (a
+// reset, a write that fails); the server sends NetEnd{} when its Conn is
+// closed before both ways ended. A side forgets a pipe once it sent or got
+// NetEnd, or sent and got NetEOF; a frame that then arrives on it (sent
+// before its sender knew) is dropped, and so is one on a stream of the
+// other's that ended: neither holds anything for it. NetData beyond the
+// credit, empty, or after a NetEOF, a second NetEOF, credit beyond the
+// window, or any pipe frame on a stream never opened, ends the channel.
+// The channel's end ends every pipe of it (the supervisor closes their TCP
+// connections). At most MaxPipes pipes per channel and side.
+const (
+	KindNet     Kind = 17 // c→s: a network request as the stream: NetRequest
+	KindNetOpen Kind = 18 // s→c: a pipe is open: NetOpen (a dial's stream: connected; a new DaemonStream id: accepted)
+	KindNetData Kind = 19 // both: a pipe's bytes, within the receiver's credit
+	KindNetEOF  Kind = 20 // both, no payload: no more bytes this way (a half close)
+	KindNetEnd  Kind = 21 // both: NetEnd: a request's answer; on a pipe, its end both ways
+)
+
+// DaemonStream is set in the id of every stream the supervisor opens
+// (accepted connections), and in no stream id the server opens.
+const DaemonStream uint32 = 1 << 31
+
 // Hello is the supervisor's first frame.
 type Hello struct {
 	Protocol int    `json:"protocol"`
@@ -103,6 +159,10 @@ type Hello struct {
 	PID      int    `json:"pid"`               // the supervisor's pid, in the sandbox's own pid namespace
 	Busy     int    `json:"busy"`              // commands in flight and jobs running when the channel opened (any channel's)
 	Jobs     int    `json:"jobs"`              // of which jobs running
+	// Boot is 128 random bits (32 lowercase hex digits) drawn when the
+	// supervisor started: a new one says the box was started anew (what
+	// was opened in the old one is gone).
+	Boot string `json:"boot"`
 }
 
 // Exec starts a command.
@@ -301,6 +361,44 @@ const (
 	CodeEnded   = "ENDED"   // input to a job that ended
 )
 
+// Network request operations (NetRequest.Op).
+const (
+	NetListen = "listen"
+	NetDial   = "dial"
+)
+
+// NetRequest is one network request.
+type NetRequest struct {
+	Op string `json:"op"`
+	// dial: the port on the sandbox's 127.0.0.1, 1 to 65535.
+	Port int `json:"port,omitempty"`
+	// listen: a CA the sandbox's commands are to trust (the proxy's, for
+	// the HTTPS it terminates): PEM CERTIFICATE blocks only, at most
+	// MaxCABytes; none: no bundle is written.
+	CA []byte `json:"ca,omitempty"`
+}
+
+// NetOpen opens a pipe.
+type NetOpen struct {
+	Peer string `json:"peer,omitempty"` // accept: the connecting side's address ("127.0.0.1:N")
+}
+
+// NetEnd answers a network request, or ends a pipe. Err is a code
+// (CodeRefused, CodeLimit, CodeInval, CodeCA) or an errno's name (ECONNRESET,
+// ETIMEDOUT, …); Msg says more.
+type NetEnd struct {
+	Err    string `json:"err,omitempty"`
+	Msg    string `json:"msg,omitempty"`
+	Addr   string `json:"addr,omitempty"`    // listen: the listener, "127.0.0.1:N"
+	CAFile string `json:"ca_file,omitempty"` // listen with a CA: the bundle's path in the sandbox
+}
+
+// Codes of NetEnd.Err beside errno names (and CodeLimit, CodeInval).
+const (
+	CodeRefused = "REFUSED" // dial: nothing listens on the port
+	CodeCA      = "CA"      // listen: the CA bundle could not be written
+)
+
 // The protocol's bounds: what each side may send, and so what the other
 // holds.
 const (
@@ -337,4 +435,16 @@ const (
 	MaxJobsRunning = 256    // whatever a request's MaxJobs says
 	MaxJobsEnded   = 64     // ended jobs kept (their state and ring)
 	MaxJobCommand  = 200    // bytes of JobInfo.Command
+
+	// PipeWindow is how many bytes of one pipe may be in flight each way,
+	// unacknowledged by credit: what a pipe holds in the receiver.
+	PipeWindow = 256 << 10
+	// MaxPipes bounds the pipes of one channel (each side's count): past
+	// it the supervisor closes what its listener accepts and answers a
+	// dial LIMIT, the server answers an accept's open LIMIT.
+	MaxPipes = 256
+	// MaxCABytes bounds a listen's CA; MaxCAs the distinct CAs the bundle
+	// holds (the last given).
+	MaxCABytes = 64 << 10
+	MaxCAs     = 8
 )

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"bytes"
+	"encoding/pem"
 	"path"
 	"strconv"
 	"strings"
@@ -71,4 +73,28 @@ func RuneStarts(p []byte) int64 {
 		}
 	}
 	return n
+}
+
+// ValidCA reports whether b is a CA as NetRequest carries it: at most
+// MaxCABytes of one or more PEM CERTIFICATE blocks without headers, and
+// nothing else but white space.
+func ValidCA(b []byte) bool {
+	if len(b) == 0 || len(b) > MaxCABytes {
+		return false
+	}
+	n := 0
+	for {
+		blk, rest := pem.Decode(b)
+		if blk == nil {
+			return n > 0 && len(bytes.TrimSpace(b)) == 0
+		}
+		if blk.Type != "CERTIFICATE" || len(blk.Headers) != 0 || len(blk.Bytes) == 0 {
+			return false
+		}
+		// Only white space between blocks (pem.Decode skips any text).
+		if i := bytes.Index(b, []byte("-----BEGIN")); i < 0 || len(bytes.TrimSpace(b[:i])) != 0 {
+			return false
+		}
+		b, n = rest, n+1
+	}
 }
