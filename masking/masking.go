@@ -25,6 +25,9 @@ type Masker struct {
 	// most slashes in a tool's output (those inside virtual paths) are
 	// passed over at once.
 	second [256]bool
+	// secrets, if set, replaces secrets before any path is masked
+	// (secrets.go).
+	secrets *strings.Replacer
 }
 
 // New builds a Masker. Each host path is also masked in its
@@ -115,6 +118,9 @@ func mountinfoEscape(p string) string {
 // nothing. Mask takes time linear in len(s): a long line can be masked
 // whole before it is cut.
 func (m *Masker) Mask(s string) string {
+	if m != nil && m.secrets != nil {
+		s = m.secrets.Replace(s)
+	}
 	if m == nil || len(m.pairs) == 0 {
 		return s
 	}

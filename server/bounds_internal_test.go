@@ -183,7 +183,7 @@ func (b *fakeBox) Jobs(context.Context) ([]sandbox.JobInfo, error) {
 func TestSessionsEndedSessionNotBoundAgain(t *testing.T) {
 	t.Parallel()
 	p := &fakeProvider{}
-	r := NewSessions(p, "")
+	r := NewSessions(p, "", nil)
 	th := ThreadRef{ID: "s1", Key: "s1", Anonymous: true}
 	_, done, err := r.Call(t.Context(), "s1", th)
 	if err != nil {
@@ -207,7 +207,7 @@ func TestSessionsJobsKeepTheThreadCounted(t *testing.T) {
 	lingerPoll = 20 * time.Millisecond
 	defer func() { lingerPoll = old }()
 	p := &fakeProvider{}
-	r := NewSessions(p, "")
+	r := NewSessions(p, "", nil)
 	r.threadsPerTenant = 2
 	defer r.EndAll()
 	ref := func(id string) ThreadRef { return ThreadRef{ID: id, Key: id, Tenant: "b"} }
@@ -254,7 +254,7 @@ func TestSessionsJobsKeepTheThreadCounted(t *testing.T) {
 func TestSessionsWaitForRoomBeingMade(t *testing.T) {
 	t.Parallel()
 	p := &fakeProvider{}
-	r := NewSessions(p, "")
+	r := NewSessions(p, "", nil)
 	r.threadsPerTenant = 1
 	defer r.EndAll()
 	ref := func(id string) ThreadRef { return ThreadRef{ID: id, Key: id, Tenant: "b"} }

@@ -49,6 +49,10 @@ type Config struct {
 	// mount of the agent's — the binary bound into it as its supervisor —
 	// with what the agent sees instead (SPEC §16: masked like the rest).
 	Hidden []masking.Pair
+	// Secrets are values no result shows, wherever they come from (a
+	// server that echoes a header): the egress proxy's injected headers
+	// (SPEC §17).
+	Secrets []string
 }
 
 // Server is the MCP server.
@@ -83,7 +87,7 @@ func New(cfg Config) *Server {
 	if cfg.Audit == nil {
 		cfg.Audit = audit.Discard{}
 	}
-	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir, cfg.Hidden...)}
+	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir, cfg.Secrets, cfg.Hidden...)}
 	s.sessions.logger = cfg.Logger
 	s.previews = newPreviews(cfg.Logger)
 	s.sessions.threadGone = s.previews.dropThread

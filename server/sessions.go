@@ -24,8 +24,9 @@ type Sessions struct {
 	// mounts is the mount table at start-up: a sandbox's mountinfo names
 	// host dirs relative to their file system, and those forms are masked
 	// too.
-	mounts *masking.Mounts
-	hidden []masking.Pair // host paths in sandboxes that are no mount (NewSessions)
+	mounts  *masking.Mounts
+	hidden  []masking.Pair // host paths in sandboxes that are no mount (NewSessions)
+	secrets []string       // values no result shows (NewSessions)
 
 	// removeAnonymous: an anonymous session's thread (HTTP without
 	// X-Thread-ID) is removed when the session ends: no one can name it
@@ -133,14 +134,18 @@ type binding struct {
 // NewSessions returns an empty registry. hidden are host paths bound into
 // sandboxes that are not a mount of the agent's (the server's binary, run
 // there as the supervisor), masked with the rest.
-func NewSessions(p sandbox.Provider, stateDir string, hidden ...masking.Pair) *Sessions {
+//
+// secrets are values no result may show (masking.Masker.Hiding): the
+// headers the egress proxy adds to the sandboxes' requests.
+func NewSessions(p sandbox.Provider, stateDir string, secrets []string, hidden ...masking.Pair) *Sessions {
 	mounts, _ := masking.ReadMounts() // none to read: no such forms to mask
 	state := append([]masking.Pair{{Host: stateDir, Virtual: StateDirMask}}, hidden...)
 	return &Sessions{
 		provider: p,
 		stateDir: stateDir,
 		hidden:   hidden,
-		base:     masking.New(append(state, mounts.Pairs(state)...)...),
+		base:     masking.New(append(state, mounts.Pairs(state)...)...).Hiding(secrets...),
+		secrets:  secrets,
 		mounts:   mounts,
 		sessions: map[string]*binding{},
 		threads:  map[string]*threadUse{},
@@ -486,7 +491,7 @@ func (r *Sessions) masker(sb sandbox.Sandbox) *masking.Masker {
 		pairs = append(pairs, masking.Pair{Host: r.stateDir, Virtual: StateDirMask})
 	}
 	pairs = append(pairs, r.hidden...)
-	return masking.New(append(pairs, r.mounts.Pairs(pairs)...)...)
+	return masking.New(append(pairs, r.mounts.Pairs(pairs)...)...).Hiding(r.secrets...)
 }
 
 // userDataHost is the host directory shown as /mnt/user-data, as the

@@ -31,7 +31,7 @@ func TestSessionsDiscardAnonymousThreads(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := &fakeProvider{existing: map[string]bool{tc.thread.Key: tc.existing}}
-			r := NewSessions(p, "")
+			r := NewSessions(p, "", nil)
 			r.removeAnonymous = !tc.keep
 			_, done, err := r.Call(t.Context(), "s1", tc.thread)
 			if err != nil {

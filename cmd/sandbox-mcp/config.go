@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sandbox-mcp/sandbox-mcp/egress"
 	"github.com/sandbox-mcp/sandbox-mcp/masking"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/kubernetes"
@@ -36,6 +37,7 @@ type Config struct {
 	Local      local.Config      `yaml:"local"`
 	Docker     docker.Config     `yaml:"docker"`
 	Kubernetes kubernetes.Config `yaml:"kubernetes"`
+	Network    egress.Config     `yaml:"network"`
 	HTTP       HTTPConfig        `yaml:"http"`
 	Audit      AuditConfig       `yaml:"audit"`
 	LogLevel   string            `yaml:"log_level"`
@@ -341,6 +343,9 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		return err
 	}
 	if err := c.Kubernetes.Validate(); err != nil {
+		return err
+	}
+	if err := c.settleNetwork(); err != nil {
 		return err
 	}
 	if err := c.Limits.Bounds.Validate(); err != nil {

@@ -48,7 +48,8 @@ func (d *decoder) fail(line int, format string, args ...any) {
 // placeholders. A plain (unquoted) scalar that held one is typed again
 // from its new value, so "bash_timeout_max: ${T}" gives a number; quoted
 // ones stay strings. An unset variable (without a default) is empty with
-// a warning, except in a token, where it is an error.
+// a warning, except in a token or an injected header, where it is an
+// error.
 func (d *decoder) expand(n *yaml.Node, path string) bool {
 	v := n.Value
 	changed := false
@@ -65,6 +66,11 @@ func (d *decoder) expand(n *yaml.Node, path string) bool {
 		case !ok && strings.HasPrefix(path, "http.auth_tokens"):
 			// An unset token would turn auth off (SPEC §10).
 			d.fail(n.Line, "%s: ${%s} is not set (an empty token would turn auth off)", path, name)
+			return false
+		case !ok && strings.HasPrefix(path, "network.inject"):
+			// A header the proxy adds to an API's requests: half a
+			// credential ("Bearer ") is no credential (SPEC §17).
+			d.fail(n.Line, "%s: ${%s} is not set (the proxy would send the header without its secret)", path, name)
 			return false
 		case !ok:
 			// Elsewhere an unset variable is empty, as in docker compose,

@@ -296,6 +296,11 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		}
 		sink = w
 	}
+	proxy, err := newEgress(cfg, sink, log)
+	if err != nil {
+		sink.Close()
+		return startupError{err}
+	}
 	p, err := newProvider(ctx, cfg, log)
 	if err != nil {
 		sink.Close()
@@ -317,6 +322,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		HTTP:     httpCfg,
 		Bounds:   cfg.Limits.Bounds,
 		Hidden:   cfg.binaryPaths(),
+		Secrets:  proxy.Secrets(),
 		Skills:   cfg.SkillsDir != "",
 	})
 	defer srv.Close()

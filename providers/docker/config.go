@@ -10,6 +10,7 @@ import (
 	units "github.com/docker/go-units"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/supervised"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -46,6 +47,9 @@ type Config struct {
 	EnvInherit []string        `yaml:"-"`
 	Locks      *filelock.Locks `yaml:"-"`
 	Logger     *slog.Logger    `yaml:"-"`
+	// Egress, if set, is every box's way out in network.mode allowlist
+	// (supervised.Config.Egress); the box has no network of its own then.
+	Egress supervised.Egress `yaml:"-"`
 
 	connectTimeout time.Duration // how long one attempt to connect may take; default 15 s (tests shorten it)
 }

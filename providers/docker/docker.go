@@ -604,7 +604,8 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 			return nil, nil, fmt.Errorf("open thread %s: %w", thread, err)
 		}
 		sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts}
-		sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Host: hfs, Image: p.cfg.Image})
+		sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Host: hfs, Image: p.cfg.Image,
+			Egress: p.cfg.Egress, Name: sb.name, Provider: p.Name()})
 		// Close ends the channel; the supervisor and its container stay warm.
 		return sb, sb.Close, nil
 	})

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/supervised"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	Mounts     []sandbox.Mount `yaml:"-"` // node directories, mounted at their virtual paths
 	EnvInherit []string        `yaml:"-"`
 	Logger     *slog.Logger    `yaml:"-"`
+	// Egress, if set, is every box's way out in network.mode allowlist
+	// (supervised.Config.Egress); the box has no network of its own then.
+	Egress supervised.Egress `yaml:"-"`
 }
 
 // Storage says where threads' files live.

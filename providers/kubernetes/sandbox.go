@@ -43,7 +43,8 @@ var (
 // Its mounts' Host is the node directory behind one (empty for a claim).
 func newSandbox(p *Provider, thread string, mounts []sandbox.Mount) *Sandbox {
 	sb := &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts}
-	sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Image: p.cfg.Image})
+	sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Image: p.cfg.Image,
+		Egress: p.cfg.Egress, Name: sb.name, Provider: p.Name()})
 	return sb
 }
 

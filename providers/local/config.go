@@ -9,6 +9,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cgroups"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/supervised"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -28,6 +29,9 @@ type Config struct {
 	EnvInherit []string        `yaml:"-"` // variables passed on to commands
 	Locks      *filelock.Locks `yaml:"-"` // per-file locks; shared with other providers of the process
 	Logger     *slog.Logger    `yaml:"-"` // where the fall-back of auto is said
+	// Egress, if set, is every box's way out in network.mode allowlist
+	// (supervised.Config.Egress); the box has no network of its own then.
+	Egress supervised.Egress `yaml:"-"`
 
 	shells []string // the shells looked for outside bubblewrap, first found wins; nil: bash's and sh's usual paths (tests)
 }

@@ -69,6 +69,15 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("local.isolation bwrap: %w", err)
 		}
 	}
+	// An allowlist holds only where the commands have no network of their
+	// own: in bubblewrap's network namespace. On the host, or in the
+	// server's own container, they would have the server's.
+	if cfg.Egress != nil && p.cfg.Isolation != IsolationBwrap && p.BashDisabled() == nil {
+		return nil, fmt.Errorf("network.mode allowlist: the local provider enforces it only with bubblewrap, and bash would run with isolation %s (the host's network): use local.isolation bwrap", p.cfg.Isolation)
+	}
+	if cfg.Egress != nil && cfg.Network {
+		return nil, errors.New("network.mode allowlist: local.network true would give bubblewrap the host's network")
+	}
 	if p.cfg.Isolation != IsolationBwrap && p.BashDisabled() == nil {
 		if err := p.cfg.CheckShell(); err != nil {
 			return nil, fmt.Errorf("local provider: %w", err)
@@ -161,7 +170,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		}
 		sb := &Sandbox{p: p, thread: thread, mounts: mounts}
 		sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Host: hfs, HostOnly: true,
-			Command: sb.command, JobStarted: sb.holdForJobs})
+			Command: sb.command, JobStarted: sb.holdForJobs, Egress: p.cfg.Egress, Name: "local", Provider: "local"})
 		return sb, sb.close, nil
 	})
 }

@@ -17,6 +17,9 @@ func (s *Sandbox) StartJob(ctx context.Context, req sandbox.JobRequest) (sandbox
 		return sandbox.JobInfo{}, err
 	}
 	c, err := s.command(ctx, req.Command)
+	if err == nil {
+		req.Env, err = s.withEgress(ctx, req.Env)
+	}
 	if err != nil {
 		done()
 		return sandbox.JobInfo{}, err

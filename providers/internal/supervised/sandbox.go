@@ -56,6 +56,13 @@ type Config struct {
 	// JobStarted, if set, is told when a command may have become a job
 	// (StartJob, or Exec's YieldAfter).
 	JobStarted func()
+	// Egress, if set, is the box's way out (network.mode allowlist): its
+	// commands get the proxy's variables, its connections are served by
+	// the server (network.go).
+	Egress Egress
+	// Name and Provider name the box in the audit lines of its
+	// connections.
+	Name, Provider string
 }
 
 // Sandbox is a thread's sandbox.Sandbox and sandbox.Jobs over its box's
@@ -65,6 +72,7 @@ type Sandbox struct {
 	box   Box
 	link  *supervisor.Link
 	boxFS *supervisor.FS // the box's own files; nil with HostOnly
+	net   network        // the proxy listener's variables (network.go)
 }
 
 var (
@@ -74,7 +82,9 @@ var (
 
 // New returns the sandbox of box, whose supervisor is dialed on first use.
 func New(box Box, cfg Config) *Sandbox {
-	s := &Sandbox{cfg: cfg, box: box, link: supervisor.NewLink(box.Dial)}
+	s := &Sandbox{cfg: cfg, box: box}
+	s.net.ctx, s.net.cancel = context.WithCancel(context.Background())
+	s.link = supervisor.NewLink(s.dial)
 	if !cfg.HostOnly {
 		s.boxFS = supervisor.NewFS(s.link, s.readOnly)
 	}
@@ -88,6 +98,7 @@ func (s *Sandbox) Link() *supervisor.Link { return s.link }
 // to end) and closes Host.
 func (s *Sandbox) Close() {
 	s.link.Close()
+	s.net.cancel()
 	if s.cfg.Host != nil {
 		s.cfg.Host.Close()
 	}
@@ -115,8 +126,12 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
+	env, err := s.withEgress(ctx, req.Env)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
 	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: c.Argv, Dir: c.Dir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Env: req.Env, Jobs: req.Jobs, LogDir: c.LogDir})
+		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Env: env, Jobs: req.Jobs, LogDir: c.LogDir})
 	if errors.Is(err, supervisor.ErrUnresponsive) {
 		s.box.Unresponsive()
 	}
