@@ -144,8 +144,14 @@ func New(cfg Config, opts Options) (*Proxy, error) {
 // Mode is network.mode: none, allowlist or open.
 func (p *Proxy) Mode() string { return p.mode }
 
-// Secrets are the inject values, for the server's masker.
-func (p *Proxy) Secrets() []string { return slices.Clone(p.secrets) }
+// Secrets are the inject values, for the server's masker; none of a nil
+// Proxy (no allowlist).
+func (p *Proxy) Secrets() []string {
+	if p == nil {
+		return nil
+	}
+	return slices.Clone(p.secrets)
+}
 
 // CA is the PEM of the CA certificate the sandbox must trust; nil when
 // nothing is injected (no TLS is terminated then).

@@ -13,7 +13,7 @@ func TestSettleNetwork(t *testing.T) {
 	for _, c := range []struct {
 		name, yaml string
 		// what the providers get
-		mode, docker string
+		mode, docker  string
 		local, policy bool
 	}{
 		{"default none", "provider: docker\n", "none", "none", false, true},
