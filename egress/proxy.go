@@ -180,6 +180,10 @@ func (p *Proxy) Env(addr, caFile string) []string {
 	} {
 		env = append(env, kv[0]+"="+kv[1], strings.ToLower(kv[0])+"="+kv[1])
 	}
+	// Node's own fetch and http read the proxy variables only when told
+	// to (Node 24 and later; older ones ignore it, and npm reads them
+	// anyway).
+	env = append(env, "NODE_USE_ENV_PROXY=1")
 	if caFile != "" {
 		for _, k := range []string{
 			"SSL_CERT_FILE",       // OpenSSL, Go, Python's ssl, Ruby

@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 
 // binary builds the real binary once, the supervisor daemon beside it as
 // releases ship them; a failed build fails every test that needs it.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "sandbox-mcp-e2e-")
@@ -86,7 +86,7 @@ func binary(t *testing.T) string {
 
 // proc is one running server process and the client session talking to it.
 type proc struct {
-	t         *testing.T
+	t         testing.TB
 	cs        *mcp.ClientSession
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser // rawPipes only
@@ -116,7 +116,7 @@ type opts struct {
 // start runs the binary over stdio and connects a go-sdk client to it. A
 // successful connection proves stdout carries only protocol: any stray
 // byte there would break the JSON-RPC stream.
-func start(t *testing.T, o opts) *proc {
+func start(t testing.TB, o opts) *proc {
 	t.Helper()
 	bin := binary(t)
 	if o.stateDir == "" {

@@ -43,7 +43,7 @@ const upstreamHello = "hello from upstream"
 
 // hostIP is an IPv4 address of this machine that is not loopback, a
 // private one first.
-func hostIP(t *testing.T) string {
+func hostIP(t testing.TB) string {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
@@ -62,7 +62,7 @@ func hostIP(t *testing.T) string {
 	return found[0].String()
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	t.Helper()
 	u := &upstream{ip: hostIP(t)}
 	repo := gitRepo(t)
@@ -129,7 +129,7 @@ func (u *upstream) sawHeader(name string) []string {
 }
 
 // upstreamCert makes a CA and a certificate for ip signed by it.
-func upstreamCert(t *testing.T, ip string) (caPEM []byte, leaf tls.Certificate) {
+func upstreamCert(t testing.TB, ip string) (caPEM []byte, leaf tls.Certificate) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "upstream test CA"},
@@ -153,7 +153,7 @@ func upstreamCert(t *testing.T, ip string) (caPEM []byte, leaf tls.Certificate) 
 
 // gitRepo is a bare repository of one commit (README: "cloned through the
 // proxy"), ready to serve over git's dumb HTTP.
-func gitRepo(t *testing.T) string {
+func gitRepo(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("SKIPPED: no git (apt-get install git)")
