@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
 	"github.com/sandbox-mcp/sandbox-mcp/egress"
@@ -64,5 +65,10 @@ func newEgress(cfg *Config, sink audit.Sink, log *slog.Logger) (*egress.Proxy, e
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	cfg.Local.Egress, cfg.Docker.Egress, cfg.Kubernetes.Egress = p, p, p
+	var hosts []string
+	for _, in := range cfg.Network.Inject {
+		hosts = append(hosts, in.Host)
+	}
+	log.Info("network: allowlist — sandboxes reach only network.allow, through the server", "allow", len(cfg.Network.Allow), "inject", strings.Join(hosts, ","))
 	return p, nil
 }
