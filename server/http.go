@@ -454,14 +454,19 @@ func (g *httpGuard) preview(w http.ResponseWriter, r *http.Request, ll *limitLis
 		rc.SetReadDeadline(time.Now().Add(g.BodyTimeout))
 		r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, g.MaxBodyBytes), rc: rc}
 	}
-	p.serve(w, r, e, rest, siteOf(r, g.public), g.validToken(r.Header), g.previews)
+	p.serve(w, r, e, rest, siteOf(r, g.public), g.appAuthorization(r.Header), g.previews)
 }
 
 // check refuses a request from an Origin or to a Host not allowed, without
 // a valid token, or naming an invalid thread.
 func (g *httpGuard) check(w http.ResponseWriter, r *http.Request) bool {
 	if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, g.AllowedOrigins) {
-		refuse(w, r, http.StatusForbidden, fmt.Sprintf("Origin %q not allowed: add it to http.allowed_origins", origin))
+		msg := fmt.Sprintf("Origin %q not allowed: add it to http.allowed_origins", origin)
+		if origin == "null" {
+			// A sandboxed page (every preview's) or a file: never one.
+			msg = `Origin "null" (a sandboxed page, such as a preview's) is never allowed`
+		}
+		refuse(w, r, http.StatusForbidden, msg)
 		return false
 	}
 	if !hostAllowed(r, g.AllowedHosts) {
@@ -590,6 +595,19 @@ func (g *httpGuard) validToken(h http.Header) bool {
 		ok |= subtle.ConstantTimeCompare(sum[:], t[:])
 	}
 	return ok == 1
+}
+
+// appAuthorization is what a preview's app gets of the request's
+// Authorization: every value but the server's own tokens, wherever they
+// stand (a client may send its own first and the server's after it).
+func (g *httpGuard) appAuthorization(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("Authorization") {
+		if !g.validToken(http.Header{"Authorization": {v}}) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func validThreadHeader(id string) bool {

@@ -407,7 +407,7 @@ func siteOf(r *http.Request, public *previewSite) previewSite {
 type previewReq struct {
 	path, rawPath string // the path below the capability
 	site          previewSite
-	dropAuth      bool // its Authorization is the server's token: not the app's
+	appAuth       []string // its Authorization values but the server's own tokens: the app's
 }
 
 type previewReqKey struct{}
@@ -433,7 +433,7 @@ func (p *previews) find(r *http.Request) (e *preview, rest string) {
 // serve proxies a request to its preview e (rest: its path below the
 // capability). The request ends with the preview, with the server (p.stop)
 // and with stop, if given (an HTTP server's shutdown).
-func (p *previews) serve(w http.ResponseWriter, r *http.Request, e *preview, rest string, site previewSite, dropAuth bool, stop context.Context) {
+func (p *previews) serve(w http.ResponseWriter, r *http.Request, e *preview, rest string, site previewSite, appAuth []string, stop context.Context) {
 	securityHeaders(w.Header())
 	if rest == "" {
 		loc := e.cap + "/"
@@ -458,7 +458,7 @@ func (p *previews) serve(w http.ResponseWriter, r *http.Request, e *preview, res
 	if stop != nil {
 		defer context.AfterFunc(stop, cancel)()
 	}
-	ctx = context.WithValue(ctx, previewReqKey{}, &previewReq{path: path, rawPath: rest, site: site, dropAuth: dropAuth})
+	ctx = context.WithValue(ctx, previewReqKey{}, &previewReq{path: path, rawPath: rest, site: site, appAuth: appAuth})
 	e.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
@@ -475,8 +475,9 @@ func (e *preview) rewrite(pr *httputil.ProxyRequest) {
 	out.Header.Set("X-Forwarded-Host", info.site.host)
 	out.Header.Set("X-Forwarded-Proto", info.site.proto)
 	out.Header.Set("X-Forwarded-Prefix", info.site.path+previewPrefix+e.cap)
-	if info.dropAuth {
-		out.Header.Del("Authorization")
+	out.Header.Del("Authorization")
+	for _, v := range info.appAuth {
+		out.Header.Add("Authorization", v)
 	}
 	if c := ownCookies(out.Header.Values("Cookie"), e.cookieTag()); c != "" {
 		out.Header.Set("Cookie", c)
@@ -658,7 +659,7 @@ func (p *previews) serveLoopback(w http.ResponseWriter, r *http.Request) {
 		previewNotFound(w)
 		return
 	}
-	p.serve(w, r, e, rest, siteOf(r, nil), false, nil)
+	p.serve(w, r, e, rest, siteOf(r, nil), r.Header.Values("Authorization"), nil)
 }
 
 // debugWriter logs what net/http and the proxy would print, at debug.

@@ -2,7 +2,7 @@
 # Builds the docker provider's images offline, from Debian packages (no
 # registry is needed or used):
 #   sandbox-mcp-base:latest    debootstrap minbase bookworm: bash, coreutils, grep, sed, find, python3,
-#                              procps, ca-certificates, curl, git; user sandbox (1000:1000); ~220 MB
+#                              procps, ca-certificates, curl, git; user sandbox (1000:1000); ~250 MB
 #   sandbox-mcp-test:busybox   busybox-static only: sh and the applets; ~2 MB (tests)
 #   sandbox-mcp-test:noshell   one static binary and nothing else, no shell (tests)
 #   sandbox-mcp-test:busybox-sh      busybox's files, CMD ["/bin/sh"] as a stock busybox image (tests)

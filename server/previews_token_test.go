@@ -10,20 +10,13 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/server"
 )
 
-// TestRedTeamPreviewTokenToApp: the preview drops the request's
-// Authorization only when its first value is a valid token
-// (g.validToken reads Header.Get). A client that sends the server's
-// token as a second Authorization value (a harness that adds its
-// configured "Authorization: Bearer <token>" to every request, behind a
-// first header of its own or of a library) hands the server's bearer
-// token to the app in the sandbox — code the attacker controls — which
-// then drives /mcp as that tenant from wherever it can reach the server.
-//
-// FAILS on the current code. Fix in server/previews.go (rewrite): drop
-// every Authorization value that is a configured token (check each value,
-// not the first), or simply never forward a "Bearer <configured token>"
-// whatever its position; same for the stdio loopback (no tokens there).
-func TestRedTeamPreviewTokenToApp(t *testing.T) {
+// The server's own bearer token never reaches a preview's app (code in
+// the sandbox, which could drive /mcp with it), wherever it stands among
+// the request's Authorization values: a client (a harness that adds its
+// configured "Authorization: Bearer <token>" to every request) may send
+// one of its own first. Found by the red team: only the first value was
+// checked.
+func TestPreviewServerTokenNeverReachesApp(t *testing.T) {
 	t.Parallel()
 	pp := &portsProvider{}
 	h := startHTTPOn(t, server.HTTPConfig{AuthTokens: []string{"tok"}}, false, withPorts(pp))
