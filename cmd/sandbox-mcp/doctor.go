@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
+	"github.com/sandbox-mcp/sandbox-mcp/egress"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -205,7 +206,10 @@ func checkBash(ctx context.Context, cfg *Config) finding {
 	probe := probeBwrap(ctx)
 	off := "bash is off: the file tools work, bash answers an error"
 	alternatives := "for bash, use --provider docker, or --allow-host-bash (unisolated, runs as you)"
+	bwrap := cfg.Local.Isolation != "none" && cfg.Local.Isolation != local.IsolationContainer && probe == nil
 	switch {
+	case cfg.Network.Mode == egress.ModeAllowlist && !bwrap && (cfg.Local.AllowHostBash || cfg.Local.Isolation == local.IsolationContainer):
+		return finding{"FAIL", what + ": network.mode allowlist needs bubblewrap", "bash would run with this machine's network; the server refuses to start; " + bwrapHint()}
 	case cfg.Local.Isolation == local.IsolationContainer:
 		sign, _ := containerSign(os.LookupEnv)
 		if err := cfg.Local.CheckShell(); err != nil {
@@ -215,7 +219,8 @@ func checkBash(ctx context.Context, cfg *Config) finding {
 			"the container is the sandbox: bash runs as " + bashUser(false) + ", unisolated from the server, and reaches what the container reaches"}
 	case cfg.Local.Isolation != "none" && probe == nil:
 		return finding{"ok", what + ": bubblewrap works", "bash runs isolated in bubblewrap as " + bashUser(true) +
-			"; network " + map[bool]string{true: "on", false: "off"}[cfg.Local.Network]}
+			"; network " + networkSummary(cfg)}
+
 	case cfg.Local.Isolation == "bwrap":
 		return finding{"FAIL", what + ": --isolation bwrap, but bubblewrap cannot run here", probe.Error() + "\nthe server refuses to start; " + bwrapHint()}
 	case cfg.Local.AllowHostBash:
@@ -229,6 +234,17 @@ func checkBash(ctx context.Context, cfg *Config) finding {
 	default:
 		return finding{"warn", what + ": bubblewrap cannot run here", probe.Error() + "\n" + off + "\n" + bwrapHint() + "; or " + alternatives}
 	}
+}
+
+// networkSummary is the sandbox's network as network.mode says it.
+func networkSummary(cfg *Config) string {
+	switch cfg.Network.Mode {
+	case egress.ModeAllowlist:
+		return fmt.Sprintf("allowlist (%d hosts, through the server's proxy)", len(cfg.Network.Allow))
+	case egress.ModeOpen:
+		return "open (the host's)"
+	}
+	return "off"
 }
 
 func bwrapHint() string {

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 )
 
 // network.mode and the older per-provider keys are one setting (SPEC §17):
@@ -105,5 +107,24 @@ func TestInjectUnsetVariableRefused(t *testing.T) {
 	}
 	if got := cfg.Network.Inject[0].Value; got != "Bearer k-1" {
 		t.Errorf("value %q", got)
+	}
+}
+
+// doctor says FAIL where the server would refuse an allowlist it cannot
+// hold: bash with this machine's network (--allow-host-bash, a container).
+func TestDoctorAllowlistNeedsBubblewrap(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, isolation string
+		hostBash        bool
+	}{
+		{"host bash", "none", true},
+		{"container", local.IsolationContainer, false},
+	} {
+		cfg := &Config{Local: local.Config{Isolation: c.isolation, AllowHostBash: c.hostBash}}
+		cfg.Network.Mode = "allowlist"
+		if f := checkBash(t.Context(), cfg); f.status != "FAIL" || !strings.Contains(f.what, "network.mode allowlist") {
+			t.Errorf("%s: %+v, want a FAIL naming network.mode allowlist", c.name, f)
+		}
 	}
 }
