@@ -82,7 +82,7 @@ func (p *pipe) forget() {
 
 // creditBatch is how many bytes read make a credit frame: fewer frames,
 // and the supervisor still has most of its window.
-const creditBatch = wire.ChunkSize
+const creditBatch = wire.PipeChunk
 
 // Read reads what the supervisor sent; after its NetEOF, io.EOF, after
 // its NetEnd{Err} or the channel's end, an error.
@@ -105,7 +105,7 @@ func (p *pipe) Read(b []byte) (int, error) {
 				k := copy(b[n:], p.chunks[0])
 				n += k
 				if p.chunks[0] = p.chunks[0][k:]; len(p.chunks[0]) == 0 {
-					if first := p.chunks[0]; cap(first) == wire.ChunkSize {
+					if first := p.chunks[0]; cap(first) == wire.PipeChunk {
 						p.free = append(p.free, first[:0])
 					}
 					p.chunks = p.chunks[1:]
@@ -162,7 +162,7 @@ func (p *pipe) Write(b []byte) (int, error) {
 			p.wait(p.writeDL.done())
 			continue
 		default:
-			n := min(p.credit, wire.ChunkSize, len(b))
+			n := min(p.credit, wire.PipeChunk, len(b))
 			p.credit -= n
 			p.mu.Unlock()
 			if err := p.c.send(wire.KindNetData, p.id, b[:n]); err != nil {
@@ -289,11 +289,11 @@ func (p *pipe) onData(f wire.Frame) error {
 	// about PipeWindow however the bytes are cut into frames.
 	if n := len(p.chunks); n > 0 && len(p.chunks[n-1])+len(f.Payload) <= cap(p.chunks[n-1]) {
 		p.chunks[n-1] = append(p.chunks[n-1], f.Payload...)
-	} else if n := len(p.free); n > 0 && len(f.Payload) <= wire.ChunkSize {
+	} else if n := len(p.free); n > 0 && len(f.Payload) <= wire.PipeChunk {
 		p.chunks = append(p.chunks, append(p.free[n-1], f.Payload...))
 		p.free = p.free[:n-1]
 	} else {
-		p.chunks = append(p.chunks, append(make([]byte, 0, max(wire.ChunkSize, len(f.Payload))), f.Payload...))
+		p.chunks = append(p.chunks, append(make([]byte, 0, max(wire.PipeChunk, len(f.Payload))), f.Payload...))
 	}
 	p.pending += len(f.Payload)
 	return nil

@@ -85,7 +85,7 @@ func (p *pipe) exit() {
 // NetEOF.
 func (p *pipe) readLoop() {
 	defer p.exit()
-	buf := make([]byte, wire.ChunkSize)
+	buf := make([]byte, wire.PipeChunk)
 	for {
 		p.mu.Lock()
 		for p.credit == 0 && p.state == pipeLive {
@@ -148,7 +148,7 @@ func (p *pipe) writeLoop() {
 		_, err := p.conn.Write(b)
 		p.mu.Lock()
 		p.queued -= len(b)
-		if cap(b) == wire.ChunkSize {
+		if cap(b) == wire.PipeChunk {
 			p.free = append(p.free, b[:0])
 		}
 		state = p.state
@@ -283,11 +283,11 @@ func (c *channel) pipeData(f wire.Frame) error {
 	// about PipeWindow however the bytes are cut into frames.
 	if n := len(p.queue); n > 0 && len(p.queue[n-1])+len(f.Payload) <= cap(p.queue[n-1]) {
 		p.queue[n-1] = append(p.queue[n-1], f.Payload...)
-	} else if n := len(p.free); n > 0 && len(f.Payload) <= wire.ChunkSize {
+	} else if n := len(p.free); n > 0 && len(f.Payload) <= wire.PipeChunk {
 		p.queue = append(p.queue, append(p.free[n-1], f.Payload...))
 		p.free = p.free[:n-1]
 	} else {
-		p.queue = append(p.queue, append(make([]byte, 0, max(wire.ChunkSize, len(f.Payload))), f.Payload...))
+		p.queue = append(p.queue, append(make([]byte, 0, max(wire.PipeChunk, len(f.Payload))), f.Payload...))
 	}
 	p.queued += len(f.Payload)
 	p.cond.Broadcast()

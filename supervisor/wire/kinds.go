@@ -439,6 +439,12 @@ const (
 	// PipeWindow is how many bytes of one pipe may be in flight each way,
 	// unacknowledged by credit: what a pipe holds in the receiver.
 	PipeWindow = 256 << 10
+	// PipeChunk is the most a pipe's data frame carries: a quarter of the
+	// window, so that four frames are in flight and the credit returned
+	// for one keeps the stream going. Larger than ChunkSize: each frame
+	// costs a hand-off between goroutines on each side, and a download
+	// through the egress proxy is bound by their count.
+	PipeChunk = PipeWindow / 4
 	// MaxPipes bounds the pipes of one channel (each side's count): past
 	// it the supervisor closes what its listener accepts and answers a
 	// dial LIMIT, the server answers an accept's open LIMIT.
