@@ -119,12 +119,21 @@ func (p *Proxy) control(network, address string, _ syscall.RawConn) error {
 	return nil
 }
 
+// upstreamError is a response of an upstream the proxy does not pass on;
+// its text, for the sandbox, says why.
+type upstreamError struct{ text string }
+
+func (e *upstreamError) Error() string { return e.text }
+
 // failure is how an error reaching a target is answered to the sandbox:
 // the status, a one-line text (naming no host path and no secret) and
 // the audit outcome.
 func failure(t target, err error) (code int, text, outcome string) {
 	if r := (*refusal)(nil); errors.As(err, &r) {
 		return http.StatusForbidden, "sandbox-mcp: " + r.text, audit.Denied
+	}
+	if u := (*upstreamError)(nil); errors.As(err, &u) {
+		return http.StatusBadGateway, u.text, audit.Error
 	}
 	return http.StatusBadGateway, fmt.Sprintf("sandbox-mcp: cannot reach %s: %s", t, reason(err)), audit.Error
 }

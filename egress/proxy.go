@@ -83,7 +83,8 @@ type Proxy struct {
 	allow   []pattern
 	inject  map[string][]header // by target, host:port
 	secrets []string
-	ca      *ca // nil without inject entries
+	forms   []string // of secrets, scrubbed from what an inject host sends back
+	ca      *ca      // nil without inject entries
 	audit   audit.Sink
 	log     *slog.Logger
 	errLog  *log.Logger // net/http's complaints (netHTTPLog)
@@ -133,6 +134,7 @@ func New(cfg Config, opts Options) (*Proxy, error) {
 			}
 		}
 	}
+	p.forms = secretForms(p.secrets)
 	if len(inject) > 0 {
 		if p.ca, err = loadOrMakeCA(opts.StateDir); err != nil {
 			return nil, err
