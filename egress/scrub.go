@@ -6,11 +6,14 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+
+	"github.com/sandbox-mcp/sandbox-mcp/masking"
 )
 
 // hiddenMark is what the sandbox gets in place of an inject value an
-// upstream sent back.
-const hiddenMark = "[hidden by sandbox-mcp]"
+// upstream sent back: the mark the server's masker puts in its place in
+// what the agent sees, so that one secret reads the same everywhere.
+const hiddenMark = masking.SecretMask
 
 // minSecretWord is the shortest word of a secret scrubbed on its own, as
 // the server's masker does (masking.Hiding): a server that echoes a
