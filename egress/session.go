@@ -111,7 +111,7 @@ func (s *session) forward(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
-	s.rp.ServeHTTP(countWriter{w, &a.up, &a.down}, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
+	s.rp.ServeHTTP(countWriter{w, &a.up, &a.down, s.p.lim.tunnelIdle}, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
 }
 
 // connect serves a CONNECT: refused, tunnelled, or — to a host with

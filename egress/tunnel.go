@@ -251,10 +251,12 @@ func (b countBody) Read(p []byte) (int, error) {
 }
 
 // countWriter counts the bytes of a plain response's body, and those of
-// a connection it upgrades (a websocket), both ways.
+// a connection it upgrades (a websocket), both ways. An upgraded
+// connection idle for idle is closed, as a tunnel is.
 type countWriter struct {
 	http.ResponseWriter
 	up, down *atomic.Int64
+	idle     time.Duration
 }
 
 func (w countWriter) Write(b []byte) (int, error) {
@@ -272,5 +274,16 @@ func (w countWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	cc := &countConn{Conn: c, up: w.up, down: w.down}
 	cc.touch()
-	return cc, brw, nil
+	return &watchedConn{cc, watchIdle(cc, w.idle, func() { cc.Close() })}, brw, nil
+}
+
+// watchedConn is a connection watched for idleness until it is closed.
+type watchedConn struct {
+	*countConn
+	stop func()
+}
+
+func (c *watchedConn) Close() error {
+	c.stop()
+	return c.countConn.Close()
 }
