@@ -51,22 +51,31 @@ func internalRefusal(t target, a netip.Addr, port int) *refusal {
 	return &refusal{fmt.Sprintf("%s resolves to %s, an internal address; network.allow may list that address itself (%s)", t, a, at)}
 }
 
-// dial connects to t, after its name (already checked against
-// network.allow) is resolved once: to the first of its addresses the
-// policy allows, in the order given. The addresses are checked again
-// where the socket connects (Control), so that no path reaches an
-// internal address unchecked, and the address checked is the one
-// connected to: nothing is resolved twice. An error is a *refusal when
-// the policy refuses.
+// dial connects to t: resolve, then connectTo.
 func (p *Proxy) dial(ctx context.Context, t target) (net.Conn, error) {
+	addrs, err := p.resolve(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return p.connectTo(ctx, t, addrs)
+}
+
+// resolve is the addresses of t (whose name network.allow lists) that
+// the policy allows, in the order given; a *refusal when it allows none.
+// A name is resolved once: connectTo connects to these very addresses,
+// so DNS rebinding gains nothing.
+func (p *Proxy) resolve(ctx context.Context, t target) ([]netip.Addr, error) {
+	if t.ip.IsValid() {
+		if !p.addrAllowed(t.ip, t.port) {
+			return nil, internalRefusal(t, t.ip, t.port)
+		}
+		return []netip.Addr{t.ip}, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.lim.dialTimeout)
 	defer cancel()
-	addrs := []netip.Addr{t.ip}
-	if !t.ip.IsValid() {
-		var err error
-		if addrs, err = p.lookup(ctx, t.name); err != nil {
-			return nil, err
-		}
+	addrs, err := p.lookup(ctx, t.name)
+	if err != nil {
+		return nil, err
 	}
 	var ok []netip.Addr
 	var refused *refusal
@@ -84,13 +93,23 @@ func (p *Proxy) dial(ctx context.Context, t target) (net.Conn, error) {
 		}
 		return nil, &net.DNSError{Err: "no address", Name: t.name, IsNotFound: true}
 	}
+	return ok, nil
+}
+
+// connectTo connects to t at the first of addrs (which resolve gave)
+// that answers. The addresses are checked again where the socket
+// connects (Control), so that no path reaches an internal address
+// unchecked. An error is a *refusal when the policy refuses.
+func (p *Proxy) connectTo(ctx context.Context, t target, addrs []netip.Addr) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.lim.dialTimeout)
+	defer cancel()
 	d := net.Dialer{Control: p.control}
 	deadline, _ := ctx.Deadline()
 	var err error
-	for i, a := range ok {
+	for i, a := range addrs {
 		// Each address gets its share of the time left, so that one
 		// that does not answer leaves time for the next.
-		actx, acancel := context.WithTimeout(ctx, time.Until(deadline)/time.Duration(len(ok)-i))
+		actx, acancel := context.WithTimeout(ctx, time.Until(deadline)/time.Duration(len(addrs)-i))
 		var c net.Conn
 		c, err = d.DialContext(actx, "tcp", netip.AddrPortFrom(a, uint16(t.port)).String())
 		acancel()

@@ -46,6 +46,9 @@ type limits struct {
 	headerTimeout  time.Duration // reading a request's headers, a TLS handshake
 	maxHeaderBytes int           // a request's headers
 	connsPerThread int           // connections of one thread served at once
+	refusalBurst   int           // refusal lines a thread may write at once,
+	refusalRate    float64       // and then a second;
+	refusalSummary time.Duration // beyond them, one line per this counts those not written
 }
 
 func (l *limits) setDefaults() {
@@ -56,6 +59,9 @@ func (l *limits) setDefaults() {
 		headerTimeout:  30 * time.Second,
 		maxHeaderBytes: 64 << 10,
 		connsPerThread: 64,
+		refusalBurst:   20,
+		refusalRate:    5,
+		refusalSummary: 10 * time.Second,
 	}
 	if l.dialTimeout <= 0 {
 		l.dialTimeout = def.dialTimeout
@@ -75,6 +81,15 @@ func (l *limits) setDefaults() {
 	if l.connsPerThread <= 0 {
 		l.connsPerThread = def.connsPerThread
 	}
+	if l.refusalBurst <= 0 {
+		l.refusalBurst = def.refusalBurst
+	}
+	if l.refusalRate <= 0 {
+		l.refusalRate = def.refusalRate
+	}
+	if l.refusalSummary <= 0 {
+		l.refusalSummary = def.refusalSummary
+	}
 }
 
 // Proxy serves the connections a sandbox makes to its egress proxy.
@@ -92,8 +107,9 @@ type Proxy struct {
 	lookup  func(ctx context.Context, host string) ([]netip.Addr, error)
 	lim     limits
 
-	mu    sync.Mutex
-	conns map[string]int // connections served, by thread
+	mu     sync.Mutex
+	conns  map[string]int           // connections served, by thread
+	quotas map[string]*refusalQuota // refusal lines, by thread
 }
 
 // New returns the proxy of cfg, which it validates. The CA is made (or
@@ -113,6 +129,7 @@ func New(cfg Config, opts Options) (*Proxy, error) {
 		lookup: opts.lookup,
 		lim:    opts.limits,
 		conns:  map[string]int{},
+		quotas: map[string]*refusalQuota{},
 	}
 	p.lim.setDefaults()
 	if p.audit == nil {
@@ -214,9 +231,12 @@ type Who struct {
 func (p *Proxy) ServeConn(ctx context.Context, conn net.Conn, who Who) {
 	defer conn.Close()
 	if !p.acquire(who.Thread) {
-		// No request is read: the limit is on what the thread holds, and
-		// a line per refused connection would let it flood the audit log.
-		p.log.Warn("egress: a thread has too many proxy connections; one refused", "thread", who.Thread, "max", p.lim.connsPerThread)
+		// No request is read: the limit is on what the thread holds. It
+		// is no audit line, and its log line counts against the thread's
+		// refusals (refusalLogged): neither log is the sandbox's to fill.
+		if p.refusalLogged(who) {
+			p.log.Warn("egress: a thread has too many proxy connections; one refused", "thread", who.Thread, "max", p.lim.connsPerThread)
+		}
 		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		io.WriteString(conn, rawResponse(http.StatusServiceUnavailable,
 			fmt.Sprintf("sandbox-mcp: this sandbox has %d connections open through its proxy, the most it may", p.lim.connsPerThread)))

@@ -1,9 +1,9 @@
 package egress
 
-// Red-team tests of the egress proxy (SPEC §17). A TestRedTeam… test that
-// fails demonstrates a weakness of the current code (its comment says
-// which); one that passes is an attack that is held, kept as a regression
-// test where no other test covers it.
+// Tests of the red team's attacks on the egress proxy (SPEC §17): each
+// names what it now guards and, in its comment, what the attack was; the
+// ones marked "Held" were held from the start and are kept as regression
+// tests where no other test covers them.
 
 import (
 	"bufio"
@@ -17,7 +17,9 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,21 +44,15 @@ func (s *countSink) Record(e audit.Event) error {
 }
 func (s *countSink) Close() error { return nil }
 
-// TestRedTeamAuditFlood: code in the sandbox writes the server's audit log
-// as fast as it can send bytes, without any tool call. A refused plain
-// request is answered 403 and the connection is kept alive, so one
-// connection can pipeline thousands of refused requests, each one an audit
-// line (~400 bytes) — nothing bounds the rate or the total. The audit log
-// is the server's, shared by every tenant: a sandbox fills the disk
-// (hundreds of MB a minute from one process), after which audit.Begin
-// fails and every tenant's proxied connections (and calls) are refused.
-//
-// FAILS on the current code. Fix: in session.deny/attempt.end
-// (egress/auditline.go) rate-limit each thread's lines (a token bucket,
-// then one "N more refused lines suppressed" summary line per interval),
-// and close the connection after a refusal (deny with closeConn true on
-// the plain path too) so each refused attempt costs a new connection.
-func TestRedTeamAuditFlood(t *testing.T) {
+// TestRefusalsBoundTheAuditLog: code in the sandbox cannot write the
+// server's audit log as fast as it can send bytes. (Red team: a refused
+// plain request was answered 403 on a kept-alive connection, so one
+// connection pipelined thousands of refusals, each a line of ~400 bytes;
+// the log is every tenant's, and once its disk is full every call is
+// refused.) Now a refusal closes the connection, and a thread's refusals
+// are lines only within a budget (burst, then a rate); beyond it they are
+// refused all the same, and counted in one line per interval.
+func TestRefusalsBoundTheAuditLog(t *testing.T) {
 	t.Parallel()
 	sink := &countSink{}
 	p, err := New(Config{Mode: ModeAllowlist, Allow: []string{"example.com"}},
@@ -96,6 +92,96 @@ func TestRedTeamAuditFlood(t *testing.T) {
 	// One connection's refusals should cost a bounded number of lines.
 	if lines > 100 {
 		t.Errorf("one connection wrote %d audit lines (%d bytes) in %v: a sandbox floods the shared audit log at will", lines, size, took.Round(time.Millisecond))
+	}
+	if answered != 1 {
+		t.Errorf("one connection had %d refusals answered, want 1: the connection is closed after a refusal", answered)
+	}
+}
+
+// eventSink keeps the lines recorded.
+type eventSink struct {
+	mu     sync.Mutex
+	events []audit.Event
+}
+
+func (s *eventSink) Begin(e audit.Event) (audit.Event, error) { return e, nil }
+func (s *eventSink) Record(e audit.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, e)
+	return nil
+}
+func (s *eventSink) Close() error { return nil }
+
+func (s *eventSink) lines() []audit.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.events)
+}
+
+// Many connections, each refused: a thread's refusals are lines up to its
+// burst, and the rest are counted in a summary line; every one is still
+// refused. Another thread's refusals and an allowed request are lines
+// all the same.
+func TestRefusalsRateLimitedPerThread(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, false, nil)
+	sink := &eventSink{}
+	p, err := New(Config{Mode: ModeAllowlist, Allow: []string{"127.0.0.1:" + up.port()}},
+		Options{Audit: sink, lookup: noNames, limits: limits{refusalBurst: 20, refusalRate: 0.01, refusalSummary: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flood := start(t, p, Who{Session: "s", Thread: "flood"})
+	other := start(t, p, Who{Session: "s", Thread: "other"})
+	const n = 200
+	for i := range n {
+		req := fmt.Sprintf("GET http://refused-%d.test/ HTTP/1.1\r\nHost: x\r\n\r\n", i)
+		if i%2 == 1 {
+			req = fmt.Sprintf("CONNECT refused-%d.test:443 HTTP/1.1\r\nHost: x\r\n\r\n", i)
+		}
+		if code, _ := rawRequest(t, flood, req); code != "403" {
+			t.Fatalf("refusal %d: %s, want 403", i, code)
+		}
+	}
+	if code, _ := rawRequest(t, other, "GET http://refused.test/ HTTP/1.1\r\nHost: x\r\n\r\n"); code != "403" {
+		t.Fatalf("another thread: %s", code)
+	}
+	if code, _ := rawRequest(t, flood, "GET http://127.0.0.1:"+up.port()+"/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); code != "200" {
+		t.Fatalf("an allowed request: %s", code)
+	}
+	var logged, notLogged, summaries, otherLines, allowed int
+	testkit.Poll(5*time.Second, 20*time.Millisecond, func() bool {
+		logged, notLogged, summaries, otherLines, allowed = 0, 0, 0, 0, 0
+		for _, e := range sink.lines() {
+			switch {
+			case e.Thread == "other":
+				otherLines++
+			case e.Args["refusals_not_logged"] != nil:
+				summaries++
+				notLogged += e.Args["refusals_not_logged"].(int)
+				if !strings.Contains(e.Error, "refusals not logged") || e.Outcome != audit.Denied {
+					t.Errorf("summary line: %s %q", e.Outcome, e.Error)
+				}
+			case e.Outcome == audit.OK:
+				allowed++
+			default:
+				logged++
+			}
+		}
+		return logged+notLogged == n
+	})
+	t.Logf("%d refusals: %d lines, %d counted in %d summary lines", n, logged, notLogged, summaries)
+	if logged+notLogged != n || logged > 25 || summaries < 1 {
+		t.Errorf("%d refusals: %d lines, %d counted in %d summary lines; want about 20 lines and the rest counted", n, logged, notLogged, summaries)
+	}
+	if otherLines != 1 || allowed != 1 {
+		t.Errorf("another thread's refusal: %d lines; an allowed request: %d; want 1 each", otherLines, allowed)
+	}
+	for _, e := range sink.lines() {
+		if e.Outcome == audit.Denied && e.Args["bytes_down"] != int64(0) {
+			t.Errorf("a refusal reports bytes_down %v: the proxy's own 403 is not the upstream's", e.Args["bytes_down"])
+		}
 	}
 }
 

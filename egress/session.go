@@ -30,6 +30,9 @@ func (p *Proxy) newSession(ctx context.Context, who Who) *session {
 		if err != nil {
 			return nil, &refusal{"the proxy cannot connect to " + cut(addr)}
 		}
+		if a := attemptOf(ctx); a != nil && a.t == t && a.addrs != nil {
+			return p.connectTo(ctx, t, a.addrs) // as forward resolved them
+		}
 		return p.dial(ctx, t)
 	}, nil)
 	s.rp = &httputil.ReverseProxy{
@@ -93,7 +96,12 @@ func (s *session) forward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rf := s.p.notListed(t); rf != nil {
-		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, false)
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, true)
+		return
+	}
+	addrs, rerr := s.p.resolve(r.Context(), t)
+	if rf := (*refusal)(nil); errors.As(rerr, &rf) {
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, true)
 		return
 	}
 	a, err := s.begin(t, r.Method)
@@ -102,6 +110,11 @@ func (s *session) forward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.end()
+	if rerr != nil {
+		a.answerError(w, rerr, false)
+		return
+	}
+	a.addrs = addrs
 	r.Body = countBody{r.Body, &a.up}
 	defer func() {
 		// The reverse proxy aborts a response whose upstream broke off
@@ -129,17 +142,25 @@ func (s *session) connect(w http.ResponseWriter, r *http.Request) {
 		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, true)
 		return
 	}
-	a, err := s.begin(t, r.Method)
-	if err != nil {
+	// Not r.Context(): net/http cancels it when the sandbox half-closes
+	// its side, which a tunnel passes on instead.
+	addrs, err := s.p.resolve(s.ctx, t)
+	if rf := (*refusal)(nil); errors.As(err, &rf) {
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, true)
+		return
+	}
+	a, aerr := s.begin(t, r.Method)
+	if aerr != nil {
 		refuse(w, http.StatusBadGateway, "sandbox-mcp: the audit log cannot be written, so no connection is made", true)
 		return
 	}
 	defer a.end()
 	headers := s.p.inject[t.String()]
 	a.injected = len(headers) > 0
-	// Not r.Context(): net/http cancels it when the sandbox half-closes
-	// its side, which a tunnel passes on instead.
-	up, err := s.p.dial(s.ctx, t)
+	var up net.Conn
+	if err == nil {
+		up, err = s.p.connectTo(s.ctx, t, addrs)
+	}
 	if err != nil {
 		a.answerError(w, err, true)
 		return
