@@ -35,10 +35,10 @@ func (p *Proxy) notListed(t target) *refusal {
 	return nil
 }
 
-// addrAllowed: the proxy may connect to a:port. An internal address only
-// when network.allow lists it as such.
+// addrAllowed: the proxy may connect to a:port. An internal address, or
+// one of the server's host, only when network.allow lists it as such.
 func (p *Proxy) addrAllowed(a netip.Addr, port int) bool {
-	return !internal(a) || literal(p.allow, a, port)
+	return !internal(a) && !p.host.has(a) || literal(p.allow, a, port)
 }
 
 // internalRefusal is the refusal of t, which is or resolves to the

@@ -34,6 +34,9 @@ type Options struct {
 	// lookup resolves a host name; nil: net.DefaultResolver. Tests map
 	// names to loopback addresses with it.
 	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	// interfaceAddrs lists the host's addresses; nil: net.InterfaceAddrs.
+	// Tests give the host an address of their own with it.
+	interfaceAddrs func() ([]net.Addr, error)
 	// limits left zero take their defaults; tests shorten them.
 	limits limits
 }
@@ -105,6 +108,7 @@ type Proxy struct {
 	errLog  *log.Logger // net/http's complaints (netHTTPLog)
 	roots   *x509.CertPool
 	lookup  func(ctx context.Context, host string) ([]netip.Addr, error)
+	host    *hostAddrs // the server's own addresses, refused like loopback
 	lim     limits
 
 	mu     sync.Mutex
@@ -127,11 +131,15 @@ func New(cfg Config, opts Options) (*Proxy, error) {
 		log:    opts.Logger,
 		roots:  opts.RootCAs,
 		lookup: opts.lookup,
+		host:   thisHost,
 		lim:    opts.limits,
 		conns:  map[string]int{},
 		quotas: map[string]*refusalQuota{},
 	}
 	p.lim.setDefaults()
+	if opts.interfaceAddrs != nil {
+		p.host = &hostAddrs{list: opts.interfaceAddrs}
+	}
 	if p.audit == nil {
 		p.audit = audit.Discard{}
 	}
