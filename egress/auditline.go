@@ -126,11 +126,12 @@ func (a *attempt) end() {
 		"bytes_up", a.up.Load(), "bytes_down", a.down.Load(), "injected", a.injected)
 }
 
-// deny answers a refused attempt and records its line. No connection is
+// deny answers a refused attempt, closing the connection (each refusal
+// costs the sandbox a connection), and records its line. No connection is
 // made, so there is nothing to reserve first. A thread's refusals are
 // lines as long as its refusal budget lasts (refusalQuota); beyond it
 // they are still refused, and counted in one line per refusalSummary.
-func (s *session) deny(w http.ResponseWriter, host string, port int, method string, code int, text string, closeConn bool) {
+func (s *session) deny(w http.ResponseWriter, host string, port int, method string, code int, text string) {
 	if s.p.refusalLogged(s.who) {
 		host, method = cut(host), cut(method)
 		ev := s.event()
@@ -142,7 +143,7 @@ func (s *session) deny(w http.ResponseWriter, host string, port int, method stri
 		}
 		s.p.log.Debug("egress: refused", "thread", s.who.Thread, "text", text)
 	}
-	refuse(w, code, text, closeConn)
+	refuse(w, code, text, true)
 }
 
 // refusalQuota is what a thread may write of refusal lines: a token

@@ -81,7 +81,7 @@ func (s *session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.forward(w, r)
 	case r.URL.IsAbs() && r.URL.Host != "":
 		s.deny(w, r.URL.Host, 0, r.Method, http.StatusBadRequest,
-			"sandbox-mcp: the proxy forwards http:// requests; https:// goes through CONNECT", false)
+			"sandbox-mcp: the proxy forwards http:// requests; https:// goes through CONNECT")
 	default:
 		refuse(w, http.StatusBadRequest, "sandbox-mcp: this is a proxy: it takes requests for http://host/... and CONNECT host:port", false)
 	}
@@ -92,16 +92,16 @@ func (s *session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *session) forward(w http.ResponseWriter, r *http.Request) {
 	t, err := parseTarget(r.URL.Host, 80)
 	if err != nil {
-		s.deny(w, r.URL.Host, 0, r.Method, http.StatusBadRequest, "sandbox-mcp: "+cut(r.URL.Host)+": "+err.Error(), false)
+		s.deny(w, r.URL.Host, 0, r.Method, http.StatusBadRequest, "sandbox-mcp: "+cut(r.URL.Host)+": "+err.Error())
 		return
 	}
 	if rf := s.p.notListed(t); rf != nil {
-		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, true)
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text)
 		return
 	}
 	addrs, rerr := s.p.resolve(r.Context(), t)
 	if rf := (*refusal)(nil); errors.As(rerr, &rf) {
-		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, true)
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text)
 		return
 	}
 	a, err := s.begin(t, r.Method)
@@ -135,18 +135,18 @@ func (s *session) connect(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("CONNECT wants host:port")
 	}
 	if err != nil {
-		s.deny(w, r.Host, 0, r.Method, http.StatusBadRequest, "sandbox-mcp: "+cut(r.Host)+": "+err.Error(), true)
+		s.deny(w, r.Host, 0, r.Method, http.StatusBadRequest, "sandbox-mcp: "+cut(r.Host)+": "+err.Error())
 		return
 	}
 	if rf := s.p.notListed(t); rf != nil {
-		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, true)
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text)
 		return
 	}
 	// Not r.Context(): net/http cancels it when the sandbox half-closes
 	// its side, which a tunnel passes on instead.
 	addrs, err := s.p.resolve(s.ctx, t)
 	if rf := (*refusal)(nil); errors.As(err, &rf) {
-		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, true)
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text)
 		return
 	}
 	a, aerr := s.begin(t, r.Method)
