@@ -1,6 +1,11 @@
 package egress
 
-import "net/netip"
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
 
 // internal4 are the IPv4 ranges a sandbox may not reach by name: this
 // host, the networks it sits on, and what is not the internet.
@@ -56,7 +61,8 @@ func prefixes(ss ...string) []netip.Prefix {
 
 // internal: a is an address of this host or of a network it is on, or
 // none of the internet's (SPEC §17: loopback, private, link-local, cloud
-// metadata), in any of its IPv4 and IPv6 spellings.
+// metadata), in any of its IPv4 and IPv6 spellings. The host's own
+// addresses outside these ranges are hostAddrs'.
 func internal(a netip.Addr) bool {
 	a = a.WithZone("")
 	if v4, ok := embedded4(a); ok {
@@ -93,4 +99,53 @@ func embedded4(a netip.Addr) (netip.Addr, bool) {
 		return netip.AddrFrom4([4]byte(b[2:6])), true
 	}
 	return a, false
+}
+
+// hostAddrs are the addresses of this host's own interfaces: reaching one
+// reaches the server's own services, whatever range it is in (a public
+// address of the host is no more the internet than its loopback is).
+type hostAddrs struct {
+	list func() ([]net.Addr, error) // net.InterfaceAddrs
+
+	mu  sync.Mutex
+	at  time.Time // of the last listing, failed or not
+	set map[netip.Addr]bool
+}
+
+// hostAddrsEvery is how often the interfaces are listed again: an address
+// a host gains is refused within it.
+const hostAddrsEvery = time.Minute
+
+// thisHost is the server's host, listed once for every proxy.
+var thisHost = &hostAddrs{list: net.InterfaceAddrs}
+
+// has: a is, in any of its spellings, an address of the host. The list
+// is refreshed at most every hostAddrsEvery; a failure to list keeps the
+// last one.
+func (h *hostAddrs) has(a netip.Addr) bool {
+	a = a.WithZone("")
+	if v4, ok := embedded4(a); ok {
+		a = v4
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.at.IsZero() || time.Since(h.at) >= hostAddrsEvery {
+		h.at = time.Now()
+		if addrs, err := h.list(); err == nil {
+			h.set = map[netip.Addr]bool{}
+			for _, ad := range addrs {
+				var ip net.IP
+				switch v := ad.(type) {
+				case *net.IPNet:
+					ip = v.IP
+				case *net.IPAddr:
+					ip = v.IP
+				}
+				if na, ok := netip.AddrFromSlice(ip); ok {
+					h.set[na.Unmap().WithZone("")] = true
+				}
+			}
+		}
+	}
+	return h.set[a]
 }

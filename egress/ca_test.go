@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-var injectCfg = Config{Mode: ModeOpen, Inject: []Inject{{Host: "api.example.com", Header: "Authorization", Value: "Bearer x"}}}
+var injectCfg = Config{Mode: ModeAllowlist, Allow: []string{"api.example.com"}, Inject: []Inject{{Host: "api.example.com", Header: "Authorization", Value: "Bearer x"}}}
 
 // Several servers starting at once on one state dir make one CA, and
 // none reads a half-made one.
@@ -145,7 +145,7 @@ func TestCABroken(t *testing.T) {
 	}
 	// Nothing is made without inject entries.
 	empty := t.TempDir()
-	if p, err := New(Config{Mode: ModeOpen}, Options{StateDir: empty}); err != nil || p.CA() != nil {
+	if p, err := New(Config{Mode: ModeAllowlist, Allow: []string{"api.example.com"}}, Options{StateDir: empty}); err != nil || p.CA() != nil {
 		t.Fatalf("New without inject: %v", err)
 	}
 	if entries, _ := os.ReadDir(empty); len(entries) != 0 {

@@ -13,7 +13,7 @@ import (
 const (
 	ModeNone      = "none"      // no network at all (the default)
 	ModeAllowlist = "allowlist" // only what network.allow lists
-	ModeOpen      = "open"      // anything but internal addresses
+	ModeOpen      = "open"      // the sandbox's own network, unfiltered: no proxy, no allow, no inject
 )
 
 // Config is the `network:` section of the config file (SPEC §17).
@@ -61,14 +61,18 @@ func (c Config) parse() ([]pattern, map[string][]header, error) {
 	default:
 		return nil, nil, fmt.Errorf("network.mode: %q is not none, allowlist or open", c.Mode)
 	}
-	if mode == ModeNone && (len(c.Allow) > 0 || len(c.Inject) > 0) {
-		// The default mode silently dropping a list the user wrote would
-		// look like a broken network.
+	if mode != ModeAllowlist && (len(c.Allow) > 0 || len(c.Inject) > 0) {
+		// The lists are the proxy's, and only allowlist has one: another
+		// mode silently dropping a list the user wrote would look like a
+		// broken network, or a filter that is not there.
 		key := "network.allow"
 		if len(c.Allow) == 0 {
 			key = "network.inject"
 		}
-		return nil, nil, fmt.Errorf("%s is set but network.mode is none (the default): set network.mode to allowlist or open", key)
+		if mode == ModeNone {
+			return nil, nil, fmt.Errorf("%s is set but network.mode is none (the default): set network.mode to allowlist", key)
+		}
+		return nil, nil, fmt.Errorf("%s: only with network.mode allowlist; open gives the sandbox its own network, unfiltered", key)
 	}
 	allow := make([]pattern, 0, len(c.Allow))
 	for i, s := range c.Allow {
@@ -92,7 +96,7 @@ func (c Config) parse() ([]pattern, map[string][]header, error) {
 			}
 			return nil, nil, fmt.Errorf("%s.host %q: %w", key, in.Host, err)
 		}
-		if mode == ModeAllowlist && !listed(allow, t) {
+		if !listed(allow, t) {
 			return nil, nil, fmt.Errorf("%s.host %s is not in network.allow", key, in.Host)
 		}
 		if !isToken(in.Header) {
@@ -161,7 +165,7 @@ type pattern struct {
 // parsePattern parses an entry of network.allow.
 func parsePattern(s string) (pattern, error) {
 	if s == "*" || strings.HasPrefix(s, "*:") {
-		return pattern{}, errors.New("a lone * is every host: use network.mode: open")
+		return pattern{}, errors.New("a lone * is every host, which is no allowlist; network.mode open gives the sandbox its own network, unfiltered (no proxy, no inject, internal addresses reachable)")
 	}
 	wildcard := strings.HasPrefix(s, "*.")
 	rest := s

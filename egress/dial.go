@@ -35,10 +35,10 @@ func (p *Proxy) notListed(t target) *refusal {
 	return nil
 }
 
-// addrAllowed: the proxy may connect to a:port. An internal address only
-// when network.allow lists it as such.
+// addrAllowed: the proxy may connect to a:port. An internal address, or
+// one of the server's host, only when network.allow lists it as such.
 func (p *Proxy) addrAllowed(a netip.Addr, port int) bool {
-	return !internal(a) || literal(p.allow, a, port)
+	return !internal(a) && !p.host.has(a) || literal(p.allow, a, port)
 }
 
 // internalRefusal is the refusal of t, which is or resolves to the
@@ -51,22 +51,31 @@ func internalRefusal(t target, a netip.Addr, port int) *refusal {
 	return &refusal{fmt.Sprintf("%s resolves to %s, an internal address; network.allow may list that address itself (%s)", t, a, at)}
 }
 
-// dial connects to t, after its name (already checked against
-// network.allow) is resolved once: to the first of its addresses the
-// policy allows, in the order given. The addresses are checked again
-// where the socket connects (Control), so that no path reaches an
-// internal address unchecked, and the address checked is the one
-// connected to: nothing is resolved twice. An error is a *refusal when
-// the policy refuses.
+// dial connects to t: resolve, then connectTo.
 func (p *Proxy) dial(ctx context.Context, t target) (net.Conn, error) {
+	addrs, err := p.resolve(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return p.connectTo(ctx, t, addrs)
+}
+
+// resolve is the addresses of t (whose name network.allow lists) that
+// the policy allows, in the order given; a *refusal when it allows none.
+// A name is resolved once: connectTo connects to these very addresses,
+// so DNS rebinding gains nothing.
+func (p *Proxy) resolve(ctx context.Context, t target) ([]netip.Addr, error) {
+	if t.ip.IsValid() {
+		if !p.addrAllowed(t.ip, t.port) {
+			return nil, internalRefusal(t, t.ip, t.port)
+		}
+		return []netip.Addr{t.ip}, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.lim.dialTimeout)
 	defer cancel()
-	addrs := []netip.Addr{t.ip}
-	if !t.ip.IsValid() {
-		var err error
-		if addrs, err = p.lookup(ctx, t.name); err != nil {
-			return nil, err
-		}
+	addrs, err := p.lookup(ctx, t.name)
+	if err != nil {
+		return nil, err
 	}
 	var ok []netip.Addr
 	var refused *refusal
@@ -84,13 +93,23 @@ func (p *Proxy) dial(ctx context.Context, t target) (net.Conn, error) {
 		}
 		return nil, &net.DNSError{Err: "no address", Name: t.name, IsNotFound: true}
 	}
+	return ok, nil
+}
+
+// connectTo connects to t at the first of addrs (which resolve gave)
+// that answers. The addresses are checked again where the socket
+// connects (Control), so that no path reaches an internal address
+// unchecked. An error is a *refusal when the policy refuses.
+func (p *Proxy) connectTo(ctx context.Context, t target, addrs []netip.Addr) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.lim.dialTimeout)
+	defer cancel()
 	d := net.Dialer{Control: p.control}
 	deadline, _ := ctx.Deadline()
 	var err error
-	for i, a := range ok {
+	for i, a := range addrs {
 		// Each address gets its share of the time left, so that one
 		// that does not answer leaves time for the next.
-		actx, acancel := context.WithTimeout(ctx, time.Until(deadline)/time.Duration(len(ok)-i))
+		actx, acancel := context.WithTimeout(ctx, time.Until(deadline)/time.Duration(len(addrs)-i))
 		var c net.Conn
 		c, err = d.DialContext(actx, "tcp", netip.AddrPortFrom(a, uint16(t.port)).String())
 		acancel()
@@ -119,12 +138,21 @@ func (p *Proxy) control(network, address string, _ syscall.RawConn) error {
 	return nil
 }
 
+// upstreamError is a response of an upstream the proxy does not pass on;
+// its text, for the sandbox, says why.
+type upstreamError struct{ text string }
+
+func (e *upstreamError) Error() string { return e.text }
+
 // failure is how an error reaching a target is answered to the sandbox:
 // the status, a one-line text (naming no host path and no secret) and
 // the audit outcome.
 func failure(t target, err error) (code int, text, outcome string) {
 	if r := (*refusal)(nil); errors.As(err, &r) {
 		return http.StatusForbidden, "sandbox-mcp: " + r.text, audit.Denied
+	}
+	if u := (*upstreamError)(nil); errors.As(err, &u) {
+		return http.StatusBadGateway, u.text, audit.Error
 	}
 	return http.StatusBadGateway, fmt.Sprintf("sandbox-mcp: cannot reach %s: %s", t, reason(err)), audit.Error
 }

@@ -34,6 +34,9 @@ type Options struct {
 	// lookup resolves a host name; nil: net.DefaultResolver. Tests map
 	// names to loopback addresses with it.
 	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	// interfaceAddrs lists the host's addresses; nil: net.InterfaceAddrs.
+	// Tests give the host an address of their own with it.
+	interfaceAddrs func() ([]net.Addr, error)
 	// limits left zero take their defaults; tests shorten them.
 	limits limits
 }
@@ -46,6 +49,9 @@ type limits struct {
 	headerTimeout  time.Duration // reading a request's headers, a TLS handshake
 	maxHeaderBytes int           // a request's headers
 	connsPerThread int           // connections of one thread served at once
+	refusalBurst   int           // refusal lines a thread may write at once,
+	refusalRate    float64       // and then a second;
+	refusalSummary time.Duration // beyond them, one line per this counts those not written
 }
 
 func (l *limits) setDefaults() {
@@ -56,6 +62,9 @@ func (l *limits) setDefaults() {
 		headerTimeout:  30 * time.Second,
 		maxHeaderBytes: 64 << 10,
 		connsPerThread: 64,
+		refusalBurst:   20,
+		refusalRate:    5,
+		refusalSummary: 10 * time.Second,
 	}
 	if l.dialTimeout <= 0 {
 		l.dialTimeout = def.dialTimeout
@@ -75,6 +84,15 @@ func (l *limits) setDefaults() {
 	if l.connsPerThread <= 0 {
 		l.connsPerThread = def.connsPerThread
 	}
+	if l.refusalBurst <= 0 {
+		l.refusalBurst = def.refusalBurst
+	}
+	if l.refusalRate <= 0 {
+		l.refusalRate = def.refusalRate
+	}
+	if l.refusalSummary <= 0 {
+		l.refusalSummary = def.refusalSummary
+	}
 }
 
 // Proxy serves the connections a sandbox makes to its egress proxy.
@@ -83,16 +101,19 @@ type Proxy struct {
 	allow   []pattern
 	inject  map[string][]header // by target, host:port
 	secrets []string
-	ca      *ca // nil without inject entries
+	forms   []string // of secrets, scrubbed from what an inject host sends back
+	ca      *ca      // nil without inject entries
 	audit   audit.Sink
 	log     *slog.Logger
 	errLog  *log.Logger // net/http's complaints (netHTTPLog)
 	roots   *x509.CertPool
 	lookup  func(ctx context.Context, host string) ([]netip.Addr, error)
+	host    *hostAddrs // the server's own addresses, refused like loopback
 	lim     limits
 
-	mu    sync.Mutex
-	conns map[string]int // connections served, by thread
+	mu     sync.Mutex
+	conns  map[string]int           // connections served, by thread
+	quotas map[string]*refusalQuota // refusal lines, by thread
 }
 
 // New returns the proxy of cfg, which it validates. The CA is made (or
@@ -110,10 +131,15 @@ func New(cfg Config, opts Options) (*Proxy, error) {
 		log:    opts.Logger,
 		roots:  opts.RootCAs,
 		lookup: opts.lookup,
+		host:   thisHost,
 		lim:    opts.limits,
 		conns:  map[string]int{},
+		quotas: map[string]*refusalQuota{},
 	}
 	p.lim.setDefaults()
+	if opts.interfaceAddrs != nil {
+		p.host = &hostAddrs{list: opts.interfaceAddrs}
+	}
 	if p.audit == nil {
 		p.audit = audit.Discard{}
 	}
@@ -133,6 +159,7 @@ func New(cfg Config, opts Options) (*Proxy, error) {
 			}
 		}
 	}
+	p.forms = secretForms(p.secrets)
 	if len(inject) > 0 {
 		if p.ca, err = loadOrMakeCA(opts.StateDir); err != nil {
 			return nil, err
@@ -212,9 +239,12 @@ type Who struct {
 func (p *Proxy) ServeConn(ctx context.Context, conn net.Conn, who Who) {
 	defer conn.Close()
 	if !p.acquire(who.Thread) {
-		// No request is read: the limit is on what the thread holds, and
-		// a line per refused connection would let it flood the audit log.
-		p.log.Warn("egress: a thread has too many proxy connections; one refused", "thread", who.Thread, "max", p.lim.connsPerThread)
+		// No request is read: the limit is on what the thread holds. It
+		// is no audit line, and its log line counts against the thread's
+		// refusals (refusalLogged): neither log is the sandbox's to fill.
+		if p.refusalLogged(who) {
+			p.log.Warn("egress: a thread has too many proxy connections; one refused", "thread", who.Thread, "max", p.lim.connsPerThread)
+		}
 		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		io.WriteString(conn, rawResponse(http.StatusServiceUnavailable,
 			fmt.Sprintf("sandbox-mcp: this sandbox has %d connections open through its proxy, the most it may", p.lim.connsPerThread)))

@@ -48,8 +48,7 @@ func TestPlainHTTP(t *testing.T) {
 		{"open: internal refused", ModeOpen, nil, "http://127.0.0.1:" + port + "/", "403",
 			"sandbox-mcp: 127.0.0.1:" + port + " is an internal address; network.allow may list that address itself"},
 		{"open: a name resolving to loopback refused", ModeOpen, nil, "http://up.test:" + port + "/", "403", "resolves to 127.0.0.1, an internal address"},
-		{"open: internal listed", ModeOpen, []string{"127.0.0.1:" + port}, "http://up.test:" + port + "/", "200", "hello from upstream"},
-		{"https:// in plain form", ModeOpen, []string{"127.0.0.1:" + port}, "", "400", "https:// goes through CONNECT"},
+		{"https:// in plain form", ModeAllowlist, []string{"127.0.0.1:" + port}, "", "400", "https:// goes through CONNECT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

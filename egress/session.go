@@ -30,6 +30,9 @@ func (p *Proxy) newSession(ctx context.Context, who Who) *session {
 		if err != nil {
 			return nil, &refusal{"the proxy cannot connect to " + cut(addr)}
 		}
+		if a := attemptOf(ctx); a != nil && a.t == t && a.addrs != nil {
+			return p.connectTo(ctx, t, a.addrs) // as forward resolved them
+		}
 		return p.dial(ctx, t)
 	}, nil)
 	s.rp = &httputil.ReverseProxy{
@@ -78,7 +81,7 @@ func (s *session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.forward(w, r)
 	case r.URL.IsAbs() && r.URL.Host != "":
 		s.deny(w, r.URL.Host, 0, r.Method, http.StatusBadRequest,
-			"sandbox-mcp: the proxy forwards http:// requests; https:// goes through CONNECT", false)
+			"sandbox-mcp: the proxy forwards http:// requests; https:// goes through CONNECT")
 	default:
 		refuse(w, http.StatusBadRequest, "sandbox-mcp: this is a proxy: it takes requests for http://host/... and CONNECT host:port", false)
 	}
@@ -89,11 +92,16 @@ func (s *session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *session) forward(w http.ResponseWriter, r *http.Request) {
 	t, err := parseTarget(r.URL.Host, 80)
 	if err != nil {
-		s.deny(w, r.URL.Host, 0, r.Method, http.StatusBadRequest, "sandbox-mcp: "+cut(r.URL.Host)+": "+err.Error(), false)
+		s.deny(w, r.URL.Host, 0, r.Method, http.StatusBadRequest, "sandbox-mcp: "+cut(r.URL.Host)+": "+err.Error())
 		return
 	}
 	if rf := s.p.notListed(t); rf != nil {
-		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, false)
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text)
+		return
+	}
+	addrs, rerr := s.p.resolve(r.Context(), t)
+	if rf := (*refusal)(nil); errors.As(rerr, &rf) {
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text)
 		return
 	}
 	a, err := s.begin(t, r.Method)
@@ -102,6 +110,11 @@ func (s *session) forward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.end()
+	if rerr != nil {
+		a.answerError(w, rerr, false)
+		return
+	}
+	a.addrs = addrs
 	r.Body = countBody{r.Body, &a.up}
 	defer func() {
 		// The reverse proxy aborts a response whose upstream broke off
@@ -111,7 +124,7 @@ func (s *session) forward(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
-	s.rp.ServeHTTP(countWriter{w, &a.up, &a.down}, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
+	s.rp.ServeHTTP(countWriter{w, &a.up, &a.down, s.p.lim.tunnelIdle}, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
 }
 
 // connect serves a CONNECT: refused, tunnelled, or — to a host with
@@ -122,24 +135,32 @@ func (s *session) connect(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("CONNECT wants host:port")
 	}
 	if err != nil {
-		s.deny(w, r.Host, 0, r.Method, http.StatusBadRequest, "sandbox-mcp: "+cut(r.Host)+": "+err.Error(), true)
+		s.deny(w, r.Host, 0, r.Method, http.StatusBadRequest, "sandbox-mcp: "+cut(r.Host)+": "+err.Error())
 		return
 	}
 	if rf := s.p.notListed(t); rf != nil {
-		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text, true)
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text)
 		return
 	}
-	a, err := s.begin(t, r.Method)
-	if err != nil {
+	// Not r.Context(): net/http cancels it when the sandbox half-closes
+	// its side, which a tunnel passes on instead.
+	addrs, err := s.p.resolve(s.ctx, t)
+	if rf := (*refusal)(nil); errors.As(err, &rf) {
+		s.deny(w, t.host(), t.port, r.Method, http.StatusForbidden, "sandbox-mcp: "+rf.text)
+		return
+	}
+	a, aerr := s.begin(t, r.Method)
+	if aerr != nil {
 		refuse(w, http.StatusBadGateway, "sandbox-mcp: the audit log cannot be written, so no connection is made", true)
 		return
 	}
 	defer a.end()
 	headers := s.p.inject[t.String()]
 	a.injected = len(headers) > 0
-	// Not r.Context(): net/http cancels it when the sandbox half-closes
-	// its side, which a tunnel passes on instead.
-	up, err := s.p.dial(s.ctx, t)
+	var up net.Conn
+	if err == nil {
+		up, err = s.p.connectTo(s.ctx, t, addrs)
+	}
 	if err != nil {
 		a.answerError(w, err, true)
 		return

@@ -95,8 +95,11 @@ func (s *session) mitm(ctx context.Context, cc *countConn, up net.Conn, t target
 			for _, h := range headers {
 				pr.Out.Header.Set(h.name, h.value) // replaces the sandbox's own
 			}
+			// A body is scrubbed of the secrets as it passes: it must
+			// come as the bytes it is, not compressed.
+			pr.Out.Header.Set("Accept-Encoding", "identity")
 		},
-		ModifyResponse: s.p.hideSecrets,
+		ModifyResponse: func(resp *http.Response) error { return s.p.scrubResponse(t, resp) },
 		Transport:      tr,
 		FlushInterval:  0, // as for plain HTTP: streams are flushed as they come
 		ErrorLog:       s.p.errLog,
@@ -106,8 +109,19 @@ func (s *session) mitm(ctx context.Context, cc *countConn, up net.Conn, t target
 	}
 	defer watchIdle(cc, s.p.lim.tunnelIdle, func() { cc.Close() })()
 	s.p.serveHTTP(ctx, tc, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodConnect {
+		switch {
+		case r.Method == http.MethodConnect:
 			refuse(w, http.StatusMethodNotAllowed, "sandbox-mcp: CONNECT inside a tunnel", true)
+			return
+		case strings.EqualFold(r.Method, "TRACE"), strings.EqualFold(r.Method, "TRACK"):
+			// HTTP's echo: its answer is the request as the server got
+			// it, secrets included.
+			refuse(w, http.StatusMethodNotAllowed, "sandbox-mcp: "+strings.ToUpper(r.Method)+" to "+t.String()+" is refused: it echoes the request, injected headers included", false)
+			return
+		case r.Header.Get("Upgrade") != "":
+			// An upgraded connection (a websocket) is frames the proxy
+			// cannot scrub of the secrets.
+			refuse(w, http.StatusForbidden, "sandbox-mcp: "+t.String()+" gets headers from network.inject: its connections are not upgraded (no websocket), since the proxy cannot scrub the secret from their frames", false)
 			return
 		}
 		defer func() {
@@ -116,26 +130,40 @@ func (s *session) mitm(ctx context.Context, cc *countConn, up net.Conn, t target
 				panic(v)
 			}
 		}()
-		rp.ServeHTTP(w, r)
+		rp.ServeHTTP(scrubWriter{w, s.p.forms}, r)
+		// Trailers are sent once the handler returns, from w's header.
+		scrubHeader(w.Header(), s.p.forms)
 	}))
 	if c := first.Swap(nil); c != nil {
 		(*c).Close()
 	}
 }
 
-// hideSecrets replaces a response header that carries an inject value (a
-// server echoing what it was sent): the value never enters the sandbox.
-// A body is passed as it is.
-func (p *Proxy) hideSecrets(resp *http.Response) error {
-	for _, vs := range resp.Header {
-		for i, v := range vs {
-			for _, sec := range p.secrets {
-				if strings.Contains(v, sec) {
-					vs[i] = "[hidden by sandbox-mcp]"
-				}
+// scrubResponse keeps the secrets out of a response of t (a server
+// echoing what it was sent): its headers are scrubbed, its body is
+// scrubbed as it passes, and a body still encoded despite the request's
+// Accept-Encoding: identity is refused, since the secret cannot be seen
+// in it (gzip, deflate and br alike: nothing is decoded).
+func (p *Proxy) scrubResponse(t target, resp *http.Response) error {
+	scrubHeader(resp.Header, p.forms)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return &upstreamError{"sandbox-mcp: " + t.String() + " switched protocols, which the proxy does not pass to a host it injects headers for"}
+	}
+	if resp.Request.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified || resp.ContentLength == 0 {
+		return nil // no body
+	}
+	for _, v := range resp.Header.Values("Content-Encoding") {
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e != "" && !strings.EqualFold(e, "identity") {
+				return &upstreamError{"sandbox-mcp: " + t.String() + " sent a body with Content-Encoding " + cut(e) + ", though asked for identity; the proxy passes only bodies it can scrub of the injected secret"}
 			}
 		}
 	}
+	resp.Body = newScrubber(resp.Body, p.forms, hiddenMark)
+	// The length changes when a secret is replaced. resp.ContentLength
+	// is left as it was: the reverse proxy flushes each read of a body of
+	// unknown length (-1, a stream) and buffers one whose length it knew.
+	resp.Header.Del("Content-Length")
 	return nil
 }
 
@@ -223,10 +251,12 @@ func (b countBody) Read(p []byte) (int, error) {
 }
 
 // countWriter counts the bytes of a plain response's body, and those of
-// a connection it upgrades (a websocket), both ways.
+// a connection it upgrades (a websocket), both ways. An upgraded
+// connection idle for idle is closed, as a tunnel is.
 type countWriter struct {
 	http.ResponseWriter
 	up, down *atomic.Int64
+	idle     time.Duration
 }
 
 func (w countWriter) Write(b []byte) (int, error) {
@@ -244,5 +274,16 @@ func (w countWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	cc := &countConn{Conn: c, up: w.up, down: w.down}
 	cc.touch()
-	return cc, brw, nil
+	return &watchedConn{cc, watchIdle(cc, w.idle, func() { cc.Close() })}, brw, nil
+}
+
+// watchedConn is a connection watched for idleness until it is closed.
+type watchedConn struct {
+	*countConn
+	stop func()
+}
+
+func (c *watchedConn) Close() error {
+	c.stop()
+	return c.countConn.Close()
 }

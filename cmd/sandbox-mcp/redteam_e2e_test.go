@@ -9,23 +9,15 @@ import (
 	"testing"
 )
 
-// TestRedTeamE2EEchoedSecretUnmasked: the injected value does enter the
-// sandbox — whenever the inject host echoes a request header in a body
-// (the scenario's own /echo; httpbin-like endpoints, error pages quoting
-// the credential they refused, TRACE) — and the masker, the only guard
-// left, matches the literal value: any transform of it (base64, reversed,
-// split) reaches the agent's tool output whole. With the value in a
-// sandbox file, the code there can also send it to any other allowed host
-// (a POST body), which goal 2 forbids.
-//
-// FAILS on the current code. Fix at the proxy, not the masker: scrub the
-// inject values from the bodies of responses of the terminated tunnel
-// (egress/tunnel.go, mitm: ModifyResponse wraps resp.Body in a streaming
-// replacer keeping len(secret)-1 bytes of overlap, and drops
-// Content-Length, or refuses a Content-Encoding it cannot scan; refuse
-// TRACE/TRACK) so that the value never enters the sandbox as SPEC §17
-// says; the masker then stays a second line.
-func TestRedTeamE2EEchoedSecretUnmasked(t *testing.T) {
+// TestE2EEchoedSecretNeverReachesSandbox: an inject host that echoes the
+// request's headers in a body (the scenario's own /echo; httpbin-like
+// endpoints, error pages quoting the credential they refused) hands the
+// sandbox no secret: the proxy scrubs it from the body (egress/scrub.go),
+// so no transform in the sandbox (base64, reversed) gets it past the
+// masker, and the sandbox holds nothing it could send to another allowed
+// host. (Red team: the value entered the sandbox and only the masker,
+// matching it literally, stood in the way.)
+func TestE2EEchoedSecretNeverReachesSandbox(t *testing.T) {
 	t.Parallel()
 	requireBwrap(t)
 	requireCurl(t)
