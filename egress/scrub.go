@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 
 	"github.com/sandbox-mcp/sandbox-mcp/masking"
@@ -15,34 +14,10 @@ import (
 // what the agent sees, so that one secret reads the same everywhere.
 const hiddenMark = masking.SecretMask
 
-// minSecretWord is the shortest word of a secret scrubbed on its own, as
-// the server's masker does (masking.Hiding): a server that echoes a
-// header often names its token alone ("token sk-… is invalid").
-const minSecretWord = 8
-
 // secretForms are the spellings of the inject values scrubbed from what
-// an upstream sends the sandbox, longest first: each value, and each of
-// its whitespace-separated words of minSecretWord bytes or more. The rule
-// is masking.Hiding's (a test holds them to it).
-func secretForms(secrets []string) []string {
-	var forms []string
-	seen := map[string]bool{}
-	for _, s := range secrets {
-		words := strings.Fields(s)
-		if len(words) == 1 && words[0] != s {
-			words = nil // the value itself, trimmed, is below
-		}
-		for _, f := range append([]string{s, strings.TrimSpace(s)}, words...) {
-			if f == "" || seen[f] || f != s && len(f) < minSecretWord {
-				continue
-			}
-			seen[f] = true
-			forms = append(forms, f)
-		}
-	}
-	sort.SliceStable(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
-	return forms
-}
+// an upstream sends the sandbox, longest first: the server's masker's
+// (masking.SecretForms), so that one secret reads the same everywhere.
+func secretForms(secrets []string) []string { return masking.SecretForms(secrets...) }
 
 // scrubHeader replaces each value of h that holds a secret form with
 // hiddenMark, and drops a field whose name holds one, in any case (names

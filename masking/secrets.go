@@ -19,6 +19,28 @@ const minSecretWord = 8
 // minSecretWord bytes or more, wherever they stand, with SecretMask. m is
 // unchanged; m may be nil (no paths to mask).
 func (m *Masker) Hiding(secrets ...string) *Masker {
+	forms := SecretForms(secrets...)
+	out := &Masker{}
+	if m != nil {
+		*out = *m
+	}
+	if len(forms) == 0 {
+		return out
+	}
+	var pairs []string
+	for _, f := range forms {
+		pairs = append(pairs, f, SecretMask)
+	}
+	out.secrets = strings.NewReplacer(pairs...)
+	return out
+}
+
+// SecretForms are the spellings of the secrets that are hidden, longest
+// first (a value and a word of it are replaced as the value): each value,
+// and each of its whitespace-separated words of minSecretWord bytes or
+// more. The egress proxy scrubs the same forms from what an upstream
+// sends a sandbox.
+func SecretForms(secrets ...string) []string {
 	var forms []string
 	seen := map[string]bool{}
 	for _, s := range secrets {
@@ -34,19 +56,6 @@ func (m *Masker) Hiding(secrets ...string) *Masker {
 			forms = append(forms, f)
 		}
 	}
-	out := &Masker{}
-	if m != nil {
-		*out = *m
-	}
-	if len(forms) == 0 {
-		return out
-	}
-	// Longest first: a value and a word of it are replaced as the value.
 	sort.SliceStable(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
-	var pairs []string
-	for _, f := range forms {
-		pairs = append(pairs, f, SecretMask)
-	}
-	out.secrets = strings.NewReplacer(pairs...)
-	return out
+	return forms
 }
