@@ -223,21 +223,7 @@ func TestServeConnContext(t *testing.T) {
 // other side ends.
 func silentServer(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(io.Discard, c); c.Close() }()
-		}
-	}()
-	return ln.Addr().String()
+	return testkit.TCPServer(t, func(c *net.TCPConn) { io.Copy(io.Discard, c); c.Close() }).String()
 }
 
 // A tunnel passes half closes on: the sandbox finishes sending, the

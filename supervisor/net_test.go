@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
@@ -55,21 +56,7 @@ func startDaemon(t *testing.T) *Conn {
 // connection with serve; it returns the port.
 func server(t *testing.T, serve func(*net.TCPConn)) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serve(c.(*net.TCPConn))
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testkit.TCPServer(t, serve).Port
 }
 
 // echo copies what it reads back, and half-closes at the reader's EOF.

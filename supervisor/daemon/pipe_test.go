@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
@@ -140,21 +141,7 @@ func (r *raw) ended(why string) {
 // tcpServer listens on 127.0.0.1 and hands each connection to serve.
 func tcpServer(t *testing.T, serve func(net.Conn)) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serve(c)
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testkit.TCPServer(t, func(c *net.TCPConn) { serve(c) }).Port
 }
 
 // freePort is a port nothing listens on.
