@@ -54,9 +54,10 @@ type Metrics struct {
 	state      *stateCollector
 }
 
-// New makes the metric set of a server of version, with the Go runtime's
-// and the process's collectors.
-func New(version string) *Metrics {
+// New makes the metric set of a server of version whose sandboxes come
+// from provider (their series exist from the start, at 0), with the Go
+// runtime's and the process's collectors.
+func New(version, provider string) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -95,6 +96,8 @@ func New(version string) *Metrics {
 	build.Set(1)
 	m.reg.MustRegister(m.calls, m.duration, m.starts, m.jobs, m.proxy, m.proxyBytes, m.state, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.starts.WithLabelValues(provider)
+	m.jobs.WithLabelValues(provider)
 	for _, o := range []string{"ok", "denied", "error"} {
 		m.proxy.WithLabelValues(o)
 	}

@@ -67,7 +67,7 @@ func series(t *testing.T, fams map[string]*dto.MetricFamily, name string, want m
 
 func TestMetricsSet(t *testing.T) {
 	t.Parallel()
-	m := metrics.New("v1.2.3")
+	m := metrics.New("v1.2.3", "local")
 	read := m.Tool("read_file")
 	read.Done("ok", 2*time.Millisecond)
 	read.Done("ok", 3*time.Second)
@@ -179,7 +179,7 @@ func TestNilMetricsIsOff(t *testing.T) {
 // Serve answers GET /metrics and nothing else, and returns once ctx ends.
 func TestServe(t *testing.T) {
 	t.Parallel()
-	m := metrics.New("dev")
+	m := metrics.New("dev", "docker")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func TestServe(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("GET", "/metrics"); code != 200 || !strings.Contains(body, "sandbox_mcp_build_info") {
+	if code, body := get("GET", "/metrics"); code != 200 || !strings.Contains(body, `sandbox_mcp_jobs_started_total{provider="docker"} 0`) {
 		t.Errorf("GET /metrics: %d %.200q", code, body)
 	}
 	if code, _ := get("GET", "/"); code != 404 {
