@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
 	"github.com/sandbox-mcp/sandbox-mcp/masking"
+	"github.com/sandbox-mcp/sandbox-mcp/metrics"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
@@ -53,6 +54,10 @@ type Config struct {
 	// server that echoes a header): the egress proxy's injected headers
 	// (SPEC §17).
 	Secrets []string
+	// Metrics, if set, is told of every tool call and asked at each scrape
+	// what the server holds (metrics.go); nil: no metrics, and nothing on
+	// the call path but a nil check.
+	Metrics *metrics.Metrics
 }
 
 // Server is the MCP server.
@@ -71,6 +76,7 @@ type Server struct {
 	previews  *previews    // the sandboxes' exposed ports (expose_port)
 
 	inflight  atomic.Int64    // tool calls running
+	open      atomic.Int64    // sessions registered (metrics)
 	calls     *fairBudget     // caps the tool calls running at once (HTTP); nil: no cap
 	stopCalls context.Context // cancelled to stop every call at once (shutdown)
 	stopAll   context.CancelFunc
@@ -99,6 +105,8 @@ func New(cfg Config) *Server {
 		s.sessions.threadsPerTenant = s.http.threadsPerToken
 		s.sessions.reclaim = s.reclaimLease
 	}
+	s.sessions.countCalls = cfg.Metrics != nil
+	cfg.Metrics.Observe(s.metricsState)
 	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
 	hooks := &mcpserver.Hooks{}
 	// A session's end (stdin closed, DELETE, SSE disconnect, idle TTL)
@@ -107,10 +115,13 @@ func New(cfg Config) *Server {
 	hooks.AddOnRegisterSession(func(ctx context.Context, cs mcpserver.ClientSession) {
 		cred, _ := ctx.Value(credentialKey{}).(string)
 		s.sessionN.register(ctx, cred)
-		s.owners.Store(cs.SessionID(), cred)
+		if _, again := s.owners.Swap(cs.SessionID(), cred); !again {
+			s.open.Add(1)
+		}
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpserver.ClientSession) {
 		if cred, ok := s.owners.LoadAndDelete(cs.SessionID()); ok {
+			s.open.Add(-1)
 			s.sessionN.unregister(cred.(string))
 		}
 		s.sessions.End(cs.SessionID())
@@ -248,8 +259,12 @@ func (s *Server) Close() error {
 // step that fails makes the error the call's result, and the call is
 // audited all the same.
 func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
+	counted := s.cfg.Metrics.Tool(t.Def.Name) // nil without metrics
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		c := &call{tool: t, req: req, start: time.Now()}
+		c := &call{tool: t, req: req, start: time.Now(), outcome: audit.Error}
+		if counted != nil {
+			defer func() { counted.Done(c.outcome, time.Since(c.start)) }()
+		}
 		ctx, cancel := endWithRequest(ctx)
 		defer cancel()
 		defer keepBody(ctx)()
@@ -265,6 +280,9 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		}
 		res := s.callTool(ctx, c)
 		maskResult(res, c.mask)
+		if counted != nil && startedJob(c, res) {
+			s.cfg.Metrics.JobStarted(c.ev.Provider)
+		}
 		if err := s.auditRecord(c, res); err != nil {
 			return mcp.NewToolResultError("Error: " + err.Error() + ": the call ran, its result is withheld"), nil
 		}
@@ -281,6 +299,9 @@ type call struct {
 	b     *binding            // the call's thread and sandbox, once bound
 	mask  func(string) string // what the agent may see of a string
 	err   error               // the first step that failed: the call's result, the tool not run
+	// outcome is the call's, as its audit line says it once written; an
+	// error until then (a call whose line cannot be written answers one).
+	outcome string
 }
 
 // fail notes why the tool is not run, unless a step before said so.
@@ -447,8 +468,10 @@ func (s *Server) auditRecord(c *call, res *tools.Result) error {
 	err := s.cfg.Audit.Record(ev)
 	if err != nil {
 		s.cfg.Logger.Error("audit log write failed: result withheld", "tool", c.tool.Def.Name, "thread", ev.Thread, "err", err)
+		return err
 	}
-	return err
+	c.outcome = ev.Outcome
+	return nil
 }
 
 // threadArgument moves the call's thread argument, if any, out of the

@@ -40,6 +40,9 @@ type Sessions struct {
 	// end one of the tenant's idle leases before the new thread is refused.
 	threadsPerTenant int
 	reclaim          func(tenant string) bool
+	// countCalls: the tool calls using each thread are counted, for the
+	// metrics' active sandboxes (counts); off without metrics.
+	countCalls bool
 	// threadGone, if set, is told of a thread removed for good (an
 	// anonymous one, with its session): what it had goes with it (its
 	// previews).
@@ -98,6 +101,7 @@ type threadUse struct {
 	tenant   string // whose thread it is (a key is one tenant's: see ThreadRef)
 	named    bool   // some session named it (X-Thread-ID): it is not anonymous
 	existed  bool   // its files were there before an anonymous session made it (Provider.Exists)
+	calls    int    // tool calls using it now (only with Sessions.countCalls)
 }
 
 // ErrThreadLimit refuses a new thread of a tenant that holds
@@ -172,7 +176,37 @@ func (r *Sessions) Call(ctx context.Context, session string, thread ThreadRef) (
 	if err != nil {
 		return nil, nil, err
 	}
-	return b, b.calls.Done, nil
+	if !r.countCalls {
+		return b, b.calls.Done, nil
+	}
+	r.mu.Lock()
+	use := r.threads[b.thread.Key]
+	if use != nil {
+		use.calls++
+	}
+	r.mu.Unlock()
+	return b, func() {
+		if use != nil {
+			r.mu.Lock()
+			use.calls--
+			r.mu.Unlock()
+		}
+		b.calls.Done()
+	}, nil
+}
+
+// counts says how many threads have a sandbox held here (bound: by a
+// session, a stateless lease, or the jobs it runs after its session), and
+// how many of them a tool call uses now (active; 0 without countCalls).
+func (r *Sessions) counts() (bound, active int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, u := range r.threads {
+		if u.calls > 0 {
+			active++
+		}
+	}
+	return len(r.threads), active
 }
 
 func (r *Sessions) get(ctx context.Context, session string, thread ThreadRef, call bool) (*binding, error) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/egress"
 	"github.com/sandbox-mcp/sandbox-mcp/masking"
+	"github.com/sandbox-mcp/sandbox-mcp/metrics"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/kubernetes"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
@@ -40,6 +41,7 @@ type Config struct {
 	Network    egress.Config     `yaml:"network"`
 	HTTP       HTTPConfig        `yaml:"http"`
 	Audit      AuditConfig       `yaml:"audit"`
+	Metrics    metrics.Config    `yaml:"metrics"`
 	LogLevel   string            `yaml:"log_level"`
 
 	// From flags only.
@@ -362,6 +364,9 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		if !loopback && len(c.HTTP.AuthTokens) == 0 {
 			return fmt.Errorf("--http %s binds beyond loopback without auth tokens: set --auth-token (or SANDBOX_MCP_AUTH_TOKEN), or bind 127.0.0.1", c.HTTP.Addr)
 		}
+	}
+	if err := c.Metrics.Validate(); err != nil {
+		return err
 	}
 	switch c.Audit.Path {
 	case "":

@@ -22,8 +22,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
 	"github.com/sandbox-mcp/sandbox-mcp/egress"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/docker"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/local"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )

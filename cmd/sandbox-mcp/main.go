@@ -96,6 +96,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 		httpAddr      = fs.String("http", "", "serve Streamable HTTP (and the deprecated SSE) on `ADDR` instead of stdio")
 		authToken     = fs.String("auth-token", "", "HTTP: require \"Authorization: Bearer `TOKEN`\" (also env SANDBOX_MCP_AUTH_TOKEN)")
 		auditLog      = fs.String("audit-log", "", "audit log `FILE`, - for stderr, or off (default <state-dir>/audit.jsonl)")
+		metricsAddr   = fs.String("metrics", "", "serve Prometheus metrics at GET /metrics on `ADDR` (host:port, e.g. 127.0.0.1:9090; default off)")
 		logLevel      = fs.String("log-level", "", "debug|info|warn|error (default info)")
 		showVersion   = fs.Bool("version", false, "print the version and exit")
 		mounts        multiFlag
@@ -159,6 +160,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 		configAddr, cfg.HTTP.Addr = cfg.HTTP.Addr, ""
 	}
 	override("audit-log", "audit.path", &cfg.Audit.Path, *auditLog)
+	override("metrics", "metrics.addr", &cfg.Metrics.Addr, *metricsAddr)
 	override("log-level", "log_level", &cfg.LogLevel, *logLevel)
 	if set["allow-host-bash"] {
 		cfg.Local.AllowHostBash = *allowHostBash
@@ -296,6 +298,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		}
 		sink = w
 	}
+	m := newMetrics(cfg, &sink)
 	proxy, err := newEgress(cfg, sink, log)
 	if err != nil {
 		sink.Close()
@@ -324,8 +327,16 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		Hidden:   cfg.binaryPaths(),
 		Secrets:  proxy.Secrets(),
 		Skills:   cfg.SkillsDir != "",
+		Metrics:  m,
 	})
 	defer srv.Close()
+	if m != nil {
+		stopMetrics, err := serveMetrics(ctx, cfg, m, log)
+		if err != nil {
+			return startupError{err}
+		}
+		defer stopMetrics()
+	}
 	// What start-up left behind (package initialisation, mostly client-go's
 	// API schemes, and the configuration) goes back to the OS before
 	// serving: 1.2 MB of an idle server's RSS, for one collection.

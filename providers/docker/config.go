@@ -50,6 +50,9 @@ type Config struct {
 	// Egress, if set, is every box's way out in network.mode allowlist
 	// (supervised.Config.Egress); the box has no network of its own then.
 	Egress supervised.Egress `yaml:"-"`
+	// Metrics, if set, is told of each box started for a call (cold
+	// starts, with how long they took).
+	Metrics supervised.Metrics `yaml:"-"`
 
 	connectTimeout time.Duration // how long one attempt to connect may take; default 15 s (tests shorten it)
 }

@@ -161,7 +161,8 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 	p.boxes = replicas.NewTable(replicas.TableConfig{Setting: "docker.replicas", Limit: cfg.Replicas, What: "docker provider: container",
 		Lock: func(ctx context.Context, name string) (func(), error) {
 			return p.cfg.Locks.Lock(ctx, "container\x00"+name)
-		}})
+		},
+		Started: p.boxStarted})
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := p.connect(pctx); errors.Is(err, errEngineDown) {
@@ -610,6 +611,17 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		return sb, sb.Close, nil
 	})
 }
+
+// boxStarted tells the metrics of a container made or started for a call.
+func (p *Provider) boxStarted(took time.Duration) {
+	if p.cfg.Metrics != nil {
+		p.cfg.Metrics.BoxStarted(p.Name(), took)
+	}
+}
+
+// RunningBoxes is how many containers this server knows running (the
+// server's metrics: its own table, no call to the engine).
+func (p *Provider) RunningBoxes() int { return p.boxes.Running() }
 
 // Release drops one user of the thread's sandbox. The container stays warm.
 func (p *Provider) Release(thread string) { p.threads.Release(thread) }

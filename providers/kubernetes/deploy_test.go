@@ -20,6 +20,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 	appsv1 "k8s.io/api/apps/v1"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -159,6 +162,27 @@ func TestDeploy(t *testing.T) {
 			t.Fatalf("bash through %s: %q", pods[0].Name, out)
 		}
 		t.Logf("DEPLOY first bash call through a replica (claim + sandbox Pod + exec, as the ServiceAccount): %v", time.Since(start).Round(time.Millisecond))
+		// That replica's metrics, as Prometheus scrapes them (the Pod's
+		// annotated port, through the pod proxy): the call, and the Pod it
+		// made for it.
+		raw, err := cs.CoreV1().Pods(ns).ProxyGet("http", pods[0].Name, m.metricsPort, "/metrics", nil).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("GET /metrics of %s: %v", pods[0].Name, err)
+		}
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		fams, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatalf("GET /metrics of %s: the text parser: %v", pods[0].Name, err)
+		}
+		if got := metricValue(fams, "sandbox_mcp_tool_calls_total", "outcome", "ok", "tool", "bash"); got != 1 {
+			t.Errorf("metrics: bash calls ok = %v, want 1", got)
+		}
+		if got := metricValue(fams, "sandbox_mcp_sandbox_start_duration_seconds", "provider", "kubernetes"); got != 1 {
+			t.Errorf("metrics: Pods started = %v, want 1", got)
+		}
+		if got := metricValue(fams, "sandbox_mcp_sandboxes", "provider", "kubernetes", "state", "running"); got != 1 {
+			t.Errorf("metrics: Pods running = %v, want 1", got)
+		}
 		sandboxes, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy})
 		if err != nil || len(sandboxes.Items) != 1 {
 			t.Fatalf("sandbox Pods: %v %v", sandboxes, err)
@@ -202,6 +226,52 @@ func TestDeploy(t *testing.T) {
 		}
 	})
 	t.Logf("DEPLOY total (before cleanup): %v", time.Since(began).Round(time.Millisecond))
+}
+
+// metricValue is the value of the series of family name with exactly the
+// labels kv (name, value, ...): a counter's or a gauge's, a histogram's
+// count; -1 when there is none.
+func metricValue(fams map[string]*dto.MetricFamily, name string, kv ...string) float64 {
+	f := fams[name]
+	if f == nil {
+		return -1
+	}
+	for _, m := range f.Metric {
+		if len(m.Label) != len(kv)/2 {
+			continue
+		}
+		match := true
+		for i := 0; i+1 < len(kv); i += 2 {
+			found := false
+			for _, l := range m.Label {
+				found = found || l.GetName() == kv[i] && l.GetValue() == kv[i+1]
+			}
+			match = match && found
+		}
+		switch {
+		case !match:
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return -1
+}
+
+// The manifests hang together (checkManifests), without a cluster.
+func TestDeployManifests(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := checkManifests(t, readManifests(t, filepath.Join(root, "deploy", "kubernetes")))
+	if m.port != "8080" || m.metricsPort != "9090" {
+		t.Errorf("ports %s and %s, want 8080 and 9090 (the docs name them)", m.port, m.metricsPort)
+	}
 }
 
 // deployCluster is requireCluster's rule (skip without KUBECONFIG, fail
@@ -307,6 +377,7 @@ type manifestFacts struct {
 	secret         string
 	tokenKey       string
 	port           string // the server's container port, numeric
+	metricsPort    string // its --metrics port, numeric, which Prometheus scrapes
 }
 
 func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
@@ -422,6 +493,26 @@ func checkManifests(t *testing.T, objs []*unstructured.Unstructured) manifestFac
 	}
 	if f.port == "" {
 		t.Fatalf("manifests: the readiness probe's port is none of the container's ports")
+	}
+	// --metrics on a port of the container, which the Pods' annotations
+	// tell Prometheus to scrape at /metrics.
+	if i := slices.Index(c.Args, "--metrics"); i < 0 || i+1 >= len(c.Args) {
+		t.Errorf("manifests: the server does not serve --metrics: %v", c.Args)
+	} else if host, port, err := net.SplitHostPort(c.Args[i+1]); err != nil || host == "127.0.0.1" || host == "localhost" {
+		t.Errorf("manifests: --metrics %q: want an address the Pod's IP reaches (0.0.0.0:PORT)", c.Args[i+1])
+	} else {
+		for _, p := range c.Ports {
+			if fmt.Sprint(p.ContainerPort) == port && p.Name == "metrics" {
+				f.metricsPort = port
+			}
+		}
+		if f.metricsPort == "" {
+			t.Errorf("manifests: --metrics's port %s is not the container's port named metrics: %v", port, c.Ports)
+		}
+		ann := dep.Spec.Template.Annotations
+		if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != port || ann["prometheus.io/path"] != "/metrics" {
+			t.Errorf("manifests: the Pods' prometheus.io annotations %v: want scrape \"true\", port %q, path /metrics", ann, port)
+		}
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {

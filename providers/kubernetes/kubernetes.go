@@ -131,7 +131,7 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 		Lock: func(ctx context.Context, name string) (func(), error) {
 			return p.locks.Lock(ctx, "pod\x00"+name)
 		},
-		Publish: p.publish, Heartbeat: p.heartbeat()})
+		Publish: p.publish, Heartbeat: p.heartbeat(), Started: p.boxStarted})
 	p.limits = corev1.ResourceList{}
 	for _, r := range []struct {
 		name corev1.ResourceName
@@ -269,6 +269,18 @@ func (p *Provider) makeThreadDir(dir string) error {
 	}
 	return nil
 }
+
+// boxStarted tells the metrics of a Pod made for a call, once it runs.
+func (p *Provider) boxStarted(took time.Duration) {
+	if p.cfg.Metrics != nil {
+		p.cfg.Metrics.BoxStarted(p.Name(), took)
+	}
+}
+
+// RunningBoxes is how many Pods this replica knows running (the server's
+// metrics: its own table, no call to the API server; a Pod another
+// replica made and this one used counts in both).
+func (p *Provider) RunningBoxes() int { return p.boxes.Running() }
 
 // Release drops one user of the thread's sandbox. The Pod stays warm.
 func (p *Provider) Release(thread string) { p.threads.Release(thread) }

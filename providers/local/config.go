@@ -32,6 +32,9 @@ type Config struct {
 	// Egress, if set, is every box's way out in network.mode allowlist
 	// (supervised.Config.Egress); the box has no network of its own then.
 	Egress supervised.Egress `yaml:"-"`
+	// Metrics, if set, is told of each box started for a call (cold
+	// starts, with how long they took).
+	Metrics supervised.Metrics `yaml:"-"`
 
 	shells []string // the shells looked for outside bubblewrap, first found wins; nil: bash's and sh's usual paths (tests)
 }

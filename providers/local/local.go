@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
@@ -175,6 +176,18 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 	})
 }
 
+// RunningBoxes is how many of the threads' supervisors run (the server's
+// metrics).
+func (p *Provider) RunningBoxes() int {
+	n := 0
+	for _, sb := range p.threads.All() {
+		if sb.Link().Connected() {
+			n++
+		}
+	}
+	return n
+}
+
 // Release drops one user of the thread's sandbox; the last one closes it.
 func (p *Provider) Release(thread string) { p.threads.Release(thread) }
 
@@ -253,8 +266,16 @@ func (s *Sandbox) close() {
 	}
 }
 
-// Dial starts the thread's supervisor (supervised.Box: dial).
-func (s *Sandbox) Dial(ctx context.Context) (*supervisor.Conn, error) { return s.dial(ctx) }
+// Dial starts the thread's supervisor (supervised.Box: dial): each dial
+// is a box started, for the metrics.
+func (s *Sandbox) Dial(ctx context.Context) (*supervisor.Conn, error) {
+	began := time.Now()
+	c, err := s.dial(ctx)
+	if err == nil && s.p.cfg.Metrics != nil {
+		s.p.cfg.Metrics.BoxStarted(s.p.Name(), time.Since(began))
+	}
+	return c, err
+}
 
 // Enter readies the sandbox for a command or job call
 // (supervised.Box): it says why commands do not run here, if they do not,

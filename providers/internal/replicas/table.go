@@ -35,6 +35,9 @@ type TableConfig struct {
 	// when a use begins, at most once a Heartbeat otherwise.
 	Publish   func(name string, inUse bool, lastUsed time.Time) error
 	Heartbeat time.Duration
+	// Started, if set, is told of each box Ensure's start made or started
+	// (it was admitted), and how long start took to find it running.
+	Started func(took time.Duration)
 }
 
 // entry is one box as this process knows it.
@@ -88,6 +91,7 @@ func (t *Table) Ensure(ctx context.Context, name, thread string, start func(admi
 			release()
 		}
 	}()
+	began := time.Now()
 	id, err := start(func() (err error) {
 		if release == nil {
 			release, err = t.admit(ctx, name, thread, room)
@@ -96,6 +100,9 @@ func (t *Table) Ensure(ctx context.Context, name, thread string, start func(admi
 	})
 	if err != nil {
 		return "", nil, err
+	}
+	if release != nil && t.cfg.Started != nil {
+		t.cfg.Started(time.Since(began))
 	}
 	t.mu.Lock()
 	t.boxes[name] = &entry{id: id, thread: thread, lastUsed: time.Now()} // in place of the one admit held
@@ -197,6 +204,20 @@ func (t *Table) Snapshot() []Box {
 		out = append(out, Box{Name: name, ID: e.id, Thread: e.thread, LastUsed: e.lastUsed, InUse: e.busy > 0 || e.id == ""})
 	}
 	return out
+}
+
+// Running is how many boxes are known running here (places held for
+// boxes being made left out).
+func (t *Table) Running() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, e := range t.boxes {
+		if e.id != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // Idle are the boxes of boxes not in use and unused for d.

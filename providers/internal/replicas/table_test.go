@@ -236,3 +236,60 @@ func TestPublish(t *testing.T) {
 	expect(true, time.Second) // a heartbeat of the call in flight
 	done()
 }
+
+// Started is told of each box Ensure's start made or started (admitted),
+// not of one found running nor of one known here; Running counts the
+// boxes known running, not the places held.
+func TestEnsureTellsStarts(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var starts []time.Duration
+	tb := NewTable(TableConfig{Setting: "test.replicas", Limit: -1, What: "test: box",
+		Lock:    func(context.Context, string) (func(), error) { return func() {}, nil },
+		Started: func(took time.Duration) { mu.Lock(); starts = append(starts, took); mu.Unlock() }})
+	ctx := t.Context()
+	slow := func(admit func() error) (string, error) {
+		if err := admit(); err != nil {
+			return "", err
+		}
+		time.Sleep(20 * time.Millisecond)
+		return "id-a", nil
+	}
+	_, done, err := tb.Ensure(ctx, "a", "ta", slow, Room{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	// Known here: no start at all.
+	if _, done, err = tb.Ensure(ctx, "a", "ta", slow, Room{}); err != nil {
+		t.Fatal(err)
+	}
+	done()
+	// Found running by start (made by another process): not admitted.
+	found := func(func() error) (string, error) { return "id-b", nil }
+	if _, done, err = tb.Ensure(ctx, "b", "tb", found, Room{}); err != nil {
+		t.Fatal(err)
+	}
+	done()
+	// A start that fails after admission: no box, nothing told.
+	failed := func(admit func() error) (string, error) { admit(); return "", errors.New("boom") }
+	if _, _, err = tb.Ensure(ctx, "c", "tc", failed, Room{}); err == nil {
+		t.Fatal("a failed start succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 1 || starts[0] < 20*time.Millisecond {
+		t.Fatalf("starts told %v, want one of at least 20ms", starts)
+	}
+	if n := tb.Running(); n != 2 {
+		t.Errorf("Running = %d, want 2 (a and b)", n)
+	}
+	release, err := tb.admit(ctx, "d", "td", Room{}) // a place held for d
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if n := tb.Running(); n != 2 {
+		t.Errorf("Running = %d with a place held, want 2", n)
+	}
+}

@@ -83,6 +83,17 @@ func (t *Table[S]) Retain(thread string) bool {
 	return false
 }
 
+// All lists the sandboxes held now.
+func (t *Table[S]) All() []S {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]S, 0, len(t.m))
+	for _, e := range t.m {
+		out = append(out, e.sb)
+	}
+	return out
+}
+
 // Release drops one user of thread's sandbox; the last one closes it.
 func (t *Table[S]) Release(thread string) {
 	t.mu.Lock()

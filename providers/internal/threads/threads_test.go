@@ -123,3 +123,24 @@ func TestTableHeld(t *testing.T) {
 		t.Fatalf("closed %d times", closed.Load())
 	}
 }
+
+func TestTableAll(t *testing.T) {
+	var tb Table[int]
+	if got := tb.All(); len(got) != 0 {
+		t.Fatalf("empty table: %v", got)
+	}
+	for i, th := range []string{"t1", "t2"} {
+		if _, err := tb.Acquire(th, func() (int, func(), error) { return i + 1, nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb.Acquire("t1", nil) // a second user: still one sandbox
+	got := tb.All()
+	if len(got) != 2 || got[0]+got[1] != 3 {
+		t.Fatalf("All = %v, want [1 2] in any order", got)
+	}
+	tb.Release("t2")
+	if got := tb.All(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("after t2's release: %v", got)
+	}
+}
