@@ -70,6 +70,7 @@ func TestImportRules(t *testing.T) {
 			never: append(ours("providers", "supervisor", "cmd"), engines...)},
 		{pkg: "search", why: "search is a mechanism: no transport, tool or provider",
 			never: append(append(ours("providers", "tools", "server", "cmd"), transports...), engines...)},
+		{pkg: "metrics", why: "the metric set is a mechanism the command, the server and the providers call: it imports nothing of ours", noneOurs: true},
 		{pkg: "egress", why: "the egress proxy is a mechanism the server runs: it knows no provider, tool, transport, engine SDK or the supervisor that carries its connections",
 			never: append(append(ours("providers", "tools", "server", "cmd", "supervisor", "sandbox"), transports...), engines...)},
 		{pkg: "hostfs", why: "the host file system imports no transport, tool or provider",
