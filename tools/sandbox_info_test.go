@@ -89,3 +89,40 @@ func TestSandboxInfoLines(t *testing.T) {
 		}
 	}
 }
+
+// oomSandbox's commands end as the OOM killer ends them.
+type oomSandbox struct {
+	sandbox.Sandbox
+	res sandbox.ExecResult
+}
+
+func (s oomSandbox) Exec(context.Context, sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return s.res, nil
+}
+
+// A command the OOM killer took says so, with the limit; one that lived
+// on while another process was taken says that.
+func TestBashOOM(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, tc := range []struct {
+		res  sandbox.ExecResult
+		want string
+	}{
+		{sandbox.ExecResult{ExitCode: 137, OOMKills: 1, MemoryMax: 4 << 30}, "[killed: out of memory (limit 4g)]"},
+		{sandbox.ExecResult{ExitCode: 137, OOMKills: 1, MemoryMax: 64 << 20}, "[killed: out of memory (limit 64m)]"},
+		{sandbox.ExecResult{ExitCode: 137, OOMKills: 1}, "[killed: out of memory]"},
+		{sandbox.ExecResult{ExitCode: 1, OOMKills: 1, MemoryMax: 64 << 20}, "[exit code 1; a process was killed: out of memory (limit 64m)]"},
+		{sandbox.ExecResult{ExitCode: 137}, "[exit code 137]"},
+	} {
+		env := *f.env
+		env.Sandbox = oomSandbox{f.sb, tc.res}
+		res := f.callEnv(&env, "bash", map[string]any{"command": "x"})
+		if got := resultText(t, res); !strings.HasSuffix(got, tc.want) {
+			t.Errorf("%+v: %q, want %q", tc.res, got, tc.want)
+		}
+		if m := facts(t, res); (m["oom_killed"] == true) != (tc.res.OOMKills > 0) {
+			t.Errorf("%+v: facts %v", tc.res, m)
+		}
+	}
+}

@@ -139,3 +139,49 @@ func TestE2EInfoDocker(t *testing.T) {
 	}
 	checkInfoUse(t, ctx, cs, call, "docker")
 }
+
+// checkOOM runs a command that allocates past the memory limit (64m):
+// its result says the OOM killer took it, not just exit 137.
+func checkOOM(t *testing.T, call func(string, map[string]any) (string, bool)) {
+	t.Helper()
+	out, _ := call("bash", map[string]any{"command": `python3 -c 'b=bytearray(200<<20); print(len(b))'`})
+	if !strings.HasSuffix(out, "[killed: out of memory (limit 64m)]") {
+		t.Errorf("bash over the memory limit: %q", out)
+	}
+	// Another command is no OOM kill.
+	if out, _ := call("bash", map[string]any{"command": "exit 3"}); out != "[exit code 3]" {
+		t.Errorf("after: %q", out)
+	}
+	if out, _ := call("sandbox_info", map[string]any{}); !strings.Contains(out, "killed for want of memory") {
+		t.Errorf("sandbox_info does not count the OOM kill:\n%s", out)
+	}
+}
+
+func TestE2EOOMLocal(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil || os.Geteuid() != 0 {
+		t.Skip("SKIPPED: needs bubblewrap and root (cgroups)")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("SKIPPED: no python3")
+	}
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfgFile, []byte("provider: local\nlocal:\n  isolation: bwrap\n  limits: {memory: 64m}\n"), 0o644)
+	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", "oom")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cs, stderr := stdioSession(t, ctx, cmd)
+	defer cs.Close()
+	checkOOM(t, caller(t, ctx, cs, stderr))
+}
+
+func TestE2EOOMDocker(t *testing.T) {
+	dir, cfgFile, prefix := dockerE2EConfig(t)
+	os.WriteFile(cfgFile, []byte("provider: docker\ndocker:\n  container_prefix: "+prefix+"\n  memory: 64m\n  remove_on_exit: true\n  image: sandbox-mcp-base:latest\n"), 0o644)
+	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", "oom")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cs, stderr := stdioSession(t, ctx, cmd)
+	defer cs.Close()
+	checkOOM(t, caller(t, ctx, cs, stderr))
+}

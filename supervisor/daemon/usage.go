@@ -272,12 +272,41 @@ func cpuLimit(cgs []cgroupDir) *float64 {
 
 // oomKills reads how many processes the OOM killer took in the box: v2
 // memory.events oom_kill (the cgroup's and its descendants'), v1
-// memory.oom_control oom_kill (kernel 4.13 and later).
+// memory.oom_control oom_kill (kernel 4.13 and later), which counts a
+// kill in the victim's own cgroup only: the box's and its children's
+// (the local provider's thread cgroup holds its processes in a child).
 func oomKills(cgs []cgroupDir) *int64 {
 	if n := cgroupKey(cgs, "memory.events", "oom_kill"); n != nil {
 		return n
 	}
-	return cgroupKey(cgs, "memory.oom_control", "oom_kill")
+	for _, c := range cgs {
+		n := cgroupKey([]cgroupDir{c}, "memory.oom_control", "oom_kill")
+		if n == nil {
+			continue
+		}
+		ents, _ := os.ReadDir(c.chain[0])
+		for _, e := range ents {
+			if e.IsDir() {
+				if m := cgroupKey([]cgroupDir{{chain: []string{path.Join(c.chain[0], e.Name())}}}, "memory.oom_control", "oom_kill"); m != nil {
+					*n += *m
+				}
+			}
+		}
+		return n
+	}
+	return nil
+}
+
+// memoryMax is the box's memory limit; 0: none, or not known.
+func memoryMax(cgs []cgroupDir) int64 {
+	n := cgroupLimit(cgs, "memory.max")
+	if n == nil {
+		n = cgroupLimit(cgs, "memory.limit_in_bytes")
+	}
+	if n == nil {
+		return 0
+	}
+	return *n
 }
 
 // usage answers a usage request.

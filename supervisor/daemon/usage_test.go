@@ -135,3 +135,19 @@ func deref[T any](p *T) any {
 	}
 	return *p
 }
+
+// v1 counts an OOM kill in the victim's own cgroup: the box's children's
+// count too.
+func TestOOMKillsV1Children(t *testing.T) {
+	t.Parallel()
+	d := t.TempDir()
+	os.Mkdir(filepath.Join(d, "sandbox"), 0o755)
+	os.WriteFile(filepath.Join(d, "memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"), 0o644)
+	os.WriteFile(filepath.Join(d, "sandbox", "memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"), 0o644)
+	if n := oomKills([]cgroupDir{{chain: []string{d}}}); n == nil || *n != 3 {
+		t.Errorf("oom kills %v, want 3", n)
+	}
+	if n := oomKills([]cgroupDir{{chain: []string{t.TempDir()}}}); n != nil {
+		t.Errorf("no file: %v", *n)
+	}
+}

@@ -200,6 +200,13 @@ type Exit struct {
 	// Running says so.
 	Job     string `json:"job,omitempty"`
 	Running bool   `json:"running,omitempty"`
+	// OOMKills: processes the kernel's OOM killer took in the box while
+	// the command ran (its cgroup's count rose: v2 memory.events, v1
+	// memory.oom_control oom_kill) — the command's, most likely, though
+	// a job's can be; 0 too where the box's cgroup does not count them.
+	// MemoryMax is the box's memory limit then (0: none or not known).
+	OOMKills  int64 `json:"oom_kills,omitempty"`
+	MemoryMax int64 `json:"memory_max,omitempty"`
 }
 
 // File operation names (FSRequest.Op).

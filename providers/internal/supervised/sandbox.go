@@ -141,7 +141,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if res.Job != "" {
 		s.jobStarted()
 	}
-	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Job: res.Job}, err
+	return res, err
 }
 
 // command is how the box's supervisor runs command. $0 is "bash", as for
