@@ -185,3 +185,22 @@ func TestE2EOOMDocker(t *testing.T) {
 	defer cs.Close()
 	checkOOM(t, caller(t, ctx, cs, stderr))
 }
+
+// The real binary, kubernetes provider (a cluster at KUBECONFIG).
+func TestE2EInfoKubernetes(t *testing.T) {
+	cfgFile, dir := k8sE2EConfig(t, os.Getenv("SANDBOX_MCP_K8S_IMAGE"))
+	if os.Getenv("SANDBOX_MCP_K8S_IMAGE") == "" {
+		t.Skip("SKIPPED: the busybox image has no python3 (SANDBOX_MCP_K8S_IMAGE)")
+	}
+	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", "info")
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	cs, stderr := stdioSession(t, ctx, cmd)
+	defer cs.Close()
+	call := caller(t, ctx, cs, stderr)
+	text, m := infoFacts(t, ctx, cs)
+	if lim, _ := num(m, "memory", "limit_bytes"); lim != 256<<20 {
+		t.Errorf("memory limit %v, want 256Mi:\n%s", lim, text)
+	}
+	checkInfoUse(t, ctx, cs, call, "kubernetes")
+}
