@@ -132,4 +132,9 @@ type ExecResult struct {
 	// Job: the command still runs, as this job (ExecRequest.YieldAfter);
 	// ExitCode means nothing then.
 	Job string
+	// OOMKills: processes the kernel's OOM killer took in the sandbox
+	// while the command ran, where the sandbox counts them; MemoryMax its
+	// memory limit (0: none or not known).
+	OOMKills  int64
+	MemoryMax int64
 }

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,6 +134,30 @@ func (s previewScope) Open(ctx context.Context, port int) (string, error) {
 
 func (s previewScope) Close(_ context.Context, port int) error {
 	return s.p.close(previewKey{s.thread.Key, port})
+}
+
+func (s previewScope) List(context.Context) ([]tools.ExposedPort, error) {
+	return s.p.list(s.thread.Key, s.base), nil
+}
+
+// list answers the thread's exposed ports, by port, with their URLs under
+// base ("": the loopback listener's).
+func (p *previews) list(thread, base string) []tools.ExposedPort {
+	if base == "" {
+		p.loopMu.Lock()
+		base = p.loopBase
+		p.loopMu.Unlock()
+	}
+	p.mu.RLock()
+	var out []tools.ExposedPort
+	for k, e := range p.byPort {
+		if k.thread == thread && e.ctx.Err() == nil {
+			out = append(out, tools.ExposedPort{Port: k.port, URL: base + previewPrefix + e.cap + "/"})
+		}
+	}
+	p.mu.RUnlock()
+	slices.SortFunc(out, func(a, b tools.ExposedPort) int { return a.Port - b.Port })
+	return out
 }
 
 // previewBaseKey holds, in the context of an HTTP request carrying a tool

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,35 @@ func (s *Server) registerResources(hooks *mcpserver.Hooks) {
 			mcp.WithTemplateDescription("Files under /mnt/user-data/outputs of this session's thread")),
 		s.readOutput,
 	)
+	s.mcp.AddResource(mcp.NewResource(infoURI, "sandbox info",
+		mcp.WithResourceDescription("This session's sandbox: its provider, image, limits and use now (sandbox_info's facts)"),
+		mcp.WithMIMEType("application/json")), s.readInfo)
+}
+
+// infoURI is the resource of sandbox_info's facts (SPEC §19).
+const infoURI = "sandbox://info"
+
+// readInfo answers sandbox_info's facts as JSON, and its lines as text.
+func (s *Server) readInfo(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	b, err := s.bind(ctx, req.Header)
+	if err != nil {
+		return nil, err
+	}
+	base, _ := ctx.Value(previewBaseKey{}).(string)
+	env := &tools.Env{Sandbox: b.sb, Limits: s.cfg.Limits, Network: s.cfg.Network,
+		Previews: previewScope{p: s.previews, thread: b.thread, sb: b.sb, base: base}}
+	f, err := tools.Info(ctx, env)
+	if err != nil {
+		return nil, errors.New(b.mask.Mask(err.Error()))
+	}
+	js, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	return []mcp.ResourceContents{
+		mcp.TextResourceContents{URI: infoURI, MIMEType: "application/json", Text: b.mask.Mask(string(js))},
+		mcp.TextResourceContents{URI: infoURI, MIMEType: "text/plain", Text: b.mask.Mask(f.Text())},
+	}, nil
 }
 
 // bind returns the session's binding for requests other than tool calls.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
@@ -49,7 +50,7 @@ func TestOutputsAsResources(t *testing.T) {
 		uris = append(uris, r.URI)
 	}
 	sort.Strings(uris)
-	want := "sandbox://outputs/direct.txt sandbox://outputs/report.md sandbox://outputs/sub/data%20bin.bin"
+	want := "sandbox://info sandbox://outputs/direct.txt sandbox://outputs/report.md sandbox://outputs/sub/data%20bin.bin"
 	if got := strings.Join(uris, " "); got != want {
 		t.Fatalf("resources = %s\nwant        %s", got, want)
 	}
@@ -62,7 +63,7 @@ func TestOutputsAsResources(t *testing.T) {
 		t.Fatalf("read blob: %v %+v", err, rr)
 	}
 	// Never another thread's files.
-	if list, err := b.ListResources(t.Context(), nil); err != nil || len(list.Resources) != 0 {
+	if list, err := b.ListResources(t.Context(), nil); err != nil || len(list.Resources) != 1 || list.Resources[0].URI != "sandbox://info" {
 		t.Fatalf("thread b lists %v (%v)", list, err)
 	}
 	for _, uri := range []string{"sandbox://outputs/report.md", "sandbox://outputs/../workspace/notes.txt", "sandbox://outputs/%2e%2e/workspace/notes.txt", "sandbox://outputs/../../../res-a/user-data/outputs/report.md"} {
@@ -78,5 +79,36 @@ func TestOutputsAsResources(t *testing.T) {
 	}
 	if changed.Load() == 0 {
 		t.Error("no resources/list_changed notification after writes to outputs")
+	}
+}
+
+// sandbox://info is sandbox_info's facts as JSON, and its lines as text,
+// of the session's thread.
+func TestInfoResource(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, server.HTTPConfig{})
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: client(map[string]string{"X-Thread-ID": "info-a"}), MaxRetries: -1}, legacyOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call(t, cs, "write_file", map[string]any{"path": "/mnt/user-data/outputs/x.txt", "content": "12345"})
+	rr, err := cs.ReadResource(t.Context(), &sdk.ReadResourceParams{URI: "sandbox://info"})
+	if err != nil || len(rr.Contents) != 2 {
+		t.Fatalf("read: %v %+v", err, rr)
+	}
+	var facts map[string]any
+	if err := json.Unmarshal([]byte(rr.Contents[0].Text), &facts); err != nil || rr.Contents[0].MIMEType != "application/json" {
+		t.Fatalf("json: %v %q", err, rr.Contents[0].Text)
+	}
+	if facts["provider"] != "local" || facts["network"].(map[string]any)["mode"] != "none" {
+		t.Errorf("facts %v", facts)
+	}
+	if disk, _ := facts["disk"].(map[string]any); disk == nil || disk["bytes"].(float64) < 5 {
+		t.Errorf("disk %v", facts["disk"])
+	}
+	if text := rr.Contents[1].Text; !strings.HasPrefix(text, "provider: local\n") || !strings.Contains(text, "exposed ports: none") {
+		t.Errorf("text %q", text)
 	}
 }

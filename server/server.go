@@ -58,6 +58,8 @@ type Config struct {
 	// what the server holds (metrics.go); nil: no metrics, and nothing on
 	// the call path but a nil check.
 	Metrics *metrics.Metrics
+	// Network is the sandboxes' network policy, as sandbox_info tells it.
+	Network tools.Network
 }
 
 // Server is the MCP server.
@@ -420,7 +422,7 @@ func (s *Server) callTool(ctx context.Context, c *call) *tools.Result {
 	defer cancel()
 	defer context.AfterFunc(c.b.ctx, cancel)()
 	defer context.AfterFunc(s.stopCalls, cancel)()
-	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req)}
+	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req), Network: s.cfg.Network}
 	// Previews are the HTTP server's when the call came over HTTP (the
 	// guard named its URL), else stdio's loopback listener's.
 	base, _ := ctx.Value(previewBaseKey{}).(string)

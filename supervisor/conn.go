@@ -397,7 +397,7 @@ func (c *Conn) Exec(ctx context.Context, req ExecRequest) (sandbox.ExecResult, e
 	if exit.Error != "" {
 		return sandbox.ExecResult{}, fmt.Errorf("start command: %s", exit.Error)
 	}
-	return sandbox.ExecResult{ExitCode: exit.Code, TimedOut: exit.TimedOut, Job: exit.Job}, nil
+	return sandbox.ExecResult{ExitCode: exit.Code, TimedOut: exit.TimedOut, Job: exit.Job, OOMKills: max(exit.OOMKills, 0), MemoryMax: max(exit.MemoryMax, 0)}, nil
 }
 
 // ChannelError: the channel to a sandbox's supervisor failed; the command's

@@ -117,6 +117,8 @@ func checkReply(op string, m *wire.JobReply, data []byte) error {
 		if op == wire.JobOutput && (m.Offset < 0 || m.Dropped < 0 || m.Offset > math.MaxInt64-wire.MaxJobRead || m.NextOffset != m.Offset+wire.RuneStarts(data)) {
 			return errors.New("output offsets that do not fit its data")
 		}
+	case wire.JobUsage:
+		return checkUsage(m.Usage)
 	case wire.JobList:
 		if len(m.Jobs) > wire.MaxJobsRunning+wire.MaxJobsEnded {
 			return fmt.Errorf("a list of %d jobs", len(m.Jobs))
@@ -145,7 +147,7 @@ func checkInfo(i *wire.JobInfo) error {
 
 // job runs one job request on c.
 func (c *Conn) job(ctx context.Context, req wire.JobRequest) (*wire.JobReply, []byte, error) {
-	if req.Op != wire.JobStart && req.Op != wire.JobList && !wire.ValidJobID(req.ID) {
+	if req.Op != wire.JobStart && req.Op != wire.JobList && req.Op != wire.JobUsage && !wire.ValidJobID(req.ID) {
 		return nil, nil, fmt.Errorf("%w: %q is not a job id", sandbox.ErrNoJob, wire.CapText(req.ID, 32))
 	}
 	body, err := json.Marshal(req)

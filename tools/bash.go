@@ -30,7 +30,7 @@ func bashTool() Tool {
 		mcp.WithDescription("Run a bash command in the sandbox. Calls share one shell: a command starts in the working directory "+
 			"and with the exported variables the last one left (first: /mnt/user-data/workspace; reset: true starts afresh). "+
 			"Files are under /mnt/user-data/{workspace,uploads,outputs}. stdout and stderr come back interleaved, "+
-			"followed by [exit code N] or [timed out after Ns]. Long output keeps its head and tail. "+
+			"followed by [exit code N], [timed out after Ns] or [killed: out of memory (limit L)]. Long output keeps its head and tail. "+
 			"A dev server, watcher or anything meant to keep running: run_in_background: true, then bash_output to read it, "+
 			"bash_input to answer a prompt, bash_kill to stop it. A long build or test run: let it go; "+
 			"past yield_after seconds it continues as a job ([still running as job J]) — poll it with bash_output and wait: 60."),
@@ -125,7 +125,17 @@ func bash(ctx context.Context, env *Env, a bashArgs) *Result {
 	default:
 		code := res.ExitCode
 		r.ExitCode, facts.ExitCode = &code, &code
-		fmt.Fprintf(&b, "[exit code %d]", code)
+		facts.OOMKilled = res.OOMKills > 0
+		switch {
+		case res.OOMKills > 0 && code == 128+9:
+			// Killed by SIGKILL while the box's OOM killer struck: the
+			// kernel's doing, not a crash of the command's own.
+			fmt.Fprintf(&b, "[killed: out of memory%s]", memoryLimitText(res.MemoryMax))
+		case res.OOMKills > 0:
+			fmt.Fprintf(&b, "[exit code %d; a process was killed: out of memory%s]", code, memoryLimitText(res.MemoryMax))
+		default:
+			fmt.Fprintf(&b, "[exit code %d]", code)
+		}
 	}
 	r.CallToolResult = mcp.NewToolResultText(b.String())
 	r.StructuredContent = facts
@@ -303,5 +313,23 @@ type bashFacts struct {
 	Job       string `json:"job,omitempty" jsonschema_description:"The job the command runs as (run_in_background, or past yield_after): read it with bash_output."`
 	State     string `json:"state,omitempty" jsonschema:"enum=running,enum=exited,enum=killed" jsonschema_description:"The job's state, when the command runs as a job."`
 	Truncated bool   `json:"truncated" jsonschema_description:"The output shown was cut (its middle left out)."`
+	OOMKilled bool   `json:"oom_killed,omitempty" jsonschema_description:"The kernel's OOM killer took a process of the sandbox while the command ran (the sandbox's memory limit was reached)."`
 	Saved
+}
+
+// memoryLimitText names a memory limit in an OOM report: " (limit 4g)";
+// "" when none is known.
+func memoryLimitText(max int64) string {
+	if max <= 0 {
+		return ""
+	}
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}} {
+		if max%u.size == 0 {
+			return fmt.Sprintf(" (limit %d%s)", max/u.size, u.suffix)
+		}
+	}
+	return " (limit " + formatBytes(max) + ")"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,6 +50,15 @@ func (p *fakePreviews) Close(_ context.Context, port int) error {
 	delete(p.open, port)
 	p.closed = append(p.closed, port)
 	return nil
+}
+
+func (p *fakePreviews) List(context.Context) ([]tools.ExposedPort, error) {
+	var out []tools.ExposedPort
+	for port, u := range p.open {
+		out = append(out, tools.ExposedPort{Port: port, URL: u})
+	}
+	slices.SortFunc(out, func(a, b tools.ExposedPort) int { return a.Port - b.Port })
+	return out, nil
 }
 
 func TestExposePort(t *testing.T) {

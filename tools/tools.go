@@ -87,6 +87,8 @@ type Env struct {
 	// Previews serves the URLs of the sandbox's ports (expose_port); nil:
 	// this server serves none.
 	Previews Previews
+	// Network is the sandboxes' network policy (sandbox_info tells it).
+	Network Network
 }
 
 // Previews opens and closes the URLs that reach ports listening inside the
@@ -100,6 +102,8 @@ type Previews interface {
 	Open(ctx context.Context, port int) (url string, err error)
 	// Close ends the port's URL; ErrNotExposed when it has none.
 	Close(ctx context.Context, port int) error
+	// List answers the thread's exposed ports, by port.
+	List(ctx context.Context) ([]ExposedPort, error)
 }
 
 // Errors of Previews.
@@ -134,7 +138,7 @@ type Tool struct {
 // All lists the tools in the order they are offered.
 func All() []Tool {
 	return []Tool{bashTool(), lsTool(), globTool(), grepTool(), readFileTool(), writeFileTool(), strReplaceTool(),
-		bashOutputTool(), bashInputTool(), bashKillTool(), exposePortTool()}
+		bashOutputTool(), bashInputTool(), bashKillTool(), exposePortTool(), sandboxInfoTool()}
 }
 
 func text(s string) *Result {

@@ -218,17 +218,18 @@ func (f *fixture) noTempFiles() {
 // specArgs is SPEC §6's table: every argument of each tool, required ones
 // marked with *.
 var specArgs = map[string][]string{
-	"bash":        {"command*", "timeout", "description", "run_in_background", "yield_after", "reset"},
-	"bash_output": {"job", "offset", "wait"},
-	"bash_input":  {"job*", "input", "close"},
-	"bash_kill":   {"job*", "signal"},
-	"expose_port": {"port*", "close"},
-	"ls":          {"path", "depth"},
-	"glob":        {"pattern*", "path", "include_dirs", "max_results"},
-	"grep":        {"pattern*", "path", "glob", "literal", "case_sensitive", "max_results"},
-	"read_file":   {"path*", "start_line", "end_line"},
-	"write_file":  {"path*", "content*", "append"},
-	"str_replace": {"path*", "old_str*", "new_str*", "replace_all"},
+	"bash":         {"command*", "timeout", "description", "run_in_background", "yield_after", "reset"},
+	"bash_output":  {"job", "offset", "wait"},
+	"bash_input":   {"job*", "input", "close"},
+	"bash_kill":    {"job*", "signal"},
+	"expose_port":  {"port*", "close"},
+	"sandbox_info": {},
+	"ls":           {"path", "depth"},
+	"glob":         {"pattern*", "path", "include_dirs", "max_results"},
+	"grep":         {"pattern*", "path", "glob", "literal", "case_sensitive", "max_results"},
+	"read_file":    {"path*", "start_line", "end_line"},
+	"write_file":   {"path*", "content*", "append"},
+	"str_replace":  {"path*", "old_str*", "new_str*", "replace_all"},
 }
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
@@ -240,13 +241,13 @@ func TestAllStatic(t *testing.T) {
 	for _, tl := range all {
 		names = append(names, tl.Def.Name)
 	}
-	want := []string{"bash", "bash_input", "bash_kill", "bash_output", "expose_port", "glob", "grep", "ls", "read_file", "str_replace", "write_file"}
+	want := []string{"bash", "bash_input", "bash_kill", "bash_output", "expose_port", "glob", "grep", "ls", "read_file", "sandbox_info", "str_replace", "write_file"}
 	got := slices.Sorted(slices.Values(names))
 	if !slices.Equal(got, want) {
 		t.Fatalf("tools.All() names = %v, want exactly %v", names, want)
 	}
 
-	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true, "bash_output": true}
+	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true, "bash_output": true, "sandbox_info": true}
 	// Neither: it changes no file and ends nothing of the sandbox's.
 	notDestructive := map[string]bool{"expose_port": true}
 	for _, tl := range all {

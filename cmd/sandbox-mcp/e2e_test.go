@@ -306,7 +306,7 @@ func TestE2EToolsList(t *testing.T) {
 		}
 	}
 	// A fixed order, the most used first (not mcp-go's by name).
-	want := []string{"bash", "ls", "glob", "grep", "read_file", "write_file", "str_replace", "bash_output", "bash_input", "bash_kill", "expose_port"}
+	want := []string{"bash", "ls", "glob", "grep", "read_file", "write_file", "str_replace", "bash_output", "bash_input", "bash_kill", "expose_port", "sandbox_info"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools = %v, want exactly %v in this order", names, want)
 	}

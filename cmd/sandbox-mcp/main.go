@@ -326,6 +326,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		Bounds:   cfg.Limits.Bounds,
 		Hidden:   cfg.binaryPaths(),
 		Secrets:  proxy.Secrets(),
+		Network:  cfg.networkPolicy(),
 		Skills:   cfg.SkillsDir != "",
 		Metrics:  m,
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
 	"github.com/sandbox-mcp/sandbox-mcp/egress"
+	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
 
 // settleNetwork makes network.mode (SPEC §17) and the older keys of each
@@ -71,4 +72,9 @@ func newEgress(cfg *Config, sink audit.Sink, log *slog.Logger) (*egress.Proxy, e
 	}
 	log.Info("network: allowlist — sandboxes reach only network.allow, through the server", "allow", len(cfg.Network.Allow), "inject", strings.Join(hosts, ","))
 	return p, nil
+}
+
+// networkPolicy is the settled network policy as sandbox_info tells it.
+func (c *Config) networkPolicy() tools.Network {
+	return tools.Network{Mode: c.Network.Mode, Allow: c.Network.Allow}
 }

@@ -188,3 +188,9 @@ func (p *Provider) runDir(name string) (string, error) {
 	}
 	return dir, nil
 }
+
+// Idle says the container's idle timeout and what is left of it
+// (supervised.IdleStopper).
+func (s *Sandbox) Idle() (timeout, left time.Duration, ok bool) {
+	return s.p.boxes.Idle(s.name, s.p.cfg.IdleTimeout)
+}

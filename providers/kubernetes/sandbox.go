@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"time"
+
 	"context"
 	"sync"
 
@@ -88,4 +90,10 @@ func (s *Sandbox) dialedTo(c *supervisor.Conn) types.UID {
 		return ""
 	}
 	return s.dialed.uid
+}
+
+// Idle says the Pod's idle timeout and what is left of it as this
+// replica knows its use (supervised.IdleStopper).
+func (s *Sandbox) Idle() (timeout, left time.Duration, ok bool) {
+	return s.p.boxes.Idle(s.name, s.p.cfg.IdleTimeout)
 }

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
 // command is how the thread's supervisor runs a shell command
@@ -72,6 +75,14 @@ func (s *Sandbox) dial(ctx context.Context) (*supervisor.Conn, error) {
 		}
 	}
 	mounts := append(s.mounts[:len(s.mounts):len(s.mounts)], sandbox.Mount{Virtual: supervisorPath, Host: exe, ReadOnly: true})
+	if g != nil {
+		// bubblewrap has no /sys: the supervisor reads what the thread
+		// uses, and its limits, from its cgroups bound read-only here
+		// (sandbox_info, and an OOM kill's report).
+		for i, d := range g.Dirs() {
+			mounts = append(mounts, sandbox.Mount{Virtual: wire.BoundCgroups + "/" + strconv.Itoa(i), Host: d, ReadOnly: true})
+		}
+	}
 	opts, command := bwrapArgs(mounts, s.p.cfg.Network, sandbox.WorkspaceDir, []string{supervisorPath, "supervise"})
 	cmd, err := bwrapCommand(s.p.bwrap, opts, command, env)
 	if err != nil {
@@ -171,4 +182,14 @@ func rewrite(command string, mounts []sandbox.Mount) string {
 
 func pathChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '/'
+}
+
+// userData is the thread's user-data as its supervisor sees it: the
+// virtual path inside bubblewrap, else the host directory that holds the
+// thread's workspace, uploads and outputs.
+func (s *Sandbox) userData() string {
+	if s.p.cfg.Isolation == IsolationBwrap {
+		return sandbox.UserDataDir
+	}
+	return filepath.Dir(s.mounts[0].Host)
 }

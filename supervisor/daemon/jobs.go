@@ -600,6 +600,9 @@ func (s *supervisor) serveJob(req wire.JobRequest, r *jobReq, data func([]byte))
 	if req.Op == wire.JobList {
 		return wire.JobReply{Jobs: s.listJobs()}
 	}
+	if req.Op == wire.JobUsage {
+		return s.usage(req.Dir)
+	}
 	if !wire.ValidJobID(req.ID) {
 		return wire.JobReply{Err: wire.CodeInval, Msg: "not a job id"}
 	}

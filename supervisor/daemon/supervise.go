@@ -267,6 +267,8 @@ func (c *channel) run(id uint32, st *stream, m wire.Exec) {
 	s.mu.Lock()
 	s.busy++
 	s.mu.Unlock()
+	cgs := boxCgroups()
+	ooms := oomKills(cgs)
 	p, l, err := s.startFrom(l, m, nil, pw)
 	pw.Close()
 	if err != nil {
@@ -337,6 +339,10 @@ wait:
 		res.Code = 128 + int(p.ws.Signal())
 	} else {
 		res.Code = p.ws.ExitStatus()
+	}
+	if now := oomKills(cgs); ooms != nil && now != nil && *now > *ooms {
+		res.OOMKills = *now - *ooms
+		res.MemoryMax = memoryMax(cgs)
 	}
 	exit(res)
 }

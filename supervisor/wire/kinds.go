@@ -82,6 +82,11 @@ const (
 //	input   Job{input} → JobEnd
 //	kill    Job{kill} → JobEnd{Job}
 //	list    Job{list} → JobEnd{Jobs}
+//	usage   Job{usage, Dir} → JobEnd{Usage}: what the box uses and its
+//	        limits, from the supervisor's own cgroup (SPEC §19), the jobs
+//	        running, and the bytes of files under Dir (a walk of at most
+//	        MaxUsageFiles entries). No shell runs; a number the box cannot
+//	        read is left out (nil), never guessed.
 //
 // A command started with Exec.YieldAfterMS that still runs then becomes a
 // job: its exec stream ends with Exit{Job, Running}.
@@ -195,6 +200,13 @@ type Exit struct {
 	// Running says so.
 	Job     string `json:"job,omitempty"`
 	Running bool   `json:"running,omitempty"`
+	// OOMKills: processes the kernel's OOM killer took in the box while
+	// the command ran (its cgroup's count rose: v2 memory.events, v1
+	// memory.oom_control oom_kill) — the command's, most likely, though
+	// a job's can be; 0 too where the box's cgroup does not count them.
+	// MemoryMax is the box's memory limit then (0: none or not known).
+	OOMKills  int64 `json:"oom_kills,omitempty"`
+	MemoryMax int64 `json:"memory_max,omitempty"`
 }
 
 // File operation names (FSRequest.Op).
@@ -279,6 +291,7 @@ const (
 	JobInput  = "input"
 	JobKill   = "kill"
 	JobList   = "list"
+	JobUsage  = "usage"
 )
 
 // JobSettings are a job's limits, given when it starts (a start request,
@@ -335,6 +348,36 @@ type JobReply struct {
 	Dropped    int64 `json:"dropped,omitempty"`     // output: characters asked for that are no longer kept
 
 	Jobs []JobInfo `json:"jobs,omitempty"` // list
+
+	Usage *Usage `json:"usage,omitempty"` // usage
+}
+
+// BoundCgroups is where the local provider binds the thread's cgroups
+// (one directory per hierarchy, read-only) inside bubblewrap, which has
+// no /sys of its own. Where it exists, its directories are the box's
+// cgroups for a usage request.
+const BoundCgroups = "/.sandbox-mcp/cgroup"
+
+// Usage is what a box uses and its limits (a usage request's answer). A
+// nil field is not known in this box (no cgroup, a file it cannot read).
+type Usage struct {
+	Cgroup string `json:"cgroup,omitempty"` // "v1" or "v2": what the numbers come from; "": none found
+
+	MemoryBytes     *int64   `json:"memory_bytes,omitempty"`      // in use now (v2 memory.current, v1 memory.usage_in_bytes)
+	MemoryPeakBytes *int64   `json:"memory_peak_bytes,omitempty"` // the most used (v2 memory.peak, v1 memory.max_usage_in_bytes)
+	MemoryMaxBytes  *int64   `json:"memory_max_bytes,omitempty"`  // the limit; 0: none
+	Pids            *int64   `json:"pids,omitempty"`              // processes and threads now
+	PidsMax         *int64   `json:"pids_max,omitempty"`          // their limit; 0: none
+	CPUUserSec      *float64 `json:"cpu_user_sec,omitempty"`      // CPU time used, user
+	CPUSystemSec    *float64 `json:"cpu_system_sec,omitempty"`    // and system
+	CPULimit        *float64 `json:"cpu_limit,omitempty"`         // CPUs' worth of time (quota/period); 0: none
+	OOMKills        *int64   `json:"oom_kills,omitempty"`         // processes the OOM killer took in the box (v2 memory.events oom_kill, v1 memory.oom_control oom_kill)
+
+	JobsRunning int `json:"jobs_running"`
+
+	DiskBytes int64 `json:"disk_bytes"`         // bytes of the regular files under Dir (their sizes)
+	DiskFiles int   `json:"disk_files"`         // entries counted
+	DiskCut   bool  `json:"disk_cut,omitempty"` // the walk stopped at MaxUsageFiles: at least DiskBytes
 }
 
 // JobInfo is a job's state.
@@ -431,10 +474,11 @@ const (
 	JobRing        = 1 << 20 // output kept in memory per job
 	MaxJobRead     = 1 << 20 // output bytes in one answer
 	MaxJobInput    = 64 << 10
-	MaxJobWait     = 60_000 // ms
-	MaxJobsRunning = 256    // whatever a request's MaxJobs says
-	MaxJobsEnded   = 64     // ended jobs kept (their state and ring)
-	MaxJobCommand  = 200    // bytes of JobInfo.Command
+	MaxJobWait     = 60_000  // ms
+	MaxJobsRunning = 256     // whatever a request's MaxJobs says
+	MaxJobsEnded   = 64      // ended jobs kept (their state and ring)
+	MaxJobCommand  = 200     // bytes of JobInfo.Command
+	MaxUsageFiles  = 100_000 // entries a usage request's walk visits
 
 	// PipeWindow is how many bytes of one pipe may be in flight each way,
 	// unacknowledged by credit: what a pipe holds in the receiver.

@@ -375,3 +375,18 @@ func (t *Table) publishLocked(name string, e *entry) {
 		}
 	}()
 }
+
+// Idle says box name's idle timeout and the time left of it now: timeout
+// minus the time since its last use here (all of it while a call uses
+// the box, or when no use is known); ok false when timeout is below zero
+// (no box is stopped for being idle).
+func (t *Table) Idle(name string, timeout time.Duration) (_, left time.Duration, ok bool) {
+	if timeout < 0 {
+		return 0, 0, false
+	}
+	inUse, last := t.Used(name)
+	if inUse || last.IsZero() {
+		return timeout, timeout, true
+	}
+	return timeout, max(timeout-time.Since(last), 0), true
+}

@@ -61,8 +61,11 @@ type Config struct {
 	// the server (network.go).
 	Egress Egress
 	// Name and Provider name the box in the audit lines of its
-	// connections.
+	// connections (and in sandbox_info).
 	Name, Provider string
+	// UserData is sandbox.UserDataDir as the box's supervisor sees it
+	// (whose files sandbox_info counts); "": sandbox.UserDataDir.
+	UserData string
 }
 
 // Sandbox is a thread's sandbox.Sandbox and sandbox.Jobs over its box's
@@ -138,7 +141,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if res.Job != "" {
 		s.jobStarted()
 	}
-	return sandbox.ExecResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Job: res.Job}, err
+	return res, err
 }
 
 // command is how the box's supervisor runs command. $0 is "bash", as for
