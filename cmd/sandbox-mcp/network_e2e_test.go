@@ -318,11 +318,50 @@ func TestE2ENetworkAllowlistDocker(t *testing.T) {
 // all: a dev server in a job, reached from the host.
 func TestE2EExposePortDocker(t *testing.T) {
 	t.Parallel()
-	dir, cfgFile, _ := dockerE2EConfig(t)
+	dir, cfgFile, prefix := dockerE2EConfig(t)
 	cfg, _ := os.ReadFile(cfgFile)
 	os.WriteFile(cfgFile, []byte(strings.Replace(string(cfg), "image: sandbox-mcp-base:latest", "image: sandbox-mcp-test:busybox-sh", 1)), 0o644)
 	call := netStdio(t, &upstream{}, cfgFile, dir, "expose")
-	exposeScenario(t, call, "exec busybox httpd -f -p 127.0.0.1:8765 -h /mnt/user-data/workspace", 8765)
+	serve := "exec busybox httpd -f -p 127.0.0.1:8765 -h /mnt/user-data/workspace"
+	exposeScenario(t, call, serve, 8765)
+
+	// A preview ends with its box: the container removed behind the
+	// server's back, the next one made for the thread (the same dev
+	// server in it) is another box, and the URL answers 404.
+	if out, isErr := call("bash", map[string]any{"command": serve, "run_in_background": true}); isErr {
+		t.Fatal(out)
+	}
+	out, _ := call("expose_port", map[string]any{"port": 8765})
+	url := regexp.MustCompile(`https?://\S+/preview/\S+/`).FindString(out)
+	if url == "" {
+		t.Fatalf("expose_port: %s", out)
+	}
+	if got := httpStatus(t, url); got != 200 {
+		t.Fatalf("GET %s: %d before the box ended", url, got)
+	}
+	ids, _ := exec.Command("docker", "ps", "-q", "--filter", "label=sandbox-mcp.prefix="+prefix).Output()
+	for _, id := range strings.Fields(string(ids)) {
+		exec.Command("docker", "rm", "-f", id).Run()
+	}
+	if out, isErr := call("bash", map[string]any{"command": serve, "run_in_background": true}); isErr {
+		t.Fatalf("bash in the new box: %s", out)
+	}
+	time.Sleep(500 * time.Millisecond) // its httpd listening
+	if got := httpStatus(t, url); got != 404 {
+		t.Errorf("GET %s after its box ended: %d, want 404", url, got)
+	}
+}
+
+// httpStatus is the status of a GET of url (0: no answer).
+func httpStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // The kubernetes provider: a Pod (its NetworkPolicy denies it every
