@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
 
 var metricsLine = regexp.MustCompile(`serving metrics addr=(\S+)`)
@@ -208,8 +209,8 @@ func TestE2EMetrics(t *testing.T) {
 
 	// Before any call: every tool's series at 0, nothing bound.
 	f := scrapeMetrics(t, url)
-	if n := len(f.values("sandbox_mcp_tool_calls_total")); n != 11*4 {
-		t.Errorf("%d tool call series before any call, want 11 tools x 4 outcomes", n)
+	if n, nt := len(f.values("sandbox_mcp_tool_calls_total")), len(tools.All()); n != nt*4 {
+		t.Errorf("%d tool call series before any call, want %d tools x 4 outcomes", n, nt)
 	}
 	wantValues(t, f.nonZero("sandbox_mcp_tool_calls_total"), "calls before any", map[string]float64{})
 	wantValues(t, f.values("sandbox_mcp_sandboxes"), "sandboxes before any call",
