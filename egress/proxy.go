@@ -66,32 +66,21 @@ func (l *limits) setDefaults() {
 		refusalRate:    5,
 		refusalSummary: 10 * time.Second,
 	}
-	if l.dialTimeout <= 0 {
-		l.dialTimeout = def.dialTimeout
-	}
-	if l.tunnelIdle <= 0 {
-		l.tunnelIdle = def.tunnelIdle
-	}
-	if l.keepAliveIdle <= 0 {
-		l.keepAliveIdle = def.keepAliveIdle
-	}
-	if l.headerTimeout <= 0 {
-		l.headerTimeout = def.headerTimeout
-	}
-	if l.maxHeaderBytes <= 0 {
-		l.maxHeaderBytes = def.maxHeaderBytes
-	}
-	if l.connsPerThread <= 0 {
-		l.connsPerThread = def.connsPerThread
-	}
-	if l.refusalBurst <= 0 {
-		l.refusalBurst = def.refusalBurst
-	}
-	if l.refusalRate <= 0 {
-		l.refusalRate = def.refusalRate
-	}
-	if l.refusalSummary <= 0 {
-		l.refusalSummary = def.refusalSummary
+	orDefault(&l.dialTimeout, def.dialTimeout)
+	orDefault(&l.tunnelIdle, def.tunnelIdle)
+	orDefault(&l.keepAliveIdle, def.keepAliveIdle)
+	orDefault(&l.headerTimeout, def.headerTimeout)
+	orDefault(&l.maxHeaderBytes, def.maxHeaderBytes)
+	orDefault(&l.connsPerThread, def.connsPerThread)
+	orDefault(&l.refusalBurst, def.refusalBurst)
+	orDefault(&l.refusalRate, def.refusalRate)
+	orDefault(&l.refusalSummary, def.refusalSummary)
+}
+
+// orDefault sets *v to def unless a test gave it a positive value.
+func orDefault[T int | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 
