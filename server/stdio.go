@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -159,7 +160,7 @@ func (l *stdioLoop) next() ([]byte, error) {
 				}
 				if err != nil {
 					l.ended = true
-					l.done <- err
+					l.end(err)
 				}
 				return line, err
 			default:
@@ -170,10 +171,18 @@ func (l *stdioLoop) next() ([]byte, error) {
 		}
 		if err != nil {
 			l.ended = true
-			l.done <- err
+			l.end(err)
 		}
 	}
 	return nil, nil
+}
+
+// end ends the session with err, unless it has ended already.
+func (l *stdioLoop) end(err error) {
+	select {
+	case l.done <- err:
+	default:
+	}
 }
 
 // begin counts a call in l.calls unless ServeStdio is returning.
@@ -240,7 +249,15 @@ func (l *stdioLoop) write(msg any) {
 	defer l.writeMu.Unlock()
 	l.wbuf = append(append(l.wbuf[:0], b...), '\n')
 	if _, err := l.out.Write(l.wbuf); err != nil {
-		l.srv.cfg.Logger.Warn("stdio: write an answer", "err", err)
+		// Nobody hears this session any more: it ends as at the end of
+		// its input (calls in flight cancelled, their commands killed).
+		// A closed pipe is the client gone, not a failure.
+		if errors.Is(err, syscall.EPIPE) {
+			err = io.EOF
+		} else {
+			err = fmt.Errorf("stdio: write an answer: %w", err)
+		}
+		l.end(err)
 	}
 	if cap(l.wbuf) > 1<<20 {
 		l.wbuf = nil // do not keep a large answer's buffer

@@ -90,6 +90,7 @@ type proc struct {
 	cs        *mcp.ClientSession
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser // rawPipes only
+	stdout    io.ReadCloser  // rawPipes only
 	stderr    *testkit.Buffer
 	stateDir  string
 	auditPath string
@@ -145,8 +146,10 @@ func start(t testing.TB, o opts) *proc {
 	defer cancel()
 	var transport mcp.Transport = &mcp.CommandTransport{Command: cmd}
 	var stdin io.WriteCloser
+	var out io.ReadCloser
 	if o.rawPipes {
-		out, err := cmd.StdoutPipe()
+		var err error
+		out, err = cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +172,7 @@ func start(t testing.TB, o opts) *proc {
 	if thread == "" {
 		thread = "default"
 	}
-	p := &proc{t: t, cs: cs, cmd: cmd, stdin: stdin, stderr: stderr, stateDir: o.stateDir, auditPath: o.auditPath, thread: thread}
+	p := &proc{t: t, cs: cs, cmd: cmd, stdin: stdin, stdout: out, stderr: stderr, stateDir: o.stateDir, auditPath: o.auditPath, thread: thread}
 	t.Cleanup(func() {
 		p.close()
 		if s := stderr.String(); strings.Contains(s, "WARNING: DATA RACE") || strings.Contains(s, "panic:") {
@@ -798,6 +801,36 @@ func TestE2EBashKilledWhenClientGoesAway(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A client that stops reading (its end of the server's stdout closed,
+// stdin still open): the server's next answer finds a broken pipe. The
+// session ends as if input had ended — the call in flight cancelled, its
+// commands killed, the server exiting 0 — rather than the server dying of
+// SIGPIPE with nothing ended in order.
+func TestE2EClientStopsReading(t *testing.T) {
+	t.Parallel()
+	p := start(t, opts{rawPipes: true, isolation: "none"})
+	_, _, marker := startSleeper(t, p)
+	if err := p.stdout.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	go p.cs.Ping(ctx, nil) // its answer is the write that fails
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the server whose client stopped reading exited with %v, want 0\nstderr:\n%s", err, p.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-exited
+		t.Fatalf("the server still runs 30 s after its client stopped reading\nstderr:\n%s", p.stderr)
+	}
+	waitGone(t, p, marker, "the server's session ended")
 }
 
 func TestE2EBashTimeout(t *testing.T) {

@@ -203,6 +203,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// A client gone from stdout (or a log reader from stderr) would have
+	// Go kill the server at its next write there, before it ends its
+	// sandboxes' commands; asked for, SIGPIPE makes the write fail and
+	// the session ends as at the end of its input.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if err := serve(ctx, &cfg, stdin, stdout, stderr, log); err != nil {
 		var se startupError
 		if errors.As(err, &se) {

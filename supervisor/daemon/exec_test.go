@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	client "github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
@@ -146,3 +148,79 @@ func TestConcurrentCalls(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The server killed while a command writes: the supervisor's next write
+// to its stdout finds no reader. It must not die of SIGPIPE there (Go
+// kills a program for a broken pipe on fd 1 unless it asks for SIGPIPE)
+// but see the channel end and kill what the commands left, setsid
+// children too — not leave them running under init (a CI flake of
+// TestE2EHostBashSetsidChildrenReaped/server_killed). Its commands still
+// start with SIGPIPE at its default.
+func TestServerGoneMidOutputKillsOrphans(t *testing.T) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := supervisortest.Command(t, "supervise")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	c, err := client.NewConn(context.Background(), outR, inW, closerFunc(func() error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := sh(c, context.Background(), "grep SigIgn /proc/self/status", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ign uint64
+	fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(out, "SigIgn:")), "%x", &ign)
+	if ign&(1<<(uint(syscall.SIGPIPE)-1)) != 0 {
+		t.Fatalf("commands start with SIGPIPE ignored: %q", out)
+	}
+	dir := t.TempDir()
+	go sh(c, context.Background(), fmt.Sprintf("setsid sh -c 'echo $$ > %s/pid; exec sleep 300' </dev/null >/dev/null 2>&1 & while :; do echo xxxxxxxxxxxxxxxx; done", dir), 0)
+	var pid int
+	for range 500 {
+		b, _ := os.ReadFile(dir + "/pid")
+		if pid, _ = strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pid <= 0 {
+		t.Fatal("the setsid child never started")
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	// The server dies: both ends of its pipes close at once.
+	outR.Close()
+	inW.Close()
+	select {
+	case <-exited:
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				t.Fatalf("the supervisor died of %v, leaving its commands behind", ws.Signal())
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor still runs 10 s after its channel ended")
+	}
+	waitGone(t, pid)
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }

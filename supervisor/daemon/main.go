@@ -86,6 +86,12 @@ func Run(args []string, stdin io.Reader, stdout io.Writer) int {
 	}
 	s := newSupervisor(o.listen)
 	if o.listen == "" {
+		// The channel is stdout: a write after the server died would
+		// have Go kill this process for the broken pipe (fd 1), before
+		// it kills what its commands left. Asked for, SIGPIPE makes
+		// that write fail instead, and the channel's end is seen. A
+		// signal Go handles is reset to its default in every command.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 		err := s.serve(stdin, stdout)
 		s.shutdown()
 		if err != nil && !errors.Is(err, io.EOF) {
