@@ -145,8 +145,10 @@ func readDirBeneath(m *hostMount, name, rel string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, sandbox.HostError(name, err)
 	}
+	re := make([]rootEntry, len(entries)) // one allocation for all
 	for i, e := range entries {
-		entries[i] = rootEntry{DirEntry: e, root: m.root, rel: path.Join(rel, e.Name())}
+		re[i] = rootEntry{DirEntry: e, root: m.root, dir: rel}
+		entries[i] = &re[i]
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return entries, nil
@@ -156,7 +158,7 @@ func readDirBeneath(m *hostMount, name, rel string) ([]fs.DirEntry, error) {
 type rootEntry struct {
 	fs.DirEntry
 	root *os.Root
-	rel  string
+	dir  string // its directory, relative to root
 }
 
-func (e rootEntry) Info() (fs.FileInfo, error) { return e.root.Lstat(e.rel) }
+func (e *rootEntry) Info() (fs.FileInfo, error) { return e.root.Lstat(path.Join(e.dir, e.Name())) }

@@ -272,24 +272,32 @@ func readText(r io.Reader, size, maxBytes int64, buf *[]byte) ([]byte, bool) {
 		}
 		data = d
 	} else {
-		if int64(cap(*buf)) < size {
-			*buf = make([]byte, 0, max(size, 64<<10))
+		if cap(*buf) < sniffFirst {
+			*buf = make([]byte, 0, sniffFirst)
 		}
-		b := (*buf)[:size]
 		n := 0
 		if size > sniffFirst {
-			k, err := io.ReadFull(r, b[:SniffLen])
+			// Sniffed in the buffer as it is: a large binary file is
+			// passed over without the buffer grown to its size.
+			k, err := io.ReadFull(r, (*buf)[:SniffLen])
 			n = k
+			if bytes.IndexByte((*buf)[:n], 0) >= 0 {
+				return nil, false
+			}
 			if err != nil { // the file shrank, or a read error
 				if err != io.ErrUnexpectedEOF && err != io.EOF {
 					return nil, false
 				}
-				b = b[:n]
-			}
-			if bytes.IndexByte(b[:n], 0) >= 0 {
-				return nil, false
+				size = int64(n)
 			}
 		}
+		if int64(cap(*buf)) < size {
+			// Grown at least twice over: a tree whose files grow one
+			// after the other costs a few buffers, not one a file.
+			nb := make([]byte, 0, max(size, 2*int64(cap(*buf))))
+			*buf = append(nb, (*buf)[:n]...)
+		}
+		b := (*buf)[:size]
 		if n < len(b) {
 			k, err := io.ReadFull(r, b[n:])
 			n += k
@@ -327,6 +335,7 @@ type grepPool struct {
 	found func(FileMatch) error
 	jobs  chan *grepJob
 	queue []*grepJob // added, not yet handed to found; oldest first
+	free  []*grepJob // handed to found, to be used again
 	err   error      // found's first error
 	stop  atomic.Bool
 	wg    sync.WaitGroup
@@ -335,8 +344,8 @@ type grepPool struct {
 type grepJob struct {
 	vp   string
 	fm   FileMatch
-	ok   bool // fm holds matches
-	done chan struct{}
+	ok   bool          // fm holds matches
+	done chan struct{} // one token when searched (or skipped)
 }
 
 // grepWindow is how many files per worker may be in flight.
@@ -352,14 +361,25 @@ func newGrepPool(ctx context.Context, g *grepper, found func(FileMatch) error) *
 }
 
 func (p *grepPool) worker() {
-	var buf []byte
+	buf := readBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledBuf {
+			readBufs.Put(buf)
+		}
+	}()
 	for j := range p.jobs {
 		if !p.stop.Load() && p.ctx.Err() == nil {
-			j.fm, j.ok = p.g.file(p.ctx, j.vp, &buf)
+			j.fm, j.ok = p.g.file(p.ctx, j.vp, buf)
 		}
-		close(j.done)
+		j.done <- struct{}{}
 	}
 }
+
+// readBufs are the workers' read buffers, kept from one search to the
+// next up to maxPooledBuf each (a search of large files makes its own).
+var readBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBuf = 4 << 20
 
 // add queues a file, first handing the oldest one's results to found when
 // the window is full.
@@ -370,7 +390,13 @@ func (p *grepPool) add(vp string) error {
 	if p.err != nil {
 		return p.err
 	}
-	j := &grepJob{vp: vp, done: make(chan struct{})}
+	var j *grepJob
+	if n := len(p.free); n > 0 {
+		j, p.free = p.free[n-1], p.free[:n-1]
+		j.vp = vp
+	} else {
+		j = &grepJob{vp: vp, done: make(chan struct{}, 1)}
+	}
 	p.queue = append(p.queue, j)
 	p.jobs <- j // never blocks: the channel holds at most len(p.queue) jobs
 	return nil
@@ -384,6 +410,8 @@ func (p *grepPool) next() {
 	if j.ok {
 		p.err = p.found(j.fm)
 	}
+	*j = grepJob{done: j.done} // found keeps no reference to it
+	p.free = append(p.free, j)
 }
 
 // flush hands every queued file's results to found.

@@ -232,13 +232,24 @@ func TestReadText(t *testing.T) {
 			}
 		}
 	}
+	// A large binary file is passed over on its sniff: the buffer does not
+	// grow to its size.
+	bin, err := os.Open(filepath.Join(dir, "large,_NUL_in_the_sniff"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, sniffFirst)
+	if _, ok := readText(bin, sniffFirst*8, 0, &buf); ok || cap(buf) != sniffFirst {
+		t.Errorf("large binary file: ok %v, buffer grown to %d bytes, want skipped and %d", ok, cap(buf), sniffFirst)
+	}
+	bin.Close()
 	// A file that shrank after its Stat is read as it is now.
 	f, err := os.Open(filepath.Join(dir, "small"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var buf []byte
+	buf = nil
 	if got, ok := readText(f, sniffFirst*2, 0, &buf); !ok || string(got) != "hello\n" {
 		t.Errorf("shrunk file: %q, %v", got, ok)
 	}

@@ -82,7 +82,7 @@ func BenchmarkGrepGoroot(b *testing.B) {
 	env := benchEnv(b)
 	for _, p := range grepBenchPatterns {
 		b.Run(p.name, func(b *testing.B) {
-			args := map[string]any{"path": benchMount, "output_mode": "count", "max_results": 1000000}
+			args := map[string]any{"path": benchMount, "output_mode": "count", "max_results": 100000}
 			for k, v := range p.args {
 				args[k] = v
 			}
@@ -93,7 +93,7 @@ func BenchmarkGrepGoroot(b *testing.B) {
 
 func BenchmarkGlobGoroot(b *testing.B) {
 	env := benchEnv(b)
-	benchCall(b, env, "glob", map[string]any{"pattern": "**/*.go", "path": benchMount, "max_results": 1000000})
+	benchCall(b, env, "glob", map[string]any{"pattern": "**/*.go", "path": benchMount, "max_results": 100000})
 }
 
 // BenchmarkGrepGorootContent lists every match with context, as the agent
@@ -101,5 +101,5 @@ func BenchmarkGlobGoroot(b *testing.B) {
 func BenchmarkGrepGorootContent(b *testing.B) {
 	env := benchEnv(b)
 	benchCall(b, env, "grep", map[string]any{"pattern": "errors.New", "literal": true, "case_sensitive": true,
-		"path": benchMount, "context": 2, "max_results": 1000000})
+		"path": benchMount, "context": 2, "max_results": 100000})
 }
