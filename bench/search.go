@@ -59,7 +59,7 @@ func fdArgs() []string {
 }
 
 func grepArgs(c grepCase, path string) map[string]any {
-	args := map[string]any{"path": path, "output_mode": "count", "max_results": 1 << 30}
+	args := map[string]any{"path": path, "output_mode": "count", "max_results": 100000}
 	for k, v := range c.args {
 		args[k] = v
 	}
@@ -67,7 +67,7 @@ func grepArgs(c grepCase, path string) map[string]any {
 }
 
 func globArgs(path string) map[string]any {
-	return map[string]any{"pattern": "**/*.go", "path": path, "max_results": 1 << 30}
+	return map[string]any{"pattern": "**/*.go", "path": path, "max_results": 100000}
 }
 
 // timed runs f and returns how long it took.
