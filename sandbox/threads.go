@@ -56,7 +56,13 @@ func RemoveThread(stateDir, key string) error {
 // given (uid >= 0) and the server runs as root, the three directories are
 // handed to that uid:gid — the user the sandbox's commands run as.
 func ThreadMounts(stateDir, key, skillsDir string, custom []Mount, uid, gid int) ([]Mount, error) {
-	base := ThreadDir(stateDir, key)
+	return UserDataMounts(ThreadDir(stateDir, key), skillsDir, custom, uid, gid)
+}
+
+// UserDataMounts is ThreadMounts for the user-data directory base, wherever
+// it is (the docker provider's warm boxes have theirs outside the threads
+// until a thread claims one).
+func UserDataMounts(base, skillsDir string, custom []Mount, uid, gid int) ([]Mount, error) {
 	var mounts []Mount
 	for _, d := range []string{WorkspaceDir, UploadsDir, OutputsDir} {
 		host := filepath.Join(base, filepath.Base(d))

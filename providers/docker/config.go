@@ -31,6 +31,9 @@ type Config struct {
 	Runtime         string            `yaml:"runtime"`          // e.g. runsc; default the engine's
 	User            string            `yaml:"user"`             // default: the image's, 1000:1000 where that is root; "root" only when set
 	RemoveOnExit    bool              `yaml:"remove_on_exit"`   // remove this server's containers when it stops
+	// Warm is how many started containers of these settings the server
+	// keeps for threads to come (warm.go); default 0, none.
+	Warm int `yaml:"warm"`
 	// Channel is how the server reaches a container's supervisor: auto
 	// (default: socket on the engine's own Linux host, exec elsewhere),
 	// socket or exec (channel.go).
@@ -66,10 +69,13 @@ func (c *Config) Validate() error {
 	for _, v := range []struct {
 		name string
 		val  float64
-	}{{"replicas", float64(c.Replicas)}, {"idle_timeout", c.IdleTimeout.Seconds()}, {"cpus", c.CPUs}, {"pids_limit", float64(c.PidsLimit)}} {
+	}{{"warm", float64(c.Warm)}, {"replicas", float64(c.Replicas)}, {"idle_timeout", c.IdleTimeout.Seconds()}, {"cpus", c.CPUs}, {"pids_limit", float64(c.PidsLimit)}} {
 		if v.val < 0 {
 			return fmt.Errorf("docker.%s %v: want 0 (the default) or more", v.name, v.val)
 		}
+	}
+	if c.Warm > maxWarm {
+		return fmt.Errorf("docker.warm %d: at most %d", c.Warm, maxWarm)
 	}
 	if c.Memory != "" {
 		if _, err := units.RAMInBytes(c.Memory); err != nil {

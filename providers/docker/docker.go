@@ -93,6 +93,7 @@ type Provider struct {
 
 	threads threads.Table[*Sandbox] // acquired sandboxes
 	boxes   *replicas.Table         // our containers, by name
+	pool    *pool                   // docker.warm's boxes; nil without
 
 	stop chan struct{}
 	done chan struct{}
@@ -174,6 +175,12 @@ func newProvider(ctx context.Context, cfg Config, cli engine, mem int64) (*Provi
 		p.log.Info("docker provider: serving while the image is pulled; calls wait for it", "image", cfg.Image)
 	} else if err != nil {
 		return nil, err
+	}
+	if cfg.Warm > 0 {
+		if p.pool, err = newPool(p, cfg.Warm); err != nil {
+			return nil, err
+		}
+		go p.pool.run()
 	}
 	go p.reap()
 	return p, nil
@@ -466,8 +473,14 @@ func (p *Provider) adopt(ctx context.Context) error {
 	kept := 0
 	for _, c := range list {
 		name := strings.TrimPrefix(firstName(c.Names), "/")
+		if c.Labels[labelWarm] != "" && c.Labels[labelThread] == "" {
+			if p.adoptWarm(ctx, c, name) {
+				kept++
+			}
+			continue
+		}
 		key := c.Labels[labelThread]
-		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != p.containerName(key) || c.Labels[labelSpec] != p.spec {
+		if c.State != "running" || sandbox.ValidThreadKey(key) != nil || name != p.boxName(key) || c.Labels[labelSpec] != p.spec {
 			p.removeUnlessBusy(ctx, c)
 			continue
 		}
@@ -594,6 +607,9 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		return nil, err
 	}
 	return p.threads.Acquire(thread, func() (*Sandbox, func(), error) {
+		// A new thread takes a warm box when there is one: its
+		// directories become the thread's.
+		p.pool.claim(thread)
 		// The container's user owns the thread's files; the file tools' new
 		// files inherit it (hostfs.FS).
 		mounts, err := sandbox.ThreadMounts(p.cfg.StateDir, thread, p.cfg.SkillsDir, p.cfg.Mounts, p.uid, p.gid)
@@ -604,7 +620,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		if err != nil {
 			return nil, nil, fmt.Errorf("open thread %s: %w", thread, err)
 		}
-		sb := &Sandbox{p: p, key: thread, name: p.containerName(thread), mounts: mounts}
+		sb := &Sandbox{p: p, key: thread, name: p.boxName(thread), mounts: mounts}
 		sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Host: hfs, Image: p.cfg.Image,
 			Egress: p.cfg.Egress, Name: sb.name, Provider: p.Name()})
 		// Close ends the channel; the supervisor and its container stay warm.
@@ -649,7 +665,7 @@ func (p *Provider) Discard(ctx context.Context, thread string) error {
 	if err := p.connect(ctx); err != nil {
 		return err
 	}
-	name := p.containerName(thread)
+	name := p.boxName(thread)
 	unlock, err := p.cfg.Locks.Lock(ctx, "container\x00"+name)
 	if err != nil {
 		return err
@@ -661,6 +677,13 @@ func (p *Provider) Discard(ctx context.Context, thread string) error {
 	list, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return engineError(err)
+	}
+	if name != p.containerName(thread) {
+		// A warm box it claimed: its labels name no thread.
+		if info, err := p.cli.ContainerInspect(ctx, name); err == nil && p.mine(info, name, thread) == nil {
+			list = append(list, container.Summary{ID: info.ID, Names: []string{"/" + name}, Labels: map[string]string{labelThread: thread}})
+		}
+		os.Remove(filepath.Join(claimsDir(p.cfg.StateDir), name))
 	}
 	for _, c := range list {
 		if c.Labels[labelThread] != thread {
@@ -696,12 +719,15 @@ func (p *Provider) Close() error {
 		<-a.done
 	}
 	p.threads.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if p.pool != nil {
+		p.pool.close(ctx)
+	}
 	var gone []replicas.Box
 	if p.cfg.RemoveOnExit {
 		gone = p.boxes.Clear()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	for _, b := range gone {
 		p.remove(ctx, b.ID)
 	}
@@ -738,6 +764,14 @@ func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbo
 // makes sure it runs. admit is called before a container is made or
 // started (not for one found running): its error is the call's.
 func (p *Provider) startContainer(ctx context.Context, name, key string, mounts []sandbox.Mount, admit func() error) (string, error) {
+	if id, ok := p.pool.take(name); ok {
+		// Just claimed, known running and answering: it counts under the
+		// cap from now on. (Gone since, the dial finds out and comes back.)
+		if err := admit(); err != nil {
+			return "", err
+		}
+		return id, nil
+	}
 	for attempt := 0; ; attempt++ {
 		info, err := p.cli.ContainerInspect(ctx, name)
 		switch {
@@ -746,6 +780,12 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 				return "", err
 			}
 			if info.State != nil && info.State.Running {
+				if labels := info.Config.Labels; labels[labelWarm] != "" && labels[labelThread] == "" {
+					// A warm box claimed: it counts under the cap now.
+					if err := admit(); err != nil {
+						return "", err
+					}
+				}
 				return info.ID, nil
 			}
 			if err := admit(); err != nil {
@@ -802,7 +842,8 @@ func (p *Provider) mine(info container.InspectResponse, name, key string) error 
 		return fmt.Errorf("docker provider: container %s is not a sandbox-mcp sandbox; left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name)
 	case labels[labelState] != p.stateTag || labels[labelPrefix] != p.cfg.ContainerPrefix:
 		return fmt.Errorf("docker provider: container %s belongs to another sandbox-mcp state dir; left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name)
-	case labels[labelThread] != key:
+	case labels[labelThread] != key && !(labels[labelThread] == "" && labels[labelWarm] != "" && p.boxName(key) == name):
+		// (A warm box is the thread's when the thread's record names it.)
 		return fmt.Errorf("docker provider: container %s is another thread's sandbox (its label names another thread); it is never used for this thread", name)
 	case labels[labelSpec] != p.spec:
 		return fmt.Errorf("docker provider: container %s was made with other settings (its %s label differs); left alone, so this thread has no sandbox until it is removed or docker.container_prefix changed", name, labelSpec)
