@@ -318,6 +318,9 @@ func TestLimitsStaleInstanceRemoved(t *testing.T) {
 			t.Fatalf("the killed server's cgroup %s is gone by itself: the test proves nothing", d)
 		}
 	}
+	if m := cpuacctMount(t); m != "" && !slices.ContainsFunc(dirs, func(d string) bool { return strings.HasPrefix(d, m+"/") }) {
+		t.Errorf("the killed server had no cgroup in %s (cpuacct, v1): %v", m, dirs)
+	}
 	next, err := New(Config{StateDir: state, Isolation: IsolationBwrap})
 	if err != nil {
 		t.Fatal(err)
@@ -337,6 +340,24 @@ func TestLimitsStaleInstanceRemoved(t *testing.T) {
 	if len(ents) != 2 {
 		t.Errorf("%d instances recorded in the state dir, want 2 (the live ones)", len(ents))
 	}
+}
+
+// cpuacctMount is where a cgroup v1 hierarchy with cpuacct is mounted
+// here (alone, or with cpu); "" where none is.
+func cpuacctMount(t *testing.T) string {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(mi), "\n") {
+		pre, post, _ := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) >= 5 && len(g) >= 3 && g[0] == "cgroup" && slices.Contains(strings.Split(g[2], ","), "cpuacct") {
+			return f[4]
+		}
+	}
+	return ""
 }
 
 // TestLimitsHelperServer is the server TestLimitsStaleInstanceRemoved
@@ -472,5 +493,61 @@ func BenchmarkLimitsOpen(b *testing.B) {
 		if _, err := ProbeLimits(Limits{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// sandbox_info's CPU time (Usage) counts what the thread's commands burn,
+// in bubblewrap and unisolated: on cgroup v1 the thread has a cgroup in
+// the cpuacct hierarchy too, wherever that is mounted (its own, or one
+// with cpu), and every process of the sandbox is in it.
+func TestLimitsUsageCPUTime(t *testing.T) {
+	t.Parallel()
+	for _, iso := range []string{IsolationBwrap, IsolationNone} {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			if iso == IsolationBwrap {
+				requireBwrap(t)
+			}
+			p, err := New(Config{StateDir: t.TempDir(), Isolation: iso, AllowHostBash: iso == IsolationNone})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if r := p.Limits(); len(r.Missing) > 0 {
+				if os.Getenv("SANDBOX_MCP_REQUIRE_CGROUPS") == "1" {
+					t.Fatalf("cgroups required but %s do not hold: %s", strings.Join(r.Missing, ", "), r.Reason)
+				}
+				t.Skipf("SKIPPED: %s do not hold here (%s)", strings.Join(r.Missing, ", "), r.Reason)
+			}
+			sb, err := p.Acquire(t.Context(), "cpu")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := sb.(*Sandbox)
+			cpu := func() float64 {
+				t.Helper()
+				u, err := s.Usage(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if u.CPUUserSec == nil || u.CPUSystemSec == nil {
+					t.Fatalf("no CPU time (cgroup %q; thread's cgroups %v)", u.Cgroup, s.cg.Dirs())
+				}
+				return *u.CPUUserSec + *u.CPUSystemSec
+			}
+			before := cpu()
+			if before > 2 {
+				// The host's, or the server's, cgroup: not the thread's.
+				t.Errorf("a new thread has used %.2f s of CPU already", before)
+			}
+			// bash busy until it has used a second of CPU (utime + stime,
+			// in ticks of 1/100 s): a second whatever else the machine runs.
+			mustRun(t, s, `while read -r -a f </proc/$BASHPID/stat; [ $((f[13] + f[14])) -lt 100 ]; do :; done`)
+			after := cpu()
+			t.Logf("CPU time %.2f s, then %.2f s", before, after)
+			if after-before < 0.5 {
+				t.Errorf("CPU time grew by %.2f s over a command that used a second of it, want at least 0.5 s", after-before)
+			}
+		})
 	}
 }

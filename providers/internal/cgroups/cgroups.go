@@ -23,6 +23,12 @@ const (
 
 var controllers = []string{Pids, Memory, CPU}
 
+// cpuacct is v1's CPU accounting controller: a thread's cgroup there bounds
+// nothing, but says how much CPU time its processes used (cpuacct.stat),
+// which v1's cpu controller does not. v2 needs none: every v2 cgroup has
+// its cpu.stat.
+const cpuacct = "cpuacct"
+
 // Report says which limits hold and, for those that do not, why.
 type Report struct {
 	Holding []string // of Pids, Memory, CPU, in that order
@@ -59,7 +65,7 @@ func parseMounts(mountinfo string) []mount {
 			m.v2 = true
 		case "cgroup":
 			for o := range strings.SplitSeq(g[2], ",") {
-				if slices.Contains(controllers, o) || o == "cpuacct" || o == "cpuset" {
+				if slices.Contains(controllers, o) || o == cpuacct || o == "cpuset" {
 					m.ctls = append(m.ctls, o)
 				}
 			}

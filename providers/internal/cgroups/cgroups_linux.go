@@ -25,7 +25,7 @@ const removeWait = 5 * time.Second
 // hierarchy is one cgroup file system the instance uses.
 type hierarchy struct {
 	v2   bool
-	ctls []string // the controllers of ours it bounds
+	ctls []string // the controllers of ours it carries (cpuacct: bounds nothing)
 	inst string   // the instance's cgroup there
 }
 
@@ -39,9 +39,13 @@ type Tree struct {
 }
 
 // Open makes the instance's cgroups, named name, for threads bounded by
-// lim, where this host and this user allow it. It never fails: the report
-// says which limits hold, and why the others do not.
-func Open(name string, lim Limits) *Tree { return open(name, lim, controllers) }
+// lim, where this host and this user allow it — and, on v1, in the cpuacct
+// hierarchy too, bounding nothing, so that what a thread used can be read.
+// It never fails: the report says which limits hold, and why the others
+// do not.
+func Open(name string, lim Limits) *Tree {
+	return open(name, lim, append(slices.Clone(controllers), cpuacct))
+}
 
 // open is Open for the controllers want (tests: a controller this host
 // has on v2).
@@ -82,35 +86,15 @@ func open(name string, lim Limits, want []string) *Tree {
 			break
 		}
 	}
-	// v1: each controller left in the hierarchy that carries it.
-	byDir := map[string][]string{}
-	var dirs []string
-	for _, c := range want {
-		m, ok := mountOf(mounts, c)
-		if !ok {
-			continue
-		}
-		own, ok := v1paths[c]
-		if !ok {
-			continue
-		}
-		dir, ok := m.dirOf(own)
-		if !ok {
-			reasons = append(reasons, fmt.Sprintf("cgroup v1 %s: this process's cgroup %s is not visible at %s", c, own, m.point))
-			continue
-		}
-		if _, seen := byDir[dir]; !seen {
-			dirs = append(dirs, dir)
-		}
-		byDir[dir] = append(byDir[dir], c)
-	}
+	places, why := placeV1(mounts, v1paths, want)
+	reasons = append(reasons, why...)
 	var denied []string
-	for _, dir := range dirs {
-		h := &hierarchy{ctls: byDir[dir], inst: path.Join(dir, name)}
+	for _, pl := range places {
+		h := &hierarchy{ctls: pl.ctls, inst: path.Join(pl.dir, name)}
 		if err := os.Mkdir(h.inst, 0o755); err != nil {
 			switch {
 			case errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS):
-				denied = append(denied, dir)
+				denied = append(denied, pl.dir)
 			default:
 				reasons = append(reasons, fmt.Sprintf("cgroup v1 %s: %v", strings.Join(h.ctls, ","), brief(err)))
 			}
@@ -127,6 +111,45 @@ func open(name string, lim Limits, want []string) *Tree {
 		reasons = append(reasons, fmt.Sprintf("cgroup v1: uid %d may not make cgroups in %s", os.Geteuid(), strings.Join(denied, ", ")))
 	}
 	return t
+}
+
+// v1Place is where the instance's cgroup of one v1 hierarchy goes: under
+// dir, the server's own cgroup there, for the controllers ctls.
+type v1Place struct {
+	dir  string
+	ctls []string
+}
+
+// placeV1 places each controller of want that a v1 hierarchy carries
+// under the server's cgroup there (v1paths: /proc/self/cgroup's), one
+// place per hierarchy: a mount that carries several (cpu,cpuacct) is one
+// place with them all. why says where this process's cgroup cannot be
+// seen.
+func placeV1(mounts []mount, v1paths map[string]string, want []string) (places []v1Place, why []string) {
+	at := map[string]int{} // dir -> its index in places
+	for _, c := range want {
+		m, ok := mountOf(mounts, c)
+		if !ok {
+			continue
+		}
+		own, ok := v1paths[c]
+		if !ok {
+			continue
+		}
+		dir, ok := m.dirOf(own)
+		if !ok {
+			why = append(why, fmt.Sprintf("cgroup v1 %s: this process's cgroup %s is not visible at %s", c, own, m.point))
+			continue
+		}
+		i, seen := at[dir]
+		if !seen {
+			i = len(places)
+			at[dir] = i
+			places = append(places, v1Place{dir: dir})
+		}
+		places[i].ctls = append(places[i].ctls, c)
+	}
+	return places, why
 }
 
 // openV2 picks where the instance's v2 cgroup goes (see the package

@@ -54,6 +54,21 @@ func TestWriteLimits(t *testing.T) {
 			}
 		}
 	}
+	// cpuacct only accounts: nothing to write, alone or beside cpu (a
+	// cpu,cpuacct hierarchy).
+	dir := t.TempDir()
+	if err := tree.write(&hierarchy{ctls: []string{cpuacct}}, dir); err != nil {
+		t.Errorf("cpuacct: %v", err)
+	}
+	for _, f := range []string{"cpu.cfs_period_us", "cpu.cfs_quota_us"} {
+		os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+	}
+	if err := tree.write(&hierarchy{ctls: []string{CPU, cpuacct}}, dir); err != nil {
+		t.Errorf("cpu,cpuacct: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("cpu,cpuacct: %d files, want cpu's 2", len(ents))
+	}
 	// A limit file that is missing is an error (the controller is not
 	// what it claims): never a silent no limit.
 	if err := tree.write(&hierarchy{v2: true, ctls: []string{Pids}}, t.TempDir()); err == nil || !strings.Contains(err.Error(), "pids.max") {
@@ -171,6 +186,21 @@ func TestOpenAndRemove(t *testing.T) {
 	for _, d := range g.Dirs() {
 		if !strings.Contains(string(buf[:n]), "/"+filepath.Base(filepath.Dir(d))+"/t/"+leaf+"\n") {
 			t.Errorf("the command is not in %s: %s", d, buf[:n])
+		}
+	}
+	// On v1, where cpuacct is mounted, the thread has a cgroup there that
+	// counts its CPU time (the cpu controller's own does not).
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if m, ok := mountOf(parseMounts(string(mi)), cpuacct); ok && r.Version != "v2" {
+		found := false
+		for _, d := range g.Dirs() {
+			if strings.HasPrefix(d, m.point+"/") {
+				_, err := os.Stat(filepath.Join(d, "cpuacct.stat"))
+				found = err == nil
+			}
+		}
+		if !found {
+			t.Errorf("no cgroup of the thread with cpuacct.stat in %s: %v", m.point, g.Dirs())
 		}
 	}
 	if err := g.Remove(); err != nil {

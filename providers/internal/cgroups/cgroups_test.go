@@ -2,6 +2,8 @@ package cgroups
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -18,6 +20,7 @@ const (
 	hybridSelf = `9:name=systemd:/
 8:pids:/
 4:memory:/process_api/6c8b
+2:cpuacct:/
 1:cpu:/
 0::/`
 	v2Mountinfo = `30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot`
@@ -90,6 +93,62 @@ func TestParseSelfAndDirOf(t *testing.T) {
 		if got, ok := c.m.dirOf(c.cg); got != c.want || ok != c.ok {
 			t.Errorf("dirOf(%+v, %q) = %q %v, want %q %v", c.m, c.cg, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// On v1 a thread's cgroups are made in each hierarchy of a controller of
+// ours, and in cpuacct's (what it used): one cgroup per hierarchy, so a
+// host that mounts cpu and cpuacct together has one for both. v2 is
+// never v1's to place.
+func TestPlaceV1(t *testing.T) {
+	t.Parallel()
+	want := append(slices.Clone(controllers), cpuacct)
+	for _, c := range []struct {
+		name, mountinfo, self string
+		want                  []v1Place
+	}{
+		{"separate hierarchies", hybridMountinfo, hybridSelf, []v1Place{
+			{"/sys/fs/cgroup/pids", []string{Pids}},
+			{"/sys/fs/cgroup/memory/process_api/6c8b", []string{Memory}},
+			{"/sys/fs/cgroup/cpu", []string{CPU}},
+			{"/sys/fs/cgroup/cpuacct", []string{cpuacct}},
+		}},
+		{"cpu,cpuacct together", containerMountinfo, containerSelf, []v1Place{
+			{"/sys/fs/cgroup/pids", []string{Pids}},
+			{"/sys/fs/cgroup/memory", []string{Memory}},
+			{"/sys/fs/cgroup/cpu,cpuacct", []string{CPU, cpuacct}},
+		}},
+		{"cpuacct not mounted", strings.ReplaceAll(hybridMountinfo, "rw,cpuacct", "rw,name=other"), hybridSelf, []v1Place{
+			{"/sys/fs/cgroup/pids", []string{Pids}},
+			{"/sys/fs/cgroup/memory/process_api/6c8b", []string{Memory}},
+			{"/sys/fs/cgroup/cpu", []string{CPU}},
+		}},
+		{"v2 only", v2Mountinfo, v2Self, nil},
+	} {
+		_, v1 := parseSelf(c.self)
+		got, why := placeV1(parseMounts(c.mountinfo), v1, want)
+		if !reflect.DeepEqual(got, c.want) || len(why) > 0 {
+			t.Errorf("%s: got %+v %q\nwant %+v", c.name, got, why, c.want)
+		}
+	}
+	// This process's cpuacct cgroup outside what its mount shows.
+	if _, why := placeV1(parseMounts(containerMountinfo), map[string]string{cpuacct: "/elsewhere"}, want); len(why) != 1 || !strings.Contains(why[0], "cpuacct") {
+		t.Errorf("a cgroup not visible at its mount: %q", why)
+	}
+}
+
+// cpuacct bounds nothing: a report never says it holds or is missing, but
+// its cgroup is among the instance's (removed with them, stale or not).
+func TestReportCPUAcct(t *testing.T) {
+	t.Parallel()
+	tree := &Tree{hier: []*hierarchy{
+		{ctls: []string{Pids, Memory}, inst: "/sys/fs/cgroup/pids/x"},
+		{ctls: []string{cpuacct}, inst: "/sys/fs/cgroup/cpuacct/x"},
+	}}
+	r := tree.makeReport(nil)
+	if !reflect.DeepEqual(r.Holding, []string{Pids, Memory}) || !reflect.DeepEqual(r.Missing, []string{CPU}) || r.Version != "v1" ||
+		!reflect.DeepEqual(r.Dirs, []string{"/sys/fs/cgroup/pids/x", "/sys/fs/cgroup/cpuacct/x"}) {
+		t.Errorf("report %+v", r)
 	}
 }
 

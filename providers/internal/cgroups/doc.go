@@ -11,6 +11,12 @@
 // dir hash>-<random id>) and a hash of the thread id: nothing a client
 // chose is ever a path component.
 //
+// Accounting. On v1 the CPU time a cgroup used is the cpuacct
+// controller's (cpuacct.stat), which bounds nothing: a thread has a cgroup
+// in its hierarchy too — the same one as cpu's where a host mounts them
+// together (cpu,cpuacct) — so that what the thread used can be read
+// (sandbox_info). On v2 every cgroup has its cpu.stat.
+//
 // Placement. A command joins the thread's cgroup before it runs anything:
 // Group.Command starts it through /bin/sh, which writes its own pid into
 // the leaf's cgroup.procs of each hierarchy and then execs the command
