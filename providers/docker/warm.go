@@ -64,14 +64,14 @@ const maxWarm = 64
 const boxRecord = "box"
 
 type pool struct {
-	p     *Provider
-	size  int
-	id    string   // this pool's name
-	dir   string   // <state>/warm/<id>
-	lock  *os.File // held while this server runs
-	kick  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
+	p       *Provider
+	size    int
+	id      string   // this pool's name
+	dir     string   // <state>/warm/<id>
+	lock    *os.File // held while this server runs
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 	once    sync.Once // close
 	mu      sync.Mutex
 	ready   []warmBox         // started and answering, claimed by nobody
