@@ -173,3 +173,47 @@ func TestE2EDockerExecChannelStaticSupervisor(t *testing.T) {
 		t.Errorf("the container's supervisor is not the static binary alone:\n%s", top)
 	}
 }
+
+// docker.warm through the real binary: the first call of the session's
+// new thread runs in a warm box made before it (its label says so), with
+// the thread's files at the virtual paths, no host path in what the agent
+// sees — the mount table included — and nothing left behind at exit.
+func TestE2EDockerWarmPool(t *testing.T) {
+	t.Parallel()
+	dir, cfgFile, prefix := dockerE2EConfig(t)
+	b, _ := os.ReadFile(cfgFile)
+	os.WriteFile(cfgFile, append(b, "  warm: 1\n"...), 0o644)
+	state := filepath.Join(dir, "state")
+	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", state, "--audit-log", "off", "--thread", "warm-e2e")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cs, stderr := stdioSession(t, ctx, cmd)
+	call := caller(t, ctx, cs, stderr)
+	for deadline := time.Now().Add(90 * time.Second); !strings.Contains(stderr.String(), "warm container ready"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warm container after 90 s\n%s", stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, isErr := call("write_file", map[string]any{"path": "w.txt", "content": "warm\n"}); isErr {
+		t.Fatalf("write_file: %q", out)
+	}
+	out, _ := call("bash", map[string]any{"command": "cat w.txt; hostname; grep user-data /proc/self/mountinfo"})
+	lines := strings.Split(out, "\n")
+	if len(lines) < 3 || lines[0] != "warm" {
+		t.Fatalf("bash in the claimed box: %q", out)
+	}
+	if strings.Contains(out, state) || strings.Contains(out, dir) || strings.Contains(out, "/warm/") {
+		t.Fatalf("bash output names a host path: %q", out)
+	}
+	label, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "sandbox-mcp.warm"}}`, lines[1]).Output()
+	if err != nil || strings.TrimSpace(string(label)) == "" {
+		t.Fatalf("the thread's first call did not run in a warm box (%s: label %q, %v)\n%s", lines[1], label, err, stderr)
+	}
+	cs.Close()
+	cmd.Wait()
+	if left, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=sandbox-mcp.prefix="+prefix).Output(); strings.TrimSpace(string(left)) != "" {
+		d, _ := exec.Command("docker", "inspect", "-f", "{{.Name}} {{.State.Status}} {{json .Config.Labels}}", strings.Fields(string(left))[0]).Output()
+		t.Fatalf("containers left after exit: %s %s\n%s", left, d, stderr)
+	}
+}

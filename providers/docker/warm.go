@@ -152,13 +152,18 @@ func (w *pool) run() {
 
 // fill makes one box and adds it to the pool once its supervisor answers.
 func (w *pool) fill() error {
+	// Making and starting the container are never cut short (a create
+	// cancelled midway may still make it, unknown to us): only the wait
+	// for its supervisor ends when the server stops.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
 	go func() {
 		select {
 		case <-w.stop:
-			cancel()
-		case <-ctx.Done():
+			wcancel()
+		case <-wctx.Done():
 		}
 	}()
 	b := make([]byte, 8)
@@ -190,16 +195,14 @@ func (w *pool) fill() error {
 		if w.p.channel == channelExec {
 			connect = sb.connectExec
 		}
-		c, cerr := connect(ctx, resp.ID)
+		c, cerr := connect(wctx, resp.ID)
 		if cerr == nil {
 			c.Close()
 		}
 		err = cerr
 	}
 	if err != nil {
-		if resp.ID != "" {
-			w.p.remove(context.WithoutCancel(ctx), resp.ID)
-		}
+		w.p.remove(ctx, name) // by name: a create that failed may have made it
 		w.forget(name)
 		return engineError(err)
 	}
