@@ -91,6 +91,8 @@ func TestE2EConfigValueErrorsNameFileLineAndKey(t *testing.T) {
 		{"log level", "# logs\nlog_level: verbose\n", `line 2: log_level "verbose": want debug, info, warn or error`},
 		{"negative limit", "limits:\n  jobs_max: -1\n", `line 2: limits.jobs_max -1: want 0 (no limit) or more`},
 		{"docker memory", "docker:\n  memory: lots\n", `line 2: docker.memory "lots": want a size like 512m or 1g`},
+		{"docker warm", "docker:\n  warm: -1\n", `line 2: docker.warm -1: want 0 (the default) or more`},
+		{"docker warm too many", "docker:\n  warm: 1000\n", `line 2: docker.warm 1000: at most 64`},
 		{"local memory", "local:\n  limits: {memory: lots}\n", `line 2: local.limits.memory "lots": want a size like 512m or 4g, at least 32m`},
 		{"missing mount", "mounts:\n  - {host_path: /nonexistent-sandbox-mcp, container_path: /mnt/x}\n", `line 2: mounts[0].host_path /nonexistent-sandbox-mcp: no such file or directory`},
 		{"missing skills dir", "\nskills_dir: /nonexistent-sandbox-mcp\n", `line 2: skills_dir /nonexistent-sandbox-mcp: no such file or directory`},
