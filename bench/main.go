@@ -27,8 +27,9 @@ var (
 	rounds    = flag.Int("rounds", 10, "timed runs of each search, alternating ours and the peer")
 	sessions  = flag.String("sessions", "10,50,100,200", "HTTP session counts to measure; the figure is taken at 100")
 	calls     = flag.Int("calls", 100, "calls per HTTP session")
+	density   = flag.Int("density", 1000, "idle threads of the density figure")
 	scaling   = flag.Bool("scaling", true, "also measure how cost grows with tree size and sessions")
-	only      = flag.String("only", "latency,search,http", "which parts to measure: latency (stdio round trips), search (grep, glob), http; run.sh adds docker and kubernetes (the providers' go test benchmarks)")
+	only      = flag.String("only", "latency,search,http,density", "which parts to measure: latency (stdio round trips), search (grep, glob), http, density (idle threads on the local provider); run.sh adds docker and kubernetes (the providers' go test benchmarks)")
 	peerMode  = flag.String("peer", "", "internal: serve the peer (stdio or http)")
 )
 
@@ -272,6 +273,27 @@ func run(ctx context.Context) error {
 
 	// HTTP: sessions and RSS.
 	var loads, peerLoads []loadResult
+	if want("density") {
+		progress("density: %d idle threads on the local provider", *density)
+		// One token (none) holds every thread: its share is raised to them.
+		cfg := filepath.Join(tmp, "density.yaml")
+		if err := os.WriteFile(cfg, fmt.Appendf(nil, "limits:\n  threads_per_token: %d\nhttp:\n  max_sessions: %d\n", *density, *density), 0o644); err != nil {
+			return err
+		}
+		before, after, took, err := measureDensity(ctx, func() (*httpProc, error) {
+			return startHTTP(*serverBin, append([]string{"--http", "127.0.0.1:0", "--config", cfg}, serverArgs("density")...)...)
+		}, *density)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, densityRows(*density, before, after, took)...)
+		progress("density: 20 idle threads on the docker provider")
+		drows, err := dockerDensity(ctx, serverArgs, tmp, 20)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, drows...)
+	}
 	if want("http") {
 		counts, err := sessionCounts()
 		if err != nil {

@@ -33,7 +33,7 @@ BENCH_COMMAND="bench/run.sh${*:+ $*}" "$bin/bench" -server "$bin/sandbox-mcp" "$
 # the provider and `docker exec CONTAINER true` alternated on one container
 # (medians), a cold first call (create, start, first exec) and a warm
 # acquire. Skipped without an engine or the base image.
-only="latency,search,http,docker,kubernetes" prev=""
+only="latency,search,http,density,docker,kubernetes" prev=""
 for a in "$@"; do
 	case "$prev" in -only | --only) only=$a ;; esac
 	case "$a" in -only=* | --only=*) only=${a#*=} ;; esac
