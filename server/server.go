@@ -17,6 +17,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
 	"github.com/sandbox-mcp/sandbox-mcp/masking"
@@ -60,6 +61,11 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Network is the sandboxes' network policy, as sandbox_info tells it.
 	Network tools.Network
+	// Tracer, if set, makes a span of every tool call, a child of the
+	// caller's span its request names, and its context carries the span
+	// to the sandbox (traces.go); nil: no traces, and nothing on the call
+	// path but a nil check.
+	Tracer trace.TracerProvider
 }
 
 // Server is the MCP server.
@@ -76,6 +82,7 @@ type Server struct {
 	leases    leases       // the sandboxes of stateless requests (HTTP, 2026-07-28)
 	listeners listeners    // their subscriptions/listen streams, by thread
 	previews  *previews    // the sandboxes' exposed ports (expose_port)
+	tracing   *tracing     // the calls' spans; nil: no traces
 
 	inflight  atomic.Int64    // tool calls running
 	open      atomic.Int64    // sessions registered (metrics)
@@ -111,6 +118,9 @@ func New(cfg Config) *Server {
 	cfg.Metrics.Observe(s.metricsState)
 	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
 	hooks := &mcpserver.Hooks{}
+	if cfg.Tracer != nil {
+		s.tracing = newTracing(cfg.Tracer, cfg.Version, hooks)
+	}
 	// A session's end (stdin closed, DELETE, SSE disconnect, idle TTL)
 	// stops its calls and releases its sandbox; the thread's files stay,
 	// but for an anonymous one's (Sessions.End).
@@ -267,6 +277,10 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		if counted != nil {
 			defer func() { counted.Done(c.outcome, time.Since(c.start)) }()
 		}
+		if s.tracing != nil {
+			ctx = s.tracing.start(ctx, c)
+			defer s.tracing.end(c)
+		}
 		ctx, cancel := endWithRequest(ctx)
 		defer cancel()
 		defer keepBody(ctx)()
@@ -277,6 +291,9 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		defer s.inflight.Add(-1)
 		s.takeThreadArgument(ctx, c)
 		defer s.bindThread(ctx, c)()
+		if c.span != nil {
+			c.bound()
+		}
 		if err := s.auditBegin(c); err != nil {
 			return mcp.NewToolResultError("Error: " + err.Error() + ": the call was not run"), nil
 		}
@@ -299,6 +316,7 @@ type call struct {
 	start time.Time
 	ev    audit.Event
 	b     *binding            // the call's thread and sandbox, once bound
+	span  trace.Span          // the call's span; nil: no traces
 	mask  func(string) string // what the agent may see of a string
 	err   error               // the first step that failed: the call's result, the tool not run
 	// outcome is the call's, as its audit line says it once written; an
