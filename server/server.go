@@ -272,14 +272,15 @@ func (s *Server) Close() error {
 // audited all the same.
 func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 	counted := s.cfg.Metrics.Tool(t.Def.Name) // nil without metrics
+	spanName := "tools/call " + t.Def.Name    // its calls' spans (traces.go)
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c := &call{tool: t, req: req, start: time.Now(), outcome: audit.Error}
 		if counted != nil {
 			defer func() { counted.Done(c.outcome, time.Since(c.start)) }()
 		}
 		if s.tracing != nil {
-			ctx = s.tracing.start(ctx, c)
-			defer s.tracing.end(c)
+			defer s.tracing.end(ctx, c) // the request's context: what it says, and the key of its JSON-RPC id
+			ctx = s.tracing.start(ctx, c, spanName)
 		}
 		ctx, cancel := endWithRequest(ctx)
 		defer cancel()
@@ -316,12 +317,12 @@ type call struct {
 	start time.Time
 	ev    audit.Event
 	b     *binding            // the call's thread and sandbox, once bound
-	span  trace.Span          // the call's span; nil: no traces
 	mask  func(string) string // what the agent may see of a string
 	err   error               // the first step that failed: the call's result, the tool not run
 	// outcome is the call's, as its audit line says it once written; an
 	// error until then (a call whose line cannot be written answers one).
 	outcome string
+	span    trace.Span // the call's span (traces.go); nil: no traces
 }
 
 // fail notes why the tool is not run, unless a step before said so.

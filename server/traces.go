@@ -41,7 +41,6 @@ const (
 	attrProtocolName    = attribute.Key("network.protocol.name")
 	attrErrorType       = attribute.Key("error.type")
 	attrThread          = attribute.Key("sandbox_mcp.thread")
-	attrProvider        = attribute.Key("sandbox_mcp.provider")
 	attrOutcome         = attribute.Key("sandbox_mcp.outcome")
 )
 
@@ -72,33 +71,16 @@ func newTracing(tp trace.TracerProvider, version string, hooks *mcpserver.Hooks)
 	return t
 }
 
-// start begins the call's span (c.span), a child of the caller's span
-// that the request's _meta names, and returns the context that carries
-// it to the tool, the sandbox and the command.
-func (t *tracing) start(ctx context.Context, c *call) context.Context {
-	attrs := make([]attribute.KeyValue, 0, 8)
-	attrs = append(attrs,
-		attrMethod.String(string(mcp.MethodToolsCall)),
-		attrOperation.String("execute_tool"),
-		attrTool.String(c.tool.Def.Name))
-	if id, ok := t.ids.Load(ctx); ok && requestID(id) != "" {
-		attrs = append(attrs, attrRequestID.String(requestID(id)))
-	}
-	if v := mcpserver.RequestProtocolVersion(ctx); v != "" {
-		attrs = append(attrs, attrProtocolVersion.String(v))
-	}
-	// 2026-07-28 has no session: the convention sets none then.
-	if cs := mcpserver.ClientSessionFromContext(ctx); cs != nil && !mcpserver.IsModernRequest(ctx) {
-		attrs = append(attrs, attrSession.String(cs.SessionID()))
-	}
-	if _, overHTTP := ctx.Value(credentialKey{}).(string); overHTTP {
-		attrs = append(attrs, attrTransport.String("tcp"), attrProtocolName.String("http"))
-	} else {
-		attrs = append(attrs, attrTransport.String("pipe"))
-	}
-	ctx = callerContext(ctx, c.req.Params.Meta)
-	ctx, c.span = t.tracer.Start(ctx, "tools/call "+c.tool.Def.Name,
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+// serverKind is the kind of a call's span.
+var serverKind = trace.WithSpanKind(trace.SpanKindServer)
+
+// start begins the call's span (c.span), named name, a child of the
+// caller's span that the request's _meta names, and returns the context
+// that carries it to the tool, the sandbox and the command. Its
+// attributes are set once, when it ends: an attribute set later costs
+// the SDK a copy of those before it, and no sampler here reads them.
+func (t *tracing) start(ctx context.Context, c *call, name string) context.Context {
+	ctx, c.span = t.tracer.Start(callerContext(ctx, c.req.Params.Meta), name, serverKind)
 	return ctx
 }
 
@@ -120,28 +102,57 @@ func callerContext(ctx context.Context, meta *mcp.Meta) context.Context {
 	return propagation.TraceContext{}.Extract(ctx, carrier)
 }
 
-// bound notes the call's thread on its span and its trace id in its audit
-// line (c.ev, just made by bindThread).
+// bound notes the call's trace id in its audit line (c.ev, just made by
+// bindThread).
 func (c *call) bound() {
 	if sc := c.span.SpanContext(); sc.HasTraceID() {
 		c.ev.TraceID = sc.TraceID().String()
 	}
-	if c.span.IsRecording() {
-		c.span.SetAttributes(attrThread.String(c.ev.Thread), attrProvider.String(c.ev.Provider))
-	}
 }
 
-// end ends the call's span with its outcome, as its audit line says it.
-// A tool's error result is a failed call for the conventions: error.type
-// tool_error (the JSON-RPC call itself succeeded).
-func (t *tracing) end(c *call) {
-	if c.span.IsRecording() {
-		c.span.SetAttributes(attrOutcome.String(c.outcome))
-		if c.outcome != audit.OK {
-			c.span.SetAttributes(attrErrorType.String("tool_error"))
-			c.span.SetStatus(codes.Error, c.outcome)
-		}
+// end ends the call's span with its attributes: what the request says
+// (ctx, the handler's), the thread, and how the call failed if it did. A
+// tool's error result is a failed call for the conventions: error.type
+// tool_error (the JSON-RPC call itself succeeded), and the outcome as the
+// audit line says it (error, denied, timeout) is the status's
+// description and sandbox_mcp.outcome.
+func (t *tracing) end(ctx context.Context, c *call) {
+	if !c.span.IsRecording() {
+		c.span.End()
+		return
 	}
+	attrs := make([]attribute.KeyValue, 0, 11)
+	attrs = append(attrs,
+		attrMethod.String(string(mcp.MethodToolsCall)),
+		attrOperation.String("execute_tool"),
+		attrTool.String(c.tool.Def.Name),
+		attrThread.String(c.ev.Thread))
+	if id, ok := t.ids.Load(ctx); ok && requestID(id) != "" {
+		attrs = append(attrs, attrRequestID.String(requestID(id)))
+	}
+	// The protocol version is the request's own on 2026-07-28, else its
+	// session's; 2026-07-28 has no session, and the convention sets no
+	// session id then.
+	info, cs := mcpserver.RequestProtocolInfoFromContext(ctx), mcpserver.ClientSessionFromContext(ctx)
+	switch {
+	case info != nil && info.Modern:
+		attrs = append(attrs, attrProtocolVersion.String(info.ProtocolVersion))
+	case cs != nil:
+		if v, ok := cs.(mcpserver.SessionWithProtocolVersion); ok && v.ProtocolVersion() != "" {
+			attrs = append(attrs, attrProtocolVersion.String(v.ProtocolVersion()))
+		}
+		attrs = append(attrs, attrSession.String(cs.SessionID()))
+	}
+	if _, overHTTP := ctx.Value(credentialKey{}).(string); overHTTP {
+		attrs = append(attrs, attrTransport.String("tcp"), attrProtocolName.String("http"))
+	} else {
+		attrs = append(attrs, attrTransport.String("pipe"))
+	}
+	if c.outcome != audit.OK {
+		attrs = append(attrs, attrErrorType.String("tool_error"), attrOutcome.String(c.outcome))
+		c.span.SetStatus(codes.Error, c.outcome)
+	}
+	c.span.SetAttributes(attrs...)
 	c.span.End()
 }
 

@@ -37,8 +37,9 @@ type Config struct {
 	ServiceName string `yaml:"service_name"`
 
 	// Not in the configuration file.
-	Version string       `yaml:"-"` // service.version
-	Logger  *slog.Logger `yaml:"-"` // the exporter's failures, one line a minute at most
+	Version  string       `yaml:"-"` // service.version
+	Provider string       `yaml:"-"` // sandbox_mcp.provider: the sandboxes' provider, the same for every span
+	Logger   *slog.Logger `yaml:"-"` // the exporter's failures, one line a minute at most
 
 	// What Validate made of the section and the environment.
 	url      string // where spans are posted; "": no traces
@@ -206,7 +207,8 @@ func New(ctx context.Context, cfg Config) (*Tracing, error) {
 	// (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES), then the section's.
 	detect := []resource.Option{
 		resource.WithTelemetrySDK(),
-		resource.WithAttributes(attribute.String("service.name", "sandbox-mcp"), attribute.String("service.version", cfg.Version)),
+		resource.WithAttributes(attribute.String("service.name", "sandbox-mcp"), attribute.String("service.version", cfg.Version),
+			attribute.String("sandbox_mcp.provider", cfg.Provider)),
 		resource.WithFromEnv(),
 	}
 	if cfg.ServiceName != "" {

@@ -99,7 +99,7 @@ func TestExportOverHTTP(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "from-env")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test")
 	rcv := testkit.NewOTLPReceiver(t)
-	c := Config{OTLPEndpoint: rcv.URL, ServiceName: "from-config", Version: "v9"}
+	c := Config{OTLPEndpoint: rcv.URL, ServiceName: "from-config", Version: "v9", Provider: "docker"}
 	if err := c.Validate(func(string) (string, bool) { return "", false }); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,8 @@ func TestExportOverHTTP(t *testing.T) {
 	if s.Name != "tools/call ls" || s.Kind != "SPAN_KIND_SERVER" || s.TraceID != span.SpanContext().TraceID().String() {
 		t.Errorf("span %+v", s)
 	}
-	if r := s.Resource; r["service.name"] != "from-config" || r["service.version"] != "v9" || r["deployment.environment.name"] != "test" || r["telemetry.sdk.language"] != "go" {
+	if r := s.Resource; r["service.name"] != "from-config" || r["service.version"] != "v9" || r["deployment.environment.name"] != "test" ||
+		r["telemetry.sdk.language"] != "go" || r["sandbox_mcp.provider"] != "docker" {
 		t.Errorf("resource %v", r)
 	}
 }

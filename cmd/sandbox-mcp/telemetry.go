@@ -13,7 +13,7 @@ import (
 // where the spans go.
 func newTracing(ctx context.Context, cfg *Config, log *slog.Logger) (*telemetry.Tracing, error) {
 	t := cfg.Telemetry
-	t.Version, t.Logger = versionString(), log
+	t.Version, t.Provider, t.Logger = versionString(), cfg.Provider, log
 	tr, err := telemetry.New(ctx, t)
 	if err != nil {
 		return nil, err

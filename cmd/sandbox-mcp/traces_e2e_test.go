@@ -71,14 +71,14 @@ func TestE2ETracesOverOTLP(t *testing.T) {
 	// convention sets no mcp.session.id then.
 	if a := call.Attrs; a["mcp.method.name"] != "tools/call" || a["gen_ai.tool.name"] != "bash" || a["gen_ai.operation.name"] != "execute_tool" ||
 		a["mcp.protocol.version"] != "2026-07-28" || a["mcp.session.id"] != "" || a["network.transport"] != "pipe" ||
-		a["sandbox_mcp.outcome"] != "ok" || a["sandbox_mcp.thread"] != "default" || a["jsonrpc.request.id"] == "" {
+		a["error.type"] != "" || a["sandbox_mcp.thread"] != "default" || a["jsonrpc.request.id"] == "" {
 		t.Errorf("call span attributes %v", a)
 	}
 	if exec.TraceID != traceID || exec.ParentID != call.SpanID || boxStart.ParentID != exec.SpanID || exec.Attrs["process.exit.code"] != "0" {
 		t.Errorf("want call %s > exec %+v > start %+v", call.SpanID, exec, boxStart)
 	}
-	if r := call.Resource; r["service.name"] != "sandbox-mcp" || r["service.version"] == "" {
-		t.Errorf("resource %v: want service.name sandbox-mcp and a version", r)
+	if r := call.Resource; r["service.name"] != "sandbox-mcp" || r["service.version"] == "" || r["sandbox_mcp.provider"] != "local" {
+		t.Errorf("resource %v: want service.name sandbox-mcp, a version and sandbox_mcp.provider local", r)
 	}
 	lines, _ := auditLines(t, p.auditPath)
 	if len(lines) != 1 || lines[0]["trace_id"] != traceID {

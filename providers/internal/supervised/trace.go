@@ -29,25 +29,26 @@ const (
 
 	attrExitCode   = attribute.Key("process.exit.code")
 	attrErrorType  = attribute.Key("error.type")
-	attrProvider   = attribute.Key("sandbox_mcp.provider")
 	attrTimedOut   = attribute.Key("sandbox_mcp.exec.timed_out")
 	attrJob        = attribute.Key("sandbox_mcp.exec.job")
 	attrBackground = attribute.Key("sandbox_mcp.exec.background")
 )
 
-// childSpan starts a span of the call in ctx, when ctx carries one.
+// childSpan starts a span of the call in ctx (of kind internal), when
+// ctx carries one.
 func childSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
 	if !parent.SpanContext().IsValid() {
 		return ctx, parent
 	}
-	return parent.TracerProvider().Tracer(tracerName).Start(ctx, name, append(opts, trace.WithSpanKind(trace.SpanKindInternal))...)
+	return parent.TracerProvider().Tracer(tracerName).Start(ctx, name, opts...)
 }
 
 // BoxStarted is told of a box made or started for a call, from began to
 // now: it tells the metrics (m; nil: none), and the call's trace in ctx
 // as a span of that time (a box found running is neither). Each
-// provider's start path calls it where the box runs.
+// provider's start path calls it where the box runs. (The provider is
+// the traces' resource's: the same for every span of a server.)
 func BoxStarted(ctx context.Context, m Metrics, provider string, began time.Time) {
 	if m != nil {
 		m.BoxStarted(provider, time.Since(began))
@@ -56,9 +57,6 @@ func BoxStarted(ctx context.Context, m Metrics, provider string, began time.Time
 		return
 	}
 	_, span := childSpan(ctx, spanStart, trace.WithTimestamp(began))
-	if span.IsRecording() {
-		span.SetAttributes(attrProvider.String(provider))
-	}
 	span.End()
 }
 
