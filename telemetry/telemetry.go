@@ -2,10 +2,13 @@ package telemetry
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -14,7 +17,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -22,9 +24,10 @@ import (
 
 // Config is the telemetry section of the configuration (SPEC §19); the
 // command embeds it as it is. A key set here wins over the environment's
-// variable for the same thing; what it does not set (headers, timeouts,
-// TLS files, compression, resource attributes, the batch processor's
-// sizes) comes from the standard OTEL_* variables, which the SDK reads.
+// variable for the same thing; what it does not set comes from the
+// standard OTEL_* variables: the exporter's (headers, timeout,
+// compression, TLS files), read by Validate, and the resource's and the
+// batch processor's, which the SDK reads.
 type Config struct {
 	// OTLPEndpoint is the collector's OTLP/HTTP base URL
 	// (http://127.0.0.1:4318), to which /v1/traces is added, as to
@@ -43,7 +46,10 @@ type Config struct {
 
 	// What Validate made of the section and the environment.
 	url      string // where spans are posted; "": no traces
-	json     bool   // OTLP/HTTP with JSON bodies, not protobuf
+	headers  map[string]string
+	gzip     bool
+	timeout  time.Duration
+	tls      *tls.Config // nil: the system's roots, no client certificate
 	sampler  sdktrace.Sampler
 	sampling string // the sampler as configured, for the start-up line
 }
@@ -60,6 +66,17 @@ const (
 	envDisabled       = "OTEL_SDK_DISABLED"
 )
 
+// The exporter's settings: each OTEL_EXPORTER_OTLP_TRACES_X wins over
+// OTEL_EXPORTER_OTLP_X.
+const (
+	envHeaders     = "HEADERS"
+	envTimeout     = "TIMEOUT"
+	envCompression = "COMPRESSION"
+	envCertificate = "CERTIFICATE"
+	envClientCert  = "CLIENT_CERTIFICATE"
+	envClientKey   = "CLIENT_KEY"
+)
+
 // tracesPath is what an OTLP/HTTP base URL is given for traces.
 const tracesPath = "/v1/traces"
 
@@ -69,7 +86,7 @@ const tracesPath = "/v1/traces"
 // with a message on stderr, and a protocol that is not built in.
 func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	env := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
-	c.url, c.json, c.sampler, c.sampling = "", false, nil, ""
+	c.url, c.headers, c.gzip, c.timeout, c.tls, c.sampler, c.sampling = "", nil, false, 0, nil, nil, ""
 	to := ""
 	if c.OTLPEndpoint != "" {
 		u, err := endpointURL(c.OTLPEndpoint)
@@ -115,18 +132,84 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 	}
 	switch proto {
 	case "", "http/protobuf":
-	case "http/json":
-		c.json = true
 	case "grpc":
 		return fmt.Errorf("%s grpc: traces go over OTLP/HTTP only (no gRPC exporter is built in): want http/protobuf, and the collector's HTTP port (4318)", key)
 	default:
-		return fmt.Errorf("%s %q: want http/protobuf (or http/json)", key, proto)
+		return fmt.Errorf("%s %q: want http/protobuf", key, proto)
+	}
+	if err := c.exporterEnv(env); err != nil {
+		return err
 	}
 	var err error
 	if c.sampler, c.sampling, err = sampler(env(envSampler), env(envSamplerArg)); err != nil {
 		return err
 	}
 	c.url = to
+	return nil
+}
+
+// exporterEnv reads the exporter's settings from the environment, as the
+// specification names them (OTEL_EXPORTER_OTLP_[TRACES_]X).
+func (c *Config) exporterEnv(env func(string) string) error {
+	get := func(x string) (key, v string) {
+		if v := env("OTEL_EXPORTER_OTLP_TRACES_" + x); v != "" {
+			return "OTEL_EXPORTER_OTLP_TRACES_" + x, v
+		}
+		return "OTEL_EXPORTER_OTLP_" + x, env("OTEL_EXPORTER_OTLP_" + x)
+	}
+	if key, v := get(envHeaders); v != "" {
+		c.headers = map[string]string{}
+		for _, kv := range strings.Split(v, ",") {
+			k, val, ok := strings.Cut(kv, "=")
+			k, errK := url.PathUnescape(strings.TrimSpace(k))
+			val, errV := url.PathUnescape(strings.TrimSpace(val))
+			if !ok || k == "" || errK != nil || errV != nil {
+				return fmt.Errorf("%s: want key=value pairs separated by commas (values percent-encoded)", key)
+			}
+			c.headers[k] = val
+		}
+	}
+	c.timeout = 10 * time.Second
+	if key, v := get(envTimeout); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return fmt.Errorf("%s %q: want milliseconds, more than 0 (default 10000)", key, v)
+		}
+		c.timeout = time.Duration(ms) * time.Millisecond
+	}
+	switch key, v := get(envCompression); v {
+	case "", "none":
+	case "gzip":
+		c.gzip = true
+	default:
+		return fmt.Errorf("%s %q: want gzip or none", key, v)
+	}
+	var cfg tls.Config
+	if key, v := get(envCertificate); v != "" {
+		pem, err := os.ReadFile(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("%s %s: no PEM certificate in it", key, v)
+		}
+	}
+	certKey, cert := get(envClientCert)
+	keyKey, key := get(envClientKey)
+	if (cert == "") != (key == "") {
+		return fmt.Errorf("%s and %s: give both, or neither", certKey, keyKey)
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return fmt.Errorf("%s, %s: %w", certKey, keyKey, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	if cfg.RootCAs != nil || cfg.Certificates != nil {
+		c.tls = &cfg
+	}
 	return nil
 }
 
@@ -195,14 +278,7 @@ func New(ctx context.Context, cfg Config) (*Tracing, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(cfg.url)}
-	if cfg.json {
-		opts = append(opts, otlptracehttp.WithEncoding(otlptracehttp.EncodingJSON))
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: %w", err)
-	}
+	exp := newExporter(cfg.url, cfg.headers, cfg.gzip, cfg.timeout, cfg.tls)
 	// Later detectors win: the service's defaults, then the environment's
 	// (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES), then the section's.
 	detect := []resource.Option{

@@ -78,6 +78,8 @@ func TestImportRules(t *testing.T) {
 		{pkg: "providers/docker", why: "a provider makes spans through the OpenTelemetry API, from the call's span", never: otelSDK},
 		{pkg: "providers/kubernetes", why: "a provider makes spans through the OpenTelemetry API, from the call's span", never: otelSDK},
 		{pkg: "telemetry", why: "the traces' SDK is a mechanism the command sets up: it imports nothing of ours", noneOurs: true},
+		{pkg: "cmd/sandbox-mcp", why: "traces go over OTLP/HTTP by the telemetry package's own exporter: gRPC (which the SDK's OTLP exporters link) brings golang.org/x/net/trace, whose templates keep every exported method in the binary (+33 MB)",
+			never: []string{"google.golang.org/grpc", "golang.org/x/net/trace", "go.opentelemetry.io/otel/exporters/otlp"}},
 		{pkg: "search", why: "search is a mechanism: no transport, tool or provider",
 			never: append(append(ours("providers", "tools", "server", "cmd"), transports...), engines...)},
 		{pkg: "metrics", why: "the metric set is a mechanism the command, the server and the providers call: it imports nothing of ours", noneOurs: true},

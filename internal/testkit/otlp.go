@@ -9,8 +9,9 @@ import (
 	"sync"
 	"testing"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -49,8 +50,7 @@ func NewOTLPReceiver(t testing.TB) *OTLPReceiver {
 
 func (r *OTLPReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
-	var msg coltracepb.ExportTraceServiceRequest
-	err := proto.Unmarshal(body, &msg)
+	resourceSpans, err := exportRequest(body)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests++
@@ -59,7 +59,7 @@ func (r *OTLPReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "not an OTLP/HTTP protobuf trace export", http.StatusBadRequest)
 		return
 	}
-	for _, rs := range msg.ResourceSpans {
+	for _, rs := range resourceSpans {
 		res := attrMap(rs.GetResource().GetAttributes())
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
@@ -72,9 +72,39 @@ func (r *OTLPReceiver) serve(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 	}
-	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	w.Write(out)
+	w.Header().Set("Content-Type", "application/x-protobuf") // an empty ExportTraceServiceResponse: all taken
+}
+
+// exportRequest decodes an ExportTraceServiceRequest: its field 1,
+// resource_spans, repeated. (Its own type is in the collector's package,
+// which is gRPC's service too.)
+func exportRequest(b []byte) ([]*tracepb.ResourceSpans, error) {
+	var out []*tracepb.ResourceSpans
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num != 1 || typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b = b[n:]
+			continue
+		}
+		m, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		rs := &tracepb.ResourceSpans{}
+		if err := proto.Unmarshal(m, rs); err != nil {
+			return nil, err
+		}
+		out = append(out, rs)
+	}
+	return out, nil
 }
 
 // attrMap is OTLP attributes as strings (a number as its digits).
