@@ -3,9 +3,12 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -241,4 +244,65 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 		out = append(out, s.Name())
 	}
 	return out
+}
+
+// Over HTTP a call's span says so: network.transport tcp, protocol http,
+// and the Streamable HTTP session's id.
+func TestTracesOverHTTP(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	state := t.TempDir()
+	lp, err := local.New(local.Config{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateless := false
+	srv := New(Config{Provider: lp, Limits: tools.DefaultLimits(), StateDir: state, HTTP: &HTTPConfig{Stateless: &stateless},
+		Tracer: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { srv.ServeHTTP(ctx, ln); srv.Close(); lp.Close(); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	session := ""
+	post := func(body string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+ln.Addr().String()+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(ThreadHeader, "web")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 300 {
+			t.Fatalf("%s: %s", resp.Status, b)
+		}
+		if session == "" {
+			session = resp.Header.Get("Mcp-Session-Id")
+		}
+		return string(b)
+	}
+	post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if out := post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ls","arguments":{}}}`); !strings.Contains(out, `"result"`) {
+		t.Fatalf("ls: %s", out)
+	}
+	spans := exp.GetSpans().Snapshots()
+	if len(spans) != 1 || session == "" {
+		t.Fatalf("spans %v, session %q", names(spans), session)
+	}
+	a := attrs(spans[0])
+	if a["network.transport"] != "tcp" || a["network.protocol.name"] != "http" || a["mcp.session.id"] != session ||
+		a["mcp.protocol.version"] != "2025-06-18" || a["sandbox_mcp.thread"] != "web" || a["jsonrpc.request.id"] != "2" {
+		t.Errorf("attributes %v (session %s)", a, session)
+	}
 }
