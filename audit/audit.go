@@ -41,6 +41,7 @@ type Event struct {
 	BytesOut   int            `json:"bytes_out"`
 	Truncated  bool           `json:"truncated"`
 	Error      string         `json:"error,omitempty"`
+	TraceID    string         `json:"trace_id,omitempty"` // the call's trace when traces are sent (SPEC §19): 32 hex digits
 	Args       map[string]any `json:"args"`
 	// PrevSHA256 is the sha256 of the previous line's bytes (without its
 	// newline); "" on the first line. The log is a hash chain: a changed,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sandbox-mcp/sandbox-mcp/audit"
 	"github.com/sandbox-mcp/sandbox-mcp/masking"
@@ -60,6 +61,11 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Network is the sandboxes' network policy, as sandbox_info tells it.
 	Network tools.Network
+	// Tracer, if set, makes a span of every tool call, a child of the
+	// caller's span its request names, and its context carries the span
+	// to the sandbox (traces.go); nil: no traces, and nothing on the call
+	// path but a nil check.
+	Tracer trace.TracerProvider
 }
 
 // Server is the MCP server.
@@ -77,6 +83,7 @@ type Server struct {
 	listeners listeners    // their subscriptions/listen streams, by thread
 	previews  *previews    // the sandboxes' exposed ports (expose_port)
 	tasks     taskJobs     // what MCP tasks are made of (tasks.go)
+	tracing   *tracing     // the calls' spans; nil: no traces
 
 	inflight  atomic.Int64    // tool calls running
 	open      atomic.Int64    // sessions registered (metrics)
@@ -112,6 +119,9 @@ func New(cfg Config) *Server {
 	cfg.Metrics.Observe(s.metricsState)
 	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
 	hooks := &mcpserver.Hooks{}
+	if cfg.Tracer != nil {
+		s.tracing = newTracing(cfg.Tracer, cfg.Version, hooks)
+	}
 	// A session's end (stdin closed, DELETE, SSE disconnect, idle TTL)
 	// stops its calls and releases its sandbox; the thread's files stay,
 	// but for an anonymous one's (Sessions.End).
@@ -265,10 +275,15 @@ func (s *Server) Close() error {
 // audited all the same.
 func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 	counted := s.cfg.Metrics.Tool(t.Def.Name) // nil without metrics
+	spanName := "tools/call " + t.Def.Name    // its calls' spans (traces.go)
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c := &call{tool: t, req: req, start: time.Now(), outcome: audit.Error}
 		if counted != nil {
 			defer func() { counted.Done(c.outcome, time.Since(c.start)) }()
+		}
+		if s.tracing != nil {
+			defer s.tracing.end(ctx, c) // the request's context: what it says, and the key of its JSON-RPC id
+			ctx = s.tracing.start(ctx, c, spanName)
 		}
 		ctx, cancel := endWithRequest(ctx)
 		defer cancel()
@@ -280,6 +295,9 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		defer s.inflight.Add(-1)
 		s.takeThreadArgument(ctx, c)
 		defer s.bindThread(ctx, c)()
+		if c.span != nil {
+			c.bound()
+		}
 		if err := s.auditBegin(c); err != nil {
 			return mcp.NewToolResultError("Error: " + err.Error() + ": the call was not run"), nil
 		}
@@ -308,6 +326,7 @@ type call struct {
 	// outcome is the call's, as its audit line says it once written; an
 	// error until then (a call whose line cannot be written answers one).
 	outcome string
+	span    trace.Span // the call's span (traces.go); nil: no traces
 }
 
 // fail notes why the tool is not run, unless a step before said so.

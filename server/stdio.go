@@ -281,14 +281,16 @@ type stdioSession struct {
 	initialized   atomic.Bool
 	level         atomic.Value // mcp.LoggingLevel
 
-	mu   sync.Mutex
-	info mcp.Implementation
-	caps mcp.ClientCapabilities
+	mu      sync.Mutex
+	info    mcp.Implementation
+	caps    mcp.ClientCapabilities
+	version string // negotiated at initialize (a call's span says it)
 }
 
 var (
-	_ mcpserver.SessionWithLogging    = (*stdioSession)(nil)
-	_ mcpserver.SessionWithClientInfo = (*stdioSession)(nil)
+	_ mcpserver.SessionWithLogging         = (*stdioSession)(nil)
+	_ mcpserver.SessionWithClientInfo      = (*stdioSession)(nil)
+	_ mcpserver.SessionWithProtocolVersion = (*stdioSession)(nil)
 )
 
 func (s *stdioSession) SessionID() string { return "stdio" }
@@ -335,4 +337,19 @@ func (s *stdioSession) SetClientCapabilities(caps mcp.ClientCapabilities) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.caps = caps
+}
+
+// ProtocolVersion is the protocol version initialize negotiated.
+func (s *stdioSession) ProtocolVersion() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
+}
+
+// SetProtocolVersion is told by mcp-go of the version initialize
+// negotiated.
+func (s *stdioSession) SetProtocolVersion(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.version = v
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/telemetry"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
 
@@ -42,6 +43,7 @@ type Config struct {
 	HTTP       HTTPConfig        `yaml:"http"`
 	Audit      AuditConfig       `yaml:"audit"`
 	Metrics    metrics.Config    `yaml:"metrics"`
+	Telemetry  telemetry.Config  `yaml:"telemetry"`
 	LogLevel   string            `yaml:"log_level"`
 
 	// From flags only.
@@ -366,6 +368,9 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		}
 	}
 	if err := c.Metrics.Validate(); err != nil {
+		return err
+	}
+	if err := c.Telemetry.Validate(lookup); err != nil {
 		return err
 	}
 	switch c.Audit.Path {

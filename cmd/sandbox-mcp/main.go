@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/lmittmann/tint"
 
@@ -304,6 +305,21 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		sink = w
 	}
 	m := newMetrics(cfg, &sink)
+	tracing, err := newTracing(ctx, cfg, log)
+	if err != nil {
+		sink.Close()
+		return startupError{err}
+	}
+	// Last, once every call has ended (srv.Close, below) and the provider
+	// has closed: the spans still held are sent, as long as a few seconds
+	// allow.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			log.Warn(err.Error())
+		}
+	}()
 	proxy, err := newEgress(cfg, sink, log)
 	if err != nil {
 		sink.Close()
@@ -334,6 +350,7 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		Network:  cfg.networkPolicy(),
 		Skills:   cfg.SkillsDir != "",
 		Metrics:  m,
+		Tracer:   tracing.TracerProvider(),
 	})
 	defer srv.Close()
 	if m != nil {

@@ -47,7 +47,11 @@ func TestImportRules(t *testing.T) {
 		}
 		return out
 	}
-	daemon := append(append(ours("providers", "tools", "server", "cmd", "audit", "masking", "hostfs"), transports...), engines...)
+	// The OpenTelemetry SDK and its exporter are the telemetry package's
+	// (and so the command's): the server and the providers make spans
+	// through the API alone, and nothing of it runs in a box.
+	otelSDK := []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", module + "telemetry"}
+	daemon := append(append(append(ours("providers", "tools", "server", "cmd", "audit", "masking", "hostfs", "telemetry"), transports...), engines...), "go.opentelemetry.io")
 	for _, rule := range []struct {
 		pkg, why string
 		never    []string // prefixes of packages it may not depend on
@@ -68,6 +72,14 @@ func TestImportRules(t *testing.T) {
 			never: append(append(ours("providers", "tools", "server", "cmd", "audit", "supervisor/daemon"), transports...), engines...), notPkg: ours("supervisor")},
 		{pkg: "server", why: "the core knows no provider: main wires them",
 			never: append(ours("providers", "supervisor", "cmd"), engines...)},
+		{pkg: "server", why: "the server makes spans through the OpenTelemetry API: the SDK is the command's to set up (package telemetry)",
+			never: otelSDK},
+		{pkg: "providers/local", why: "a provider makes spans through the OpenTelemetry API, from the call's span", never: otelSDK},
+		{pkg: "providers/docker", why: "a provider makes spans through the OpenTelemetry API, from the call's span", never: otelSDK},
+		{pkg: "providers/kubernetes", why: "a provider makes spans through the OpenTelemetry API, from the call's span", never: otelSDK},
+		{pkg: "telemetry", why: "the traces' SDK is a mechanism the command sets up: it imports nothing of ours", noneOurs: true},
+		{pkg: "cmd/sandbox-mcp", why: "traces go over OTLP/HTTP by the telemetry package's own exporter: gRPC (which the SDK's OTLP exporters link) brings golang.org/x/net/trace, whose templates keep every exported method in the binary (+33 MB)",
+			never: []string{"google.golang.org/grpc", "golang.org/x/net/trace", "go.opentelemetry.io/otel/exporters/otlp"}},
 		{pkg: "search", why: "search is a mechanism: no transport, tool or provider",
 			never: append(append(ours("providers", "tools", "server", "cmd"), transports...), engines...)},
 		{pkg: "metrics", why: "the metric set is a mechanism the command, the server and the providers call: it imports nothing of ours", noneOurs: true},

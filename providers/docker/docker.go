@@ -628,11 +628,10 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 	})
 }
 
-// boxStarted tells the metrics of a container made or started for a call.
-func (p *Provider) boxStarted(took time.Duration) {
-	if p.cfg.Metrics != nil {
-		p.cfg.Metrics.BoxStarted(p.Name(), took)
-	}
+// boxStarted tells the metrics and the call's trace of a container made
+// or started for a call.
+func (p *Provider) boxStarted(ctx context.Context, began time.Time) {
+	supervised.BoxStarted(ctx, p.cfg.Metrics, p.Name(), began)
 }
 
 // RunningBoxes is how many containers this server knows running (the

@@ -28,6 +28,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/cmdenv"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/replicas"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/supervised"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/threads"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -270,11 +271,10 @@ func (p *Provider) makeThreadDir(dir string) error {
 	return nil
 }
 
-// boxStarted tells the metrics of a Pod made for a call, once it runs.
-func (p *Provider) boxStarted(took time.Duration) {
-	if p.cfg.Metrics != nil {
-		p.cfg.Metrics.BoxStarted(p.Name(), took)
-	}
+// boxStarted tells the metrics and the call's trace of a Pod made for a
+// call, once it runs.
+func (p *Provider) boxStarted(ctx context.Context, began time.Time) {
+	supervised.BoxStarted(ctx, p.cfg.Metrics, p.Name(), began)
 }
 
 // RunningBoxes is how many Pods this replica knows running (the server's

@@ -267,12 +267,12 @@ func (s *Sandbox) close() {
 }
 
 // Dial starts the thread's supervisor (supervised.Box: dial): each dial
-// is a box started, for the metrics.
+// is a box started, for the metrics and the call's trace.
 func (s *Sandbox) Dial(ctx context.Context) (*supervisor.Conn, error) {
 	began := time.Now()
 	c, err := s.dial(ctx)
-	if err == nil && s.p.cfg.Metrics != nil {
-		s.p.cfg.Metrics.BoxStarted(s.p.Name(), time.Since(began))
+	if err == nil {
+		supervised.BoxStarted(ctx, s.p.cfg.Metrics, s.p.Name(), began)
 	}
 	return c, err
 }

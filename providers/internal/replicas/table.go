@@ -36,8 +36,9 @@ type TableConfig struct {
 	Publish   func(name string, inUse bool, lastUsed time.Time) error
 	Heartbeat time.Duration
 	// Started, if set, is told of each box Ensure's start made or started
-	// (it was admitted), and how long start took to find it running.
-	Started func(took time.Duration)
+	// (it was admitted), with Ensure's context (its call's) and when start
+	// set out: it runs now.
+	Started func(ctx context.Context, began time.Time)
 }
 
 // entry is one box as this process knows it.
@@ -102,7 +103,7 @@ func (t *Table) Ensure(ctx context.Context, name, thread string, start func(admi
 		return "", nil, err
 	}
 	if release != nil && t.cfg.Started != nil {
-		t.cfg.Started(time.Since(began))
+		t.cfg.Started(ctx, began)
 	}
 	t.mu.Lock()
 	t.boxes[name] = &entry{id: id, thread: thread, lastUsed: time.Now()} // in place of the one admit held

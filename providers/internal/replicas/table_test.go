@@ -245,8 +245,12 @@ func TestEnsureTellsStarts(t *testing.T) {
 	var mu sync.Mutex
 	var starts []time.Duration
 	tb := NewTable(TableConfig{Setting: "test.replicas", Limit: -1, What: "test: box",
-		Lock:    func(context.Context, string) (func(), error) { return func() {}, nil },
-		Started: func(took time.Duration) { mu.Lock(); starts = append(starts, took); mu.Unlock() }})
+		Lock: func(context.Context, string) (func(), error) { return func() {}, nil },
+		Started: func(_ context.Context, began time.Time) {
+			mu.Lock()
+			starts = append(starts, time.Since(began))
+			mu.Unlock()
+		}})
 	ctx := t.Context()
 	slow := func(admit func() error) (string, error) {
 		if err := admit(); err != nil {

@@ -10,8 +10,19 @@ import (
 // The sandbox's jobs (sandbox.Jobs) run under the box's supervisor, as
 // Exec's commands do, and outlive the call; each call enters the box.
 
-// StartJob starts the command as Exec runs it, as a job.
+// StartJob starts the command as Exec runs it, as a job; in a traced
+// call, its span ends once the job runs.
 func (s *Sandbox) StartJob(ctx context.Context, req sandbox.JobRequest) (sandbox.JobInfo, error) {
+	ctx, span := childSpan(ctx, spanExec)
+	if span.IsRecording() {
+		span.SetAttributes(attrBackground.Bool(true))
+	}
+	info, err := s.startJob(ctx, req)
+	endExec(span, sandbox.ExecResult{Job: info.ID}, err)
+	return info, err
+}
+
+func (s *Sandbox) startJob(ctx context.Context, req sandbox.JobRequest) (sandbox.JobInfo, error) {
 	done, err := s.box.Enter(ctx)
 	if err != nil {
 		return sandbox.JobInfo{}, err

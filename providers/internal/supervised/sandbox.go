@@ -118,8 +118,16 @@ func (s *Sandbox) Mounts() []sandbox.Mount { return s.cfg.Mounts }
 // supervisor keeps), under the timeout the supervisor enforces; a
 // cancelled ctx kills the group. The box is busy meanwhile. If the
 // supervisor does not end a command it was told to (stopped, hung), the
-// box's remedy ends every process in it (Box.Unresponsive).
+// box's remedy ends every process in it (Box.Unresponsive). In a traced
+// call it is a span of the call (trace.go), the box's start within it.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	ctx, span := childSpan(ctx, spanExec)
+	res, err := s.exec(ctx, req)
+	endExec(span, res, err)
+	return res, err
+}
+
+func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	done, err := s.box.Enter(ctx)
 	if err != nil {
 		return sandbox.ExecResult{}, err
