@@ -498,55 +498,53 @@ func cutText(s string, n int) string {
 
 // runTask runs one task operation as the handler runs a tool call: within
 // the calls' budget, in the thread the request names (its sandbox bound
-// for the while), audited (tool: the method; fail closed).
+// for the while), audited (tool: the method; fail closed; a request
+// refused on its way audited too), its error masked as a result is.
 func (s *Server) runTask(ctx context.Context, header http.Header, method string, args map[string]any,
 	op func(context.Context, *tools.Env, *call) (any, *tools.Result, error)) (any, error) {
+	if _, ok := args["thread"]; ok && !s.stateless {
+		return nil, taskErrorf(mcp.INVALID_PARAMS, "params.thread names the thread of a stateless HTTP request; this server's thread is its own (--thread, or the session's)")
+	}
 	c := &call{tool: tools.Tool{Def: mcp.Tool{Name: method}}, start: time.Now(), outcome: audit.Error}
 	c.req.Header = header
 	c.req.Params.Name = method
 	c.req.Params.Arguments = args
 	free, busy := s.claimSlot(ctx)
 	defer free()
-	if busy != nil {
-		return nil, busy
-	}
+	c.fail(busy)
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
-	if _, ok := args["thread"]; ok && !s.stateless {
-		return nil, taskErrorf(mcp.INVALID_PARAMS, "params.thread names the thread of a stateless HTTP request; this server's thread is its own (--thread, or the session's)")
-	}
 	s.takeThreadArgument(ctx, c)
-	if c.err != nil {
-		return nil, taskErrorf(mcp.INVALID_PARAMS, "%v", c.err)
-	}
+	argErr := c.err // the thread argument's, unless busy
 	defer s.bindThread(ctx, c)()
-	if c.err != nil {
-		if errors.Is(c.err, errNoThread) {
-			return nil, taskErrorf(mcp.INVALID_PARAMS, "%v", c.err)
-		}
-		return nil, c.err
-	}
 	if err := s.auditBegin(c); err != nil {
 		return nil, fmt.Errorf("%v: the request was not run", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(c.b.ctx, cancel)()
-	defer context.AfterFunc(s.stopCalls, cancel)()
-	res, rec, err := op(ctx, s.taskEnv(c), c)
+	var res any
+	var rec *tools.Result
+	err := c.err
+	if err == nil {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(c.b.ctx, cancel)()
+		defer context.AfterFunc(s.stopCalls, cancel)()
+		res, rec, err = op(ctx, s.taskEnv(c), c)
+	}
 	if err != nil {
 		rec = toolsFail(err)
 	}
+	maskResult(rec, c.mask)
 	if aerr := s.auditRecord(c, rec); aerr != nil {
 		return nil, fmt.Errorf("%v: the request ran, its answer is withheld", aerr)
 	}
-	if err != nil {
-		if errors.Is(err, tools.ErrNoTask) || errors.Is(err, tools.ErrTaskRefused) {
-			return nil, taskErrorf(mcp.INVALID_PARAMS, "%v", err)
-		}
-		return nil, err
+	if err == nil {
+		return res, nil
 	}
-	return res, nil
+	code := mcp.INTERNAL_ERROR
+	if errors.Is(err, tools.ErrNoTask) || errors.Is(err, tools.ErrTaskRefused) || errors.Is(err, errNoThread) || (argErr != nil && err == argErr && busy == nil) {
+		code = mcp.INVALID_PARAMS
+	}
+	return nil, &taskError{code: code, msg: c.mask(err.Error())}
 }
 
 // serveTaskHTTP answers a 2026-07-28 tasks/* POST (its body read already,

@@ -149,11 +149,10 @@ func TestTaskLife(t *testing.T) {
 	}
 	// Cancel: TERM to the group; a task that ignores it gets KILL.
 	id = f.taskOf(`trap '' TERM; echo stubborn; sleep 60 & wait; sleep 60`)
-	start := time.Now()
 	if err := tools.CancelTask(f.t.Context(), f.env, id); err != nil {
 		t.Fatal(err)
 	}
-	if task := f.ended(id); task.State != tools.TaskCancelled || task.Result != nil || !strings.Contains(task.Message, "SIGKILL") || time.Since(start) > 30*time.Second {
+	if task := f.ended(id); task.State != tools.TaskCancelled || task.Result != nil || !strings.Contains(task.Message, "SIGKILL") {
 		t.Errorf("cancelled: %+v", task)
 	}
 	if err := tools.CancelTask(f.t.Context(), f.env, id); err != nil {

@@ -505,6 +505,22 @@ func TestE2ETasksHTTP(t *testing.T) {
 	if r := c.taskOp("tasks/get", "j999", nil); r.Status != http.StatusBadRequest || r.Err == nil || r.Err.Code != -32602 {
 		t.Errorf("an unknown task over HTTP: %d %s", r.Status, r.Raw)
 	}
+	// A 2026-07-28 request names its thread, or is told how to.
+	c.thread = ""
+	if r := c.taskOp("tasks/get", "j1", nil); r.Err == nil || r.Err.Code != -32602 || !strings.Contains(r.Err.Message, "X-Thread-ID") {
+		t.Errorf("tasks/get naming no thread: %s", r.Raw)
+	}
+	c.thread = "tasks"
+	// Mcp-Name is the task id.
+	resp, err := c.post("tasks/get", "j2", []byte(`{"jsonrpc":"2.0","id":99,"method":"tasks/get","params":{"taskId":"j1","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"`+extTasks+`":{}}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32020`) {
+		t.Errorf("Mcp-Name other than the task id: %d %s", resp.StatusCode, body)
+	}
 }
 
 // With tokens, a thread id is the token's own (SPEC §3): another token

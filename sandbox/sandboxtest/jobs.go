@@ -240,6 +240,18 @@ func Jobs(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox) {
 		if out, _ := run(t, sb, "read x; echo rc=$?", time.Minute); out != "rc=1\n" {
 			t.Fatalf("no stdin: %q", out)
 		}
+		// One that cannot become a job (the cap) stays in the foreground,
+		// where its stdin ends.
+		busy, err := js.StartJob(t.Context(), sandbox.JobRequest{Command: "sleep 60"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c = sandbox.NewCapture(1<<20, 1<<20)
+		res, err = sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 1; read x; echo rc=$?", Timeout: time.Minute, Output: c, YieldAfter: 300 * time.Millisecond, Stdin: true, Jobs: sandbox.JobLimits{MaxJobs: 1}})
+		if h, tl, _ := c.Result(); err != nil || res.Job != "" || string(h)+string(tl) != "rc=1\n" {
+			t.Fatalf("at the cap: %+v %q %v", res, string(h)+string(tl), err)
+		}
+		js.KillJob(t.Context(), busy.ID, "KILL")
 	})
 }
 

@@ -336,6 +336,12 @@ wait:
 				exit(wire.Exit{Job: job, Running: true})
 				return
 			}
+			if inW != nil {
+				// No job (at the cap): it stays in the foreground, where
+				// no input comes — its stdin ends, as an empty one would.
+				inW.Close()
+				inW = nil
+			}
 			continue
 		}
 		break wait
