@@ -51,6 +51,17 @@ func (c *Capture) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// Skip counts n bytes as written and dropped — output no longer at hand,
+// between what was written and what comes — and ends the head there:
+// later bytes go to the tail only.
+func (c *Capture) Skip(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total += max(n, 0)
+	c.headMax = len(c.head)
+	c.tailPos, c.tailFull = 0, false
+}
+
 // Result returns the kept head, the kept tail (bytes after the head, only
 // the last ones) and how many bytes were written in all. When
 // total <= len(head)+len(tail) nothing was dropped.

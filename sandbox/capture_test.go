@@ -95,3 +95,24 @@ func TestUnixMode(t *testing.T) {
 		}
 	}
 }
+
+// Skip is a gap in the middle: counted, never part of head or tail, and
+// the head ends at it.
+func TestCaptureSkip(t *testing.T) {
+	t.Parallel()
+	c := sandbox.NewCapture(4, 4)
+	c.Write([]byte("ab"))
+	c.Skip(100)
+	c.Write([]byte("xyz"))
+	h, tl, total := c.Result()
+	if string(h) != "ab" || string(tl) != "xyz" || total != 105 {
+		t.Fatalf("got %q %q %d", h, tl, total)
+	}
+	c = sandbox.NewCapture(4, 4)
+	c.Write([]byte("0123456"))
+	c.Skip(10)
+	c.Write([]byte("9"))
+	if h, tl, total := c.Result(); string(h) != "0123" || string(tl) != "9" || total != 18 {
+		t.Fatalf("a tail before the gap: got %q %q %d", h, tl, total)
+	}
+}

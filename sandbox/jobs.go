@@ -24,6 +24,10 @@ type Jobs interface {
 	// most a minute) it waits for output past offset or the job's end; a
 	// cancelled ctx ends the wait, never the job.
 	JobOutput(ctx context.Context, id string, offset int64, wait time.Duration) (JobOutput, error)
+	// PeekJobOutput is JobOutput from offset (0 or more) that leaves what
+	// no caller was shown yet as it was: a read that is not the agent's
+	// (an MCP task's poll) does not take output from bash_output.
+	PeekJobOutput(ctx context.Context, id string, offset int64, wait time.Duration) (JobOutput, error)
 	// JobInput writes data (at most 64 KiB) to the job's stdin, then closes
 	// it with close.
 	JobInput(ctx context.Context, id string, data []byte, close bool) (JobInfo, error)
@@ -100,6 +104,9 @@ type JobInfo struct {
 	EndedAt   time.Time // zero while it runs
 	Code      int       // exit code; 128+N when ended by signal N
 	Signal    string    // the signal that ended it: TERM, KILL, …
+	// KillRequested: KillJob signalled it while it ran (bash_kill, an MCP
+	// task's cancel), however it then ended.
+	KillRequested bool
 }
 
 // JobOutput is output of a job.

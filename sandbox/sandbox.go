@@ -123,6 +123,11 @@ type ExecRequest struct {
 	// just before it; with Shell, what the command leaves is the next
 	// state, as always. A name that is no shell variable's is refused.
 	Env []string
+	// Stdin: the command reads a pipe held open rather than an empty
+	// stdin, for the job it may become (YieldAfter): JobInput writes to
+	// it then (an MCP task's tasks/update). Until then nothing is written
+	// to it: a command that reads it waits.
+	Stdin bool
 }
 
 // ExecResult is how a command ended.

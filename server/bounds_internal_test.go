@@ -163,6 +163,9 @@ func (b *fakeBox) StartJob(context.Context, sandbox.JobRequest) (sandbox.JobInfo
 func (b *fakeBox) JobOutput(context.Context, string, int64, time.Duration) (sandbox.JobOutput, error) {
 	return sandbox.JobOutput{}, nil
 }
+func (b *fakeBox) PeekJobOutput(context.Context, string, int64, time.Duration) (sandbox.JobOutput, error) {
+	return sandbox.JobOutput{}, nil
+}
 func (b *fakeBox) JobInput(context.Context, string, []byte, bool) (sandbox.JobInfo, error) {
 	return sandbox.JobInfo{}, nil
 }

@@ -81,10 +81,11 @@ type transports struct {
 	// calls are done.
 	listens    context.Context
 	endListens context.CancelFunc
+	srv        *Server // serves the tasks extension's requests (tasks.go)
 }
 
 func (s *Server) newTransports() *transports {
-	t := &transports{}
+	t := &transports{srv: s}
 	t.listens, t.endListens = context.WithCancel(context.Background())
 	opts := []mcpserver.StreamableHTTPOption{
 		mcpserver.WithEndpointPath("/mcp"),
@@ -157,6 +158,16 @@ func (t *transports) routeByEra(w http.ResponseWriter, r *http.Request) {
 		if notification {
 			w.WriteHeader(http.StatusAccepted)
 			return
+		}
+		// The tasks extension (tasks.go), before mcp-go: its requests are
+		// ours, and a tools/call's answer may be a task.
+		switch method := r.Header.Get(mcp.HeaderMethod); {
+		case isTaskMethod(method):
+			t.srv.serveTaskHTTP(w, r)
+			return
+		case method == string(mcp.MethodToolsCall):
+			ctx, ans := withTaskAnswer(r.Context())
+			r, w = r.WithContext(ctx), &taskWriter{ResponseWriter: w, ans: ans}
 		}
 	}
 	if listenPost(r) {

@@ -82,6 +82,7 @@ type Server struct {
 	leases    leases       // the sandboxes of stateless requests (HTTP, 2026-07-28)
 	listeners listeners    // their subscriptions/listen streams, by thread
 	previews  *previews    // the sandboxes' exposed ports (expose_port)
+	tasks     taskJobs     // what MCP tasks are made of (tasks.go)
 	tracing   *tracing     // the calls' spans; nil: no traces
 
 	inflight  atomic.Int64    // tool calls running
@@ -102,7 +103,7 @@ func New(cfg Config) *Server {
 	if cfg.Audit == nil {
 		cfg.Audit = audit.Discard{}
 	}
-	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir, cfg.Secrets, cfg.Hidden...)}
+	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir, cfg.Secrets, cfg.Hidden...), tasks: jobTasks{}}
 	s.sessions.logger = cfg.Logger
 	s.previews = newPreviews(cfg.Logger)
 	s.sessions.threadGone = s.previews.dropThread
@@ -138,6 +139,7 @@ func New(cfg Config) *Server {
 		}
 		s.sessions.End(cs.SessionID())
 	})
+	hooks.AddAfterInitialize(hideTasksFromSessions)
 	instructions := "Tools work in a sandbox: files under /mnt/user-data/{workspace,uploads,outputs} " +
 		"(workspace is the working directory)."
 	if cfg.Skills {
@@ -161,6 +163,7 @@ func New(cfg Config) *Server {
 		mcpserver.WithInstructions(instructions),
 		mcpserver.WithIcons(tools.Icon("sandbox")),
 		mcpserver.WithToolFilter(s.toolsFor),
+		mcpserver.WithExtensions(map[string]any{tasksExtension: map[string]any{}}),
 	)
 	s.toolOrder = map[string]int{}
 	for i, t := range tools.All() {
@@ -300,6 +303,7 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		}
 		res := s.callTool(ctx, c)
 		maskResult(res, c.mask)
+		s.offerTask(ctx, c, res)
 		if counted != nil && startedJob(c, res) {
 			s.cfg.Metrics.JobStarted(c.ev.Provider)
 		}
@@ -441,7 +445,7 @@ func (s *Server) callTool(ctx context.Context, c *call) *tools.Result {
 	defer cancel()
 	defer context.AfterFunc(c.b.ctx, cancel)()
 	defer context.AfterFunc(s.stopCalls, cancel)()
-	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req), Network: s.cfg.Network}
+	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req), Network: s.cfg.Network, Tasks: takesTasks(ctx)}
 	// Previews are the HTTP server's when the call came over HTTP (the
 	// guard named its URL), else stdio's loopback listener's.
 	base, _ := ctx.Value(previewBaseKey{}).(string)

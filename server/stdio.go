@@ -112,11 +112,11 @@ type stdioLoop struct {
 // and responses are handled in line, in order, while it reads.
 func (l *stdioLoop) worker() {
 	for {
-		line, err := l.next()
+		line, method, err := l.next()
 		if line == nil {
 			return
 		}
-		l.serve(line)
+		l.serve(line, method)
 		l.calls.Done()
 		if err != nil {
 			return
@@ -124,9 +124,10 @@ func (l *stdioLoop) worker() {
 	}
 }
 
-// next reads up to the next request and returns it, counted in l.calls; nil
-// when input has ended (l.done told) or the session is over.
-func (l *stdioLoop) next() ([]byte, error) {
+// next reads up to the next request and returns it and its method, counted
+// in l.calls; nil when input has ended (l.done told) or the session is
+// over.
+func (l *stdioLoop) next() ([]byte, string, error) {
 	l.waiting.Add(1)
 	l.readMu.Lock()
 	l.waiting.Add(-1)
@@ -149,7 +150,7 @@ func (l *stdioLoop) next() ([]byte, error) {
 				// requests, so there is nothing waiting for it.
 			case parsed && head.ID != nil:
 				if !l.begin() {
-					return nil, nil
+					return nil, "", nil
 				}
 				if l.waiting.Load() == 0 && l.workers < stdioWorkers {
 					// Nobody to take over reading while this call runs:
@@ -162,11 +163,11 @@ func (l *stdioLoop) next() ([]byte, error) {
 					l.ended = true
 					l.end(err)
 				}
-				return line, err
+				return line, head.Method, err
 			default:
 				// Notifications, and unparsable lines (answered with a
 				// parse error).
-				l.serve(line)
+				l.serve(line, "")
 			}
 		}
 		if err != nil {
@@ -174,7 +175,7 @@ func (l *stdioLoop) next() ([]byte, error) {
 			l.end(err)
 		}
 	}
-	return nil, nil
+	return nil, "", nil
 }
 
 // end ends the session with err, unless it has ended already.
@@ -214,9 +215,11 @@ func (l *stdioLoop) readLine() (line []byte, tooLong bool, err error) {
 	}
 }
 
-// serve runs one message through mcp-go and writes the answer, if any. A
-// panic in a handler becomes an internal error for that request.
-func (l *stdioLoop) serve(line []byte) {
+// serve runs one message through mcp-go — a request of the tasks
+// extension through tasks.go, before mcp-go sees it — and writes the
+// answer, if any. A panic in a handler becomes an internal error for that
+// request.
+func (l *stdioLoop) serve(line []byte, method string) {
 	var resp mcp.JSONRPCMessage
 	func() {
 		defer func() {
@@ -231,7 +234,15 @@ func (l *stdioLoop) serve(line []byte) {
 				}
 			}
 		}()
-		resp = l.srv.mcp.HandleMessage(l.ctx, line)
+		if isTaskMethod(method) {
+			resp = l.srv.taskMessage(l.ctx, nil, line)
+			return
+		}
+		ctx, ans := l.ctx, (*taskAnswer)(nil)
+		if method == string(mcp.MethodToolsCall) {
+			ctx, ans = withTaskAnswer(ctx) // a call that goes on as a task answers it
+		}
+		resp = ans.answer(l.srv.mcp.HandleMessage(ctx, line))
 	}()
 	if resp != nil {
 		l.write(resp)

@@ -273,6 +273,7 @@ type ExecRequest struct {
 	// ResetState: the kept shell state is forgotten first.
 	ResetState bool
 	Env        []string // sandbox.ExecRequest.Env
+	Stdin      bool     // sandbox.ExecRequest.Stdin
 }
 
 // ErrUnresponsive: the supervisor did not end a command it was told to
@@ -291,7 +292,7 @@ const killGrace = wire.DrainGrace + 3*time.Second
 // known: the channel failed (the call gets a clear error, never a hang), or
 // ErrUnresponsive.
 func (c *Conn) Exec(ctx context.Context, req ExecRequest) (sandbox.ExecResult, error) {
-	body, err := json.Marshal(wire.Exec{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds(), YieldAfterMS: req.YieldAfter.Milliseconds(), Shell: req.Shell, Reset: req.ResetState, Env: req.Env, JobSettings: jobSettings(req.Jobs, req.LogDir)})
+	body, err := json.Marshal(wire.Exec{Argv: req.Argv, Dir: req.Dir, TimeoutMS: req.Timeout.Milliseconds(), YieldAfterMS: req.YieldAfter.Milliseconds(), Shell: req.Shell, Reset: req.ResetState, Env: req.Env, Stdin: req.Stdin, JobSettings: jobSettings(req.Jobs, req.LogDir)})
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}

@@ -39,7 +39,7 @@ func jobInfo(i wire.JobInfo) sandbox.JobInfo {
 	if i.ID == "" {
 		return sandbox.JobInfo{}
 	}
-	out := sandbox.JobInfo{ID: i.ID, Command: i.Command, State: i.State, PID: i.PID, StartedAt: time.UnixMilli(i.StartedAt), Code: i.Code, Signal: i.Signal}
+	out := sandbox.JobInfo{ID: i.ID, Command: i.Command, State: i.State, PID: i.PID, StartedAt: time.UnixMilli(i.StartedAt), Code: i.Code, Signal: i.Signal, KillRequested: i.KillRequested}
 	if i.EndedAt != 0 {
 		out.EndedAt = time.UnixMilli(i.EndedAt)
 	}
@@ -254,7 +254,17 @@ func (c *Conn) StartJob(ctx context.Context, cmd Command, req sandbox.JobRequest
 // (at most a minute), it waits for output past offset or the job's end; a
 // cancelled ctx ends the wait, never the job.
 func (c *Conn) JobOutput(ctx context.Context, id string, offset int64, wait time.Duration) (sandbox.JobOutput, error) {
-	req := wire.JobRequest{Op: wire.JobOutput, ID: id, WaitMS: min(max(wait.Milliseconds(), 0), wire.MaxJobWait)}
+	return c.jobOutput(ctx, id, offset, wait, false)
+}
+
+// PeekJobOutput is JobOutput from offset (0 or more) that moves no
+// cursor: what no reader was shown yet stays so.
+func (c *Conn) PeekJobOutput(ctx context.Context, id string, offset int64, wait time.Duration) (sandbox.JobOutput, error) {
+	return c.jobOutput(ctx, id, max(offset, 0), wait, true)
+}
+
+func (c *Conn) jobOutput(ctx context.Context, id string, offset int64, wait time.Duration, peek bool) (sandbox.JobOutput, error) {
+	req := wire.JobRequest{Op: wire.JobOutput, ID: id, WaitMS: min(max(wait.Milliseconds(), 0), wire.MaxJobWait), Peek: peek}
 	if offset >= 0 {
 		req.Offset = &offset
 	}
@@ -348,6 +358,11 @@ func (l *Link) StartJob(ctx context.Context, cmd Command, req sandbox.JobRequest
 // JobOutput is Conn.JobOutput on the link's channel.
 func (l *Link) JobOutput(ctx context.Context, id string, offset int64, wait time.Duration) (sandbox.JobOutput, error) {
 	return linkDo(ctx, l, func(c *Conn) (sandbox.JobOutput, error) { return c.JobOutput(ctx, id, offset, wait) })
+}
+
+// PeekJobOutput is Conn.PeekJobOutput on the link's channel.
+func (l *Link) PeekJobOutput(ctx context.Context, id string, offset int64, wait time.Duration) (sandbox.JobOutput, error) {
+	return linkDo(ctx, l, func(c *Conn) (sandbox.JobOutput, error) { return c.PeekJobOutput(ctx, id, offset, wait) })
 }
 
 // JobInput is Conn.JobInput on the link's channel.

@@ -81,6 +81,7 @@ func bash(ctx context.Context, env *Env, a bashArgs) *Result {
 	if _, ok := env.Sandbox.(sandbox.Jobs); ok && a.YieldAfter > 0 {
 		xreq.YieldAfter = seconds(a.YieldAfter)
 		xreq.Jobs = env.jobLimits()
+		xreq.Stdin = env.Tasks // a task's updates write to it (tasks.go)
 	}
 	res, err := env.Sandbox.Exec(ctx, xreq)
 	if err != nil {
@@ -120,6 +121,9 @@ func bash(ctx context.Context, env *Env, a bashArgs) *Result {
 	switch {
 	case res.Job != "":
 		fmt.Fprintf(&b, "[still running as job %s]", res.Job)
+		if env.Tasks {
+			r.Task = res.Job
+		}
 	case res.TimedOut:
 		fmt.Fprintf(&b, "[timed out after %ds]", int((timeout+time.Second-1)/time.Second))
 	default:
@@ -153,11 +157,16 @@ func seconds(v float64) time.Duration {
 // characters (0: no limit, in bounded memory): a head and a tail, each
 // with room to mask a host path cut at its edge.
 func outputCapture(limit int) *sandbox.Capture {
-	half := limit/2*utf8.UTFMax + maskMargin // limit is in characters
-	if limit <= 0 {
-		half = unlimitedCapture / 2
-	}
+	half := captureHalf(limit)
 	return sandbox.NewCapture(half, half)
+}
+
+// captureHalf is the bytes outputCapture keeps of each end.
+func captureHalf(limit int) int {
+	if limit <= 0 {
+		return unlimitedCapture / 2
+	}
+	return limit/2*utf8.UTFMax + maskMargin // limit is in characters
 }
 
 // bashOutput is the captured output, masked, with its middle cut out when

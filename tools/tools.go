@@ -89,6 +89,10 @@ type Env struct {
 	Previews Previews
 	// Network is the sandboxes' network policy (sandbox_info tells it).
 	Network Network
+	// Tasks: the caller takes an MCP task for a command still running at
+	// yield_after (SPEC §20): bash gives the command a stdin the task's
+	// updates write to, and its result names the task (Result.Task).
+	Tasks bool
 }
 
 // Previews opens and closes the URLs that reach ports listening inside the
@@ -122,6 +126,9 @@ type Result struct {
 	// Changed lists virtual paths the call wrote (a directory: something
 	// below it), so the server can tell clients whose resources changed.
 	Changed []string
+	// Task: the call goes on as this task, its job's id (Env.Tasks): the
+	// server answers the task, the text being §15's for the audit log.
+	Task string
 }
 
 // Tool is one tool: its MCP definition and its handler (newTool makes

@@ -171,6 +171,88 @@ func Jobs(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox) {
 			t.Fatalf("%q %+v", out, res)
 		}
 	})
+	// A command with Stdin reads a pipe held open: it waits for input,
+	// and the job it becomes takes it. A peek moves no cursor; a kill
+	// request is told apart from a signal the command gave itself.
+	t.Run("YieldWithStdin", func(t *testing.T) {
+		t.Parallel()
+		sb, js := jobsOf(t)
+		c := sandbox.NewCapture(1<<20, 1<<20)
+		res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "echo ask; read x; echo got $x; read y; echo then $y", Timeout: time.Minute, Output: c, YieldAfter: 500 * time.Millisecond, Stdin: true, Jobs: sandbox.JobLimits{}})
+		if err != nil || res.Job == "" {
+			t.Fatalf("%+v %v", res, err)
+		}
+		if _, err := js.JobInput(t.Context(), res.Job, []byte("one\n"), false); err != nil {
+			t.Fatal(err)
+		}
+		waitOutput(t, js, res.Job, "got one")
+		p, err := js.PeekJobOutput(t.Context(), res.Job, 0, 0)
+		if err != nil || string(p.Data) != "ask\ngot one\n" || p.Job.State != sandbox.JobRunning {
+			t.Fatalf("peek: %q %+v %v", p.Data, p.Job, err)
+		}
+		// waitOutput read from offset 0 (and showed all); the peek changed
+		// nothing of that: nothing is unshown.
+		if o, err := js.JobOutput(t.Context(), res.Job, sandbox.Unshown, 0); err != nil || len(o.Data) != 0 {
+			t.Fatalf("after a peek: %q %v", o.Data, err)
+		}
+		if _, err := js.JobInput(t.Context(), res.Job, nil, true); err != nil {
+			t.Fatal(err)
+		}
+		out, info := WaitJob(t, js, res.Job, 0)
+		if out != "ask\ngot one\nthen\n" || info.State != sandbox.JobExited || info.KillRequested {
+			t.Fatalf("%q %+v", out, info)
+		}
+		// Output not yet shown stays unshown after a peek.
+		j, err := js.StartJob(t.Context(), sandbox.JobRequest{Command: "echo a; sleep 30"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(time.Minute); ; {
+			p, err := js.PeekJobOutput(t.Context(), j.ID, 0, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(p.Data) == "a\n" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("peek: %q", p.Data)
+			}
+		}
+		if o, err := js.JobOutput(t.Context(), j.ID, sandbox.Unshown, 0); err != nil || string(o.Data) != "a\n" {
+			t.Fatalf("unshown after a peek: %q %v", o.Data, err)
+		}
+		if _, err := js.KillJob(t.Context(), j.ID, "TERM"); err != nil {
+			t.Fatal(err)
+		}
+		if _, info := WaitJob(t, js, j.ID, 0); info.State != sandbox.JobKilled || !info.KillRequested {
+			t.Fatalf("killed on request: %+v", info)
+		}
+		// A command that kills itself was not killed on request.
+		j, err = js.StartJob(t.Context(), sandbox.JobRequest{Command: "sleep 0.2; kill -9 $$"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, info := WaitJob(t, js, j.ID, 0); info.State != sandbox.JobKilled || info.KillRequested {
+			t.Fatalf("killed itself: %+v", info)
+		}
+		// Without Stdin the command's stdin is empty, as ever.
+		if out, _ := run(t, sb, "read x; echo rc=$?", time.Minute); out != "rc=1\n" {
+			t.Fatalf("no stdin: %q", out)
+		}
+		// One that cannot become a job (the cap) stays in the foreground,
+		// where its stdin ends.
+		busy, err := js.StartJob(t.Context(), sandbox.JobRequest{Command: "sleep 60"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c = sandbox.NewCapture(1<<20, 1<<20)
+		res, err = sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 1; read x; echo rc=$?", Timeout: time.Minute, Output: c, YieldAfter: 300 * time.Millisecond, Stdin: true, Jobs: sandbox.JobLimits{MaxJobs: 1}})
+		if h, tl, _ := c.Result(); err != nil || res.Job != "" || string(h)+string(tl) != "rc=1\n" {
+			t.Fatalf("at the cap: %+v %q %v", res, string(h)+string(tl), err)
+		}
+		js.KillJob(t.Context(), busy.ID, "KILL")
+	})
 }
 
 // WaitJob reads job id's output from offset until it ended (within a

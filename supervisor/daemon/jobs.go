@@ -63,6 +63,8 @@ type job struct {
 	ended      time.Time
 	code       int
 	signal     string
+	// killRequested: a kill request signalled it while it ran (killJob).
+	killRequested bool
 }
 
 func newJobTable() *jobTable {
@@ -459,7 +461,7 @@ func (j *job) writeLog(p []byte) {
 
 // info is the job's state (j.mu held).
 func (j *job) info() wire.JobInfo {
-	i := wire.JobInfo{ID: j.id, Command: j.command, State: j.state, PID: j.pid, StartedAt: j.started.UnixMilli(), Code: j.code, Signal: j.signal}
+	i := wire.JobInfo{ID: j.id, Command: j.command, State: j.state, PID: j.pid, StartedAt: j.started.UnixMilli(), Code: j.code, Signal: j.signal, KillRequested: j.killRequested}
 	if !j.ended.IsZero() {
 		i.EndedAt = j.ended.UnixMilli()
 	}
@@ -732,7 +734,9 @@ func (j *job) output(req wire.JobRequest, r *jobReq, data func([]byte)) wire.Job
 	}
 	b, start, next, dropped := j.out.read(from, wire.MaxJobRead, j.state != sandbox.JobRunning)
 	b = append([]byte(nil), b...)
-	j.shown = max(j.shown, next) // what a read from an offset showed was shown too
+	if !req.Peek {
+		j.shown = max(j.shown, next) // what a read from an offset showed was shown too
+	}
 	info := j.info()
 	j.mu.Unlock()
 	for len(b) > 0 {
@@ -787,12 +791,16 @@ func (s *supervisor) killJob(j *job, name string) wire.JobReply {
 		return wire.JobReply{Err: wire.CodeInval, Msg: "signal: TERM, INT or KILL"}
 	}
 	s.mu.Lock() // the reaper's lock: the group's leader is not reaped under it
-	if s.procs[j.pid] != nil {
+	sent := s.procs[j.pid] != nil
+	if sent {
 		syscall.Kill(-j.pid, syscall.SIGCONT) // a stopped group takes the signal at once
 		syscall.Kill(-j.pid, sig)
 	}
 	s.mu.Unlock()
 	j.mu.Lock()
+	if sent && j.state == sandbox.JobRunning {
+		j.killRequested = true
+	}
 	info := j.info()
 	j.mu.Unlock()
 	return wire.JobReply{Job: &info}
@@ -819,7 +827,7 @@ func (c *channel) sendOut(id uint32, st *stream, p []byte) bool {
 // output from here goes to the job, and what the stream sent counts as
 // shown (the job's ring and log start with it). It returns the job's id,
 // or "" when the command stays in the foreground.
-func (c *channel) yieldJob(st *stream, m wire.Exec, p *proc, pr *os.File, copied <-chan struct{}, stateFile string) string {
+func (c *channel) yieldJob(st *stream, m wire.Exec, p *proc, pr *os.File, copied <-chan struct{}, stateFile string, stdin *os.File) string {
 	s := c.s
 	select {
 	case <-st.kill: // the server ended it: it ends
@@ -832,6 +840,7 @@ func (c *channel) yieldJob(st *stream, m wire.Exec, p *proc, pr *os.File, copied
 	}
 	j := newJob(id, m.Argv, p.pid, m.JobSettings, log)
 	j.stateFile = stateFile
+	j.stdin = stdin
 	st.sendMu.Lock()
 	j.mu.Lock()
 	j.out = *st.pre

@@ -252,10 +252,29 @@ func (c *channel) run(id uint32, st *stream, m wire.Exec) {
 		exit(wire.Exit{Code: -1, Error: err.Error()})
 		return
 	}
+	// in: the command's end of its stdin pipe (m.Stdin), inW the end the
+	// job it may become writes to; closed here unless a job took it.
+	var in, inW *os.File
+	if m.Stdin {
+		if in, inW, err = os.Pipe(); err != nil {
+			pr.Close()
+			pw.Close()
+			exit(wire.Exit{Code: -1, Error: err.Error()})
+			return
+		}
+		defer func() {
+			if inW != nil {
+				inW.Close()
+			}
+		}()
+	}
 	l, err := s.state.prepare(m.Argv, m.Dir, m.Env, m.Shell, m.Reset, true)
 	if err != nil {
 		pr.Close()
 		pw.Close()
+		if in != nil {
+			in.Close()
+		}
 		exit(wire.Exit{Code: -1, Error: err.Error()})
 		return
 	}
@@ -269,8 +288,11 @@ func (c *channel) run(id uint32, st *stream, m wire.Exec) {
 	s.mu.Unlock()
 	cgs := boxCgroups()
 	ooms := oomKills(cgs)
-	p, l, err := s.startFrom(l, m, nil, pw)
+	p, l, err := s.startFrom(l, m, in, pw)
 	pw.Close()
+	if in != nil {
+		in.Close()
+	}
 	if err != nil {
 		pr.Close()
 		s.idle()
@@ -308,11 +330,17 @@ wait:
 		case <-st.kill:
 		case <-yield:
 			yield = nil
-			if job := c.yieldJob(st, m, p, pr, copied, l.file); job != "" {
-				l.file = "" // the job removes it when it ends
+			if job := c.yieldJob(st, m, p, pr, copied, l.file, inW); job != "" {
+				l.file, inW = "", nil // the job removes it when it ends; its stdin is the job's
 				s.idle()
 				exit(wire.Exit{Job: job, Running: true})
 				return
+			}
+			if inW != nil {
+				// No job (at the cap): it stays in the foreground, where
+				// no input comes — its stdin ends, as an empty one would.
+				inW.Close()
+				inW = nil
 			}
 			continue
 		}

@@ -78,9 +78,11 @@ const (
 //	        job's output from Offset (characters), at most MaxJobRead
 //	        bytes in frames of at most MaxPayload; with WaitMS, once there
 //	        is output past the start or the job ended. KindKill ends the
-//	        wait (CANCELLED); the job is never affected.
+//	        wait (CANCELLED); the job is never affected. A read moves the
+//	        job's shown cursor, unless Peek (protocol 8).
 //	input   Job{input} → JobEnd
-//	kill    Job{kill} → JobEnd{Job}
+//	kill    Job{kill} → JobEnd{Job}; the job's KillRequested is set when
+//	        the signal reached it running (protocol 8)
 //	list    Job{list} → JobEnd{Jobs}
 //	usage   Job{usage, Dir} → JobEnd{Usage}: what the box uses and its
 //	        limits, from the supervisor's own cgroup (SPEC §19), the jobs
@@ -89,7 +91,8 @@ const (
 //	        read is left out (nil), never guessed.
 //
 // A command started with Exec.YieldAfterMS that still runs then becomes a
-// job: its exec stream ends with Exit{Job, Running}.
+// job: its exec stream ends with Exit{Job, Running}; with Exec.Stdin
+// (protocol 8) the job takes the command's stdin pipe, for input requests.
 //
 // Offsets count characters: bytes that start a UTF-8 sequence (every byte
 // that is not 0b10xxxxxx), so that an agent's offsets are those of the text
@@ -188,6 +191,10 @@ type Exec struct {
 	// Env: variables ("NAME=value") the command starts with, over its
 	// environment (the kept state's with Shell).
 	Env []string `json:"env,omitempty"`
+	// Stdin: the command's stdin is a pipe held open (else /dev/null);
+	// the job it becomes (YieldAfterMS) takes it, for input requests. A
+	// command that ends in the foreground never got a byte of it.
+	Stdin bool `json:"stdin,omitempty"`
 	JobSettings
 }
 
@@ -320,9 +327,11 @@ type JobRequest struct {
 	Env   []string `json:"env,omitempty"`   // as Exec.Env
 	JobSettings
 	// output: Offset nil is the job's shown cursor (what no reader was
-	// shown yet; the read advances it).
+	// shown yet; the read advances it). Peek: the read moves no cursor
+	// (a reader that is not the agent's: an MCP task's poll).
 	Offset *int64 `json:"offset,omitempty"`
 	WaitMS int64  `json:"wait_ms,omitempty"`
+	Peek   bool   `json:"peek,omitempty"`
 	// input
 	Data  []byte `json:"data,omitempty"`
 	Close bool   `json:"close,omitempty"`
@@ -390,6 +399,9 @@ type JobInfo struct {
 	EndedAt   int64  `json:"ended_at,omitempty"` // unix ms
 	Code      int    `json:"code"`               // 128+N when ended by signal N
 	Signal    string `json:"signal,omitempty"`   // the signal that ended it: TERM, KILL, …
+	// KillRequested: a kill request signalled it while it ran (bash_kill,
+	// an MCP task's cancel), whatever it then did.
+	KillRequested bool `json:"kill_requested,omitempty"`
 }
 
 // Codes of JobReply.Err (and CodeCancelled).

@@ -44,6 +44,11 @@ func (s *Sandbox) JobOutput(ctx context.Context, id string, offset int64, wait t
 	return entered(s, ctx, func() (sandbox.JobOutput, error) { return s.link.JobOutput(ctx, id, offset, wait) })
 }
 
+// PeekJobOutput reads a job's output, moving no cursor (sandbox.Jobs).
+func (s *Sandbox) PeekJobOutput(ctx context.Context, id string, offset int64, wait time.Duration) (sandbox.JobOutput, error) {
+	return entered(s, ctx, func() (sandbox.JobOutput, error) { return s.link.PeekJobOutput(ctx, id, offset, wait) })
+}
+
 // JobInput writes to a job's stdin (sandbox.Jobs).
 func (s *Sandbox) JobInput(ctx context.Context, id string, data []byte, close bool) (sandbox.JobInfo, error) {
 	return entered(s, ctx, func() (sandbox.JobInfo, error) { return s.link.JobInput(ctx, id, data, close) })

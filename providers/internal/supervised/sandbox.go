@@ -142,7 +142,7 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, err
 	}
 	res, err := s.link.Exec(ctx, supervisor.ExecRequest{Argv: c.Argv, Dir: c.Dir, Timeout: req.Timeout, Output: req.Output,
-		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Env: env, Jobs: req.Jobs, LogDir: c.LogDir})
+		YieldAfter: req.YieldAfter, Shell: req.Shell, ResetState: req.ResetState, Env: env, Jobs: req.Jobs, LogDir: c.LogDir, Stdin: req.Stdin})
 	if errors.Is(err, supervisor.ErrUnresponsive) {
 		s.box.Unresponsive()
 	}
