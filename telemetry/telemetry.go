@@ -299,7 +299,9 @@ func New(ctx context.Context, cfg Config) (*Tracing, error) {
 	// through the process's one error handler.
 	otel.SetErrorHandler(&errorLog{log: log, every: time.Minute})
 	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp),
+		sdktrace.WithSpanProcessor(newBatcher(exp, func(n int) {
+			otel.Handle(fmt.Errorf("%d spans dropped: more ended within %s than OTEL_BSP_MAX_QUEUE_SIZE holds", n, "a batch's interval"))
+		})),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(cfg.sampler),
 	)
