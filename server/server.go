@@ -22,6 +22,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/masking"
 	"github.com/sandbox-mcp/sandbox-mcp/metrics"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/terminal"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
 
@@ -71,11 +72,12 @@ type Server struct {
 	sessions  *Sessions
 	toolOrder map[string]int // each tool's place in tools.All(): tools/list's order
 
-	owners    sync.Map     // session id -> credential it was made with (HTTP)
-	sessionN  sessionCount // sessions registered or being made, in all and per credential
-	leases    leases       // the sandboxes of stateless requests (HTTP, 2026-07-28)
-	listeners listeners    // their subscriptions/listen streams, by thread
-	previews  *previews    // the sandboxes' exposed ports (expose_port)
+	owners    sync.Map          // session id -> credential it was made with (HTTP)
+	sessionN  sessionCount      // sessions registered or being made, in all and per credential
+	leases    leases            // the sandboxes of stateless requests (HTTP, 2026-07-28)
+	listeners listeners         // their subscriptions/listen streams, by thread
+	previews  *previews         // the sandboxes' exposed ports (expose_port)
+	terminals *terminal.Screens // the screens of terminal jobs (bash tty: true)
 
 	inflight  atomic.Int64    // tool calls running
 	open      atomic.Int64    // sessions registered (metrics)
@@ -98,6 +100,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir, cfg.Secrets, cfg.Hidden...)}
 	s.sessions.logger = cfg.Logger
 	s.previews = newPreviews(cfg.Logger)
+	s.terminals = terminal.NewScreens(terminal.DefaultScreens, terminal.DefaultCells)
 	s.sessions.threadGone = s.previews.dropThread
 	if cfg.HTTP != nil {
 		s.http = newHTTPSettings(*cfg.HTTP, cfg.Bounds, cfg.Logger)
@@ -422,7 +425,7 @@ func (s *Server) callTool(ctx context.Context, c *call) *tools.Result {
 	defer cancel()
 	defer context.AfterFunc(c.b.ctx, cancel)()
 	defer context.AfterFunc(s.stopCalls, cancel)()
-	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req), Network: s.cfg.Network}
+	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req), Network: s.cfg.Network, Terminals: s.terminals}
 	// Previews are the HTTP server's when the call came over HTTP (the
 	// guard named its URL), else stdio's loopback listener's.
 	base, _ := ctx.Value(previewBaseKey{}).(string)

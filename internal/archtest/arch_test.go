@@ -47,7 +47,8 @@ func TestImportRules(t *testing.T) {
 		}
 		return out
 	}
-	daemon := append(append(ours("providers", "tools", "server", "cmd", "audit", "masking", "hostfs"), transports...), engines...)
+	// The daemon renders no screen: the terminal emulator is the server's.
+	daemon := append(append(ours("providers", "tools", "server", "cmd", "audit", "masking", "hostfs", "terminal"), transports...), append(engines, "github.com/charmbracelet")...)
 	for _, rule := range []struct {
 		pkg, why string
 		never    []string // prefixes of packages it may not depend on
@@ -56,6 +57,7 @@ func TestImportRules(t *testing.T) {
 	}{
 		{pkg: "sandbox", why: "the contract imports nothing of ours", noneOurs: true},
 		{pkg: "masking", why: "the masker imports nothing of ours", noneOurs: true},
+		{pkg: "terminal", why: "the screens and keys of terminal jobs are a mechanism: they import nothing of ours", noneOurs: true},
 		{pkg: "tools", why: "tools never import a provider, the supervisor, the server or an engine's SDK",
 			never: append(ours("providers", "supervisor", "server", "cmd"), engines...)},
 		{pkg: "supervisor", why: "the server's end of the supervisor's channel imports no transport, tool, provider or engine SDK, nor the daemon",

@@ -81,6 +81,9 @@ const (
 //	        wait (CANCELLED); the job is never affected.
 //	input   Job{input} → JobEnd
 //	kill    Job{kill} → JobEnd{Job}
+//	resize  Job{resize, TTY} → JobEnd{Job}: a terminal job's new size (the
+//	        kernel signals SIGWINCH to its foreground process group);
+//	        NOTTY for a job without one.
 //	list    Job{list} → JobEnd{Jobs}
 //	usage   Job{usage, Dir} → JobEnd{Usage}: what the box uses and its
 //	        limits, from the supervisor's own cgroup (SPEC §19), the jobs
@@ -90,6 +93,15 @@ const (
 //
 // A command started with Exec.YieldAfterMS that still runs then becomes a
 // job: its exec stream ends with Exit{Job, Running}.
+//
+// A start with TTY runs the command on a pseudo-terminal of that size
+// (SPEC §20): the command is a new session's leader with the terminal as
+// its controlling one, its stdin, stdout and stderr; TERM is
+// xterm-256color. Its output is what the terminal shows, raw (escape
+// sequences and all: the server renders the screen), kept as any job's;
+// input is typed at the terminal (Close types the EOF character, ^D);
+// kill signals every process group of its session (a shell's job control
+// gives each pipeline its own), and its end kills the session.
 //
 // Offsets count characters: bytes that start a UTF-8 sequence (every byte
 // that is not 0b10xxxxxx), so that an agent's offsets are those of the text
@@ -292,7 +304,19 @@ const (
 	JobKill   = "kill"
 	JobList   = "list"
 	JobUsage  = "usage"
+	JobResize = "resize"
 )
+
+// TTY is a terminal's size, in character cells.
+type TTY struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
+// Valid reports whether the size is within the bounds a terminal job takes.
+func (t TTY) Valid() bool {
+	return t.Cols >= MinTTYCols && t.Cols <= MaxTTYCols && t.Rows >= MinTTYRows && t.Rows <= MaxTTYRows
+}
 
 // JobSettings are a job's limits, given when it starts (a start request,
 // or an exec with YieldAfterMS).
@@ -316,6 +340,9 @@ type JobRequest struct {
 	Argv  []string `json:"argv,omitempty"`
 	Dir   string   `json:"dir,omitempty"`
 	Stdin bool     `json:"stdin,omitempty"` // a pipe for input; else /dev/null
+	// TTY: on a pseudo-terminal of this size (and Stdin is moot: the
+	// terminal is its input); resize: the new size.
+	TTY   *TTY     `json:"tty,omitempty"`
 	Shell bool     `json:"shell,omitempty"` // it starts in the kept shell state (Exec.Shell) and changes none
 	Env   []string `json:"env,omitempty"`   // as Exec.Env
 	JobSettings
@@ -390,6 +417,7 @@ type JobInfo struct {
 	EndedAt   int64  `json:"ended_at,omitempty"` // unix ms
 	Code      int    `json:"code"`               // 128+N when ended by signal N
 	Signal    string `json:"signal,omitempty"`   // the signal that ended it: TERM, KILL, …
+	TTY       *TTY   `json:"tty,omitempty"`      // a terminal job's size now; nil: not on a terminal
 }
 
 // Codes of JobReply.Err (and CodeCancelled).
@@ -402,6 +430,7 @@ const (
 	CodeNoStdin = "NOSTDIN" // the job has no stdin pipe, or it was closed
 	CodeBlocked = "BLOCKED" // the job did not read its input
 	CodeEnded   = "ENDED"   // input to a job that ended
+	CodeNoTTY   = "NOTTY"   // resize of a job without a terminal
 )
 
 // Network request operations (NetRequest.Op).
@@ -479,6 +508,10 @@ const (
 	MaxJobsEnded   = 64      // ended jobs kept (their state and ring)
 	MaxJobCommand  = 200     // bytes of JobInfo.Command
 	MaxUsageFiles  = 100_000 // entries a usage request's walk visits
+
+	// A terminal job's size (TTY): columns and rows.
+	MinTTYCols, MaxTTYCols = sandbox.MinTermCols, sandbox.MaxTermCols
+	MinTTYRows, MaxTTYRows = sandbox.MinTermRows, sandbox.MaxTermRows
 
 	// PipeWindow is how many bytes of one pipe may be in flight each way,
 	// unacknowledged by credit: what a pipe holds in the receiver.
