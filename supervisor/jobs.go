@@ -255,6 +255,12 @@ func (c *Conn) StartJob(ctx context.Context, cmd Command, req sandbox.JobRequest
 	if err := replyError("", m); err != nil {
 		return sandbox.JobInfo{}, err
 	}
+	if req.TTY != nil && (m.Job == nil || m.Job.ID != m.ID || m.Job.TTY == nil) {
+		// A supervisor that knows no terminal would have run it on pipes:
+		// it is ended.
+		c.KillJob(context.WithoutCancel(ctx), m.ID, "KILL")
+		return sandbox.JobInfo{}, wire.Errorf("start job: the supervisor answered a job %s without its terminal", m.ID)
+	}
 	command := req.Command // as the agent wrote it, not as cmd rewrote it
 	if len(command) > wire.MaxJobCommand {
 		command = strings.ToValidUTF8(command[:wire.MaxJobCommand], "")

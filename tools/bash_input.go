@@ -52,7 +52,11 @@ func bashInput(ctx context.Context, env *Env, a bashInputArgs) *Result {
 		return fail(err)
 	}
 	// A terminal job reads key names; any other takes its input as it is.
-	switch info, ok := ttyInfo(ctx, jobs, a.Job); {
+	info, ok, err := jobInfo(ctx, jobs, a.Job)
+	if err != nil {
+		return jobError(ctx, env, a.Job, err)
+	}
+	switch {
 	case ok && info.TTY != nil:
 		return ttyInput(ctx, env, jobs, info, a)
 	case resize && ok:

@@ -52,7 +52,11 @@ func readJob(ctx context.Context, env *Env, a bashOutputArgs) *Result {
 	}
 	wait := time.Duration(min(a.Wait, jobWaitMax) * float64(time.Second))
 	if !a.Raw {
-		if info, ok := ttyInfo(ctx, jobs, a.Job); ok && info.TTY != nil {
+		info, _, err := jobInfo(ctx, jobs, a.Job)
+		if err != nil {
+			return jobError(ctx, env, a.Job, err)
+		}
+		if info.TTY != nil {
 			if a.Offset >= 0 {
 				return failf("job %s is on a terminal: bash_output answers its screen; offset pages its raw output: give raw: true with it", a.Job)
 			}

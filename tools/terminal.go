@@ -34,6 +34,11 @@ const (
 	// ttyQuiet: a screen is taken as drawn once its program has printed
 	// nothing for this long.
 	ttyQuiet = 300 * time.Millisecond
+	// ttyEscQuiet is ttyQuiet after input that ends with a lone Esc: a
+	// program waits to see whether it starts a key's sequence before it
+	// takes it as Esc (vim's timeoutlen, 1 s where vim is compatible
+	// (vim-tiny); readline's keyseq-timeout, 0.5 s).
+	ttyEscQuiet = 1200 * time.Millisecond
 	// ttySettle bounds the wait for that after a start, an input or the
 	// first output bash_output waited for.
 	ttySettle = 3 * time.Second
@@ -45,20 +50,20 @@ const (
 	ttyReads = 64
 )
 
-// ttyInfo is the job's state when it is on a terminal (listing the
-// thread's jobs: the sandbox says which are); ok is false for a job on
-// none, or one the sandbox does not know.
-func ttyInfo(ctx context.Context, jobs sandbox.Jobs, id string) (info sandbox.JobInfo, known bool) {
+// jobInfo is the job's state, from the list of the thread's jobs (the
+// sandbox says which are on a terminal); known is false for a job the
+// sandbox does not list.
+func jobInfo(ctx context.Context, jobs sandbox.Jobs, id string) (info sandbox.JobInfo, known bool, err error) {
 	list, err := jobs.Jobs(ctx)
 	if err != nil {
-		return sandbox.JobInfo{}, false
+		return sandbox.JobInfo{}, false, err
 	}
 	for _, j := range list {
 		if j.ID == id {
-			return j, true
+			return j, true, nil
 		}
 	}
-	return sandbox.JobInfo{}, false
+	return sandbox.JobInfo{}, false, nil
 }
 
 // ttyView is a terminal job's screen, held for one call.
@@ -89,9 +94,13 @@ func (v *ttyView) close() { v.release() }
 
 // draw draws what the job printed since the screen was last drawn: with
 // wait, first waiting that long for something new (or the job's end);
-// with settle, then until the job has printed nothing for ttyQuiet, for
-// at most settle (or until it ends). A read that brings nothing ends it.
-func (v *ttyView) draw(ctx context.Context, wait, settle time.Duration) error {
+// with settle, then until the job has printed nothing for quiet
+// (ttyQuiet when 0), for at most settle (or until it ends). A read that
+// brings nothing ends it.
+func (v *ttyView) draw(ctx context.Context, wait, settle, quiet time.Duration) error {
+	if quiet <= 0 {
+		quiet = ttyQuiet
+	}
 	var until time.Time
 	for i := 0; i < ttyReads && ctx.Err() == nil; i++ {
 		w := time.Duration(0)
@@ -102,7 +111,7 @@ func (v *ttyView) draw(ctx context.Context, wait, settle time.Duration) error {
 			if until.IsZero() {
 				until = time.Now().Add(settle)
 			}
-			w = min(ttyQuiet, max(time.Until(until), 0))
+			w = min(quiet, max(time.Until(until), 0))
 		}
 		o, err := v.jobs.JobOutput(ctx, v.job.ID, v.term.Next, w)
 		if err != nil {
@@ -222,7 +231,7 @@ func startTTY(ctx context.Context, env *Env, a bashArgs) *Result {
 	v := openTTY(env, jobs, info)
 	defer v.close()
 	started := fmt.Sprintf("[job %s started]", info.ID)
-	if err := v.draw(ctx, settle, settle); err != nil {
+	if err := v.draw(ctx, settle, settle, 0); err != nil {
 		// It started: say so, whatever drawing its screen did.
 		r := text(started)
 		r.StructuredContent = &bashFacts{Job: info.ID, State: "running"}
@@ -251,7 +260,7 @@ func ttyOutput(ctx context.Context, env *Env, jobs sandbox.Jobs, info sandbox.Jo
 	if wait > 0 {
 		settle = ttySettle
 	}
-	if err := v.draw(ctx, wait, settle); err != nil {
+	if err := v.draw(ctx, wait, settle, 0); err != nil {
 		if ctx.Err() != nil {
 			return failf("cancelled: the wait ended; job %s goes on", info.ID)
 		}
@@ -266,7 +275,7 @@ func ttyOutput(ctx context.Context, env *Env, jobs sandbox.Jobs, info sandbox.Jo
 func ttyInput(ctx context.Context, env *Env, jobs sandbox.Jobs, info sandbox.JobInfo, a bashInputArgs) *Result {
 	v := openTTY(env, jobs, info)
 	defer v.close()
-	if err := v.draw(ctx, 0, 0); err != nil {
+	if err := v.draw(ctx, 0, 0, 0); err != nil {
 		return jobError(ctx, env, info.ID, err)
 	}
 	data, err := v.term.Screen.Keys(a.Input)
@@ -299,7 +308,11 @@ func ttyInput(ctx context.Context, env *Env, jobs sandbox.Jobs, info sandbox.Job
 			return jobError(ctx, env, info.ID, err)
 		}
 	}
-	if err := v.draw(ctx, ttyInputWait, ttySettle); err != nil {
+	quiet := time.Duration(0)
+	if len(data) > 0 && data[len(data)-1] == 0x1b {
+		quiet = ttyEscQuiet
+	}
+	if err := v.draw(ctx, ttyInputWait, ttySettle, quiet); err != nil {
 		return jobError(ctx, env, info.ID, err)
 	}
 	return v.result(env)
@@ -312,7 +325,7 @@ func ttyKill(ctx context.Context, env *Env, jobs sandbox.Jobs, info sandbox.JobI
 	defer v.close()
 	deadline := time.Now().Add(jobKillWait)
 	for {
-		if err := v.draw(ctx, max(time.Until(deadline), 0), 0); err != nil {
+		if err := v.draw(ctx, max(time.Until(deadline), 0), 0, 0); err != nil {
 			return jobError(ctx, env, info.ID, err)
 		}
 		if v.job.State != sandbox.JobRunning || !time.Now().Before(deadline) || ctx.Err() != nil {

@@ -165,3 +165,17 @@ func TestTTYErrors(t *testing.T) {
 	}
 	f.fails("bash_input", map[string]any{"job": "j9", "rows": 10}, "no job j9 in this thread")
 }
+
+// A screen rebuilt from output whose start is no longer kept (over a MiB
+// printed) says so above it.
+func TestTTYRebuiltFromTail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t) // no cache: every call rebuilds the screen
+	f.ok("bash", map[string]any{"command": `head -c 1200000 /dev/zero | tr '\0' x; printf '\033[2J\033[Hfinal'; read x`, "tty": true})
+	got := f.until("j1", "final█")
+	m := regexp.MustCompile(`^\[the screen is drawn from the job's output after its first (\d+) characters, which are no longer kept: what the program drew before them and not since is missing\]\nfinal█\n\[screen 80x24, cursor at row 1, col 6\]\n\[job j1 running; next offset \d+\]$`).FindStringSubmatch(got)
+	if m == nil || len(m[1]) < 5 {
+		t.Fatalf("%q", got)
+	}
+	f.ok("bash_kill", map[string]any{"job": "j1", "signal": "KILL"})
+}

@@ -81,9 +81,14 @@ func ttyScenario(t *testing.T, call ttyCall) {
 	if !strings.HasPrefix(got, "first line\n~\n") || !strings.Contains(got, `"notes.txt"`) || !strings.Contains(got, "[screen 80x24, cursor at row 1, col 1 on \"f\"]") {
 		t.Fatalf("vi's first screen: %q", got)
 	}
+	// Back in normal mode (a lone Esc is waited on: vim takes it as Esc
+	// only once no key's sequence follows), the cursor on the last letter.
 	got = input(t, call, vi, map[string]any{"input": "Ohello from vim<Esc>"})
-	if !strings.Contains(got, "hello from vim") {
-		got = untilScreen(t, call, vi, "hello from vim")
+	if want := "hello from vim\nfirst line\n"; !strings.HasPrefix(got, want) || !strings.Contains(got, `[screen 80x24, cursor at row 1, col 14 on "m"]`) {
+		got = untilScreen(t, call, vi, `[screen 80x24, cursor at row 1, col 14 on "m"]`)
+		if !strings.HasPrefix(got, want) {
+			t.Fatalf("vi after the insert: %q", got)
+		}
 	}
 	input(t, call, vi, map[string]any{"input": ":wq<Enter>"})
 	untilScreen(t, call, vi, "["+"job "+vi+" exited with code 0;")

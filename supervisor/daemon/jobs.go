@@ -768,7 +768,10 @@ func (s *supervisor) startJob(req wire.JobRequest) wire.JobReply {
 		copyJob(j, pr)
 	}()
 	go s.watch(j, p, pr, copied)
-	return wire.JobReply{ID: j.id, PID: p.pid}
+	j.mu.Lock()
+	info := j.info()
+	j.mu.Unlock()
+	return wire.JobReply{ID: j.id, PID: p.pid, Job: &info}
 }
 
 // listJobs is every job, oldest first.

@@ -73,7 +73,7 @@ const (
 //
 // Each job request is a stream, like a command:
 //
-//	start   Job{start} → JobEnd{ID, PID}
+//	start   Job{start} → JobEnd{ID, PID, Job}
 //	output  Job{output} → JobData… → JobEnd{Offset, NextOffset, …}: the
 //	        job's output from Offset (characters), at most MaxJobRead
 //	        bytes in frames of at most MaxPayload; with WaitMS, once there
@@ -368,7 +368,7 @@ type JobReply struct {
 	ID  string `json:"id,omitempty"`  // start
 	PID int    `json:"pid,omitempty"` // start
 
-	Job *JobInfo `json:"job,omitempty"` // output, input, kill
+	Job *JobInfo `json:"job,omitempty"` // start, output, input, kill, resize
 
 	Offset     int64 `json:"offset,omitempty"`      // output: where the data starts
 	NextOffset int64 `json:"next_offset,omitempty"` // output: where it ends
