@@ -43,6 +43,8 @@ var (
 	ErrJobBlocked = errors.New("the job is not reading its input")
 	// ErrJobEnded: input to a job that has ended.
 	ErrJobEnded = errors.New("the job has ended")
+	// ErrJobNoTTY: a resize of a job that is not on a terminal.
+	ErrJobNoTTY = errors.New("the job is not on a terminal")
 )
 
 // PathError is an error about one virtual path. Its message never names a

@@ -32,7 +32,11 @@ type Jobs interface {
 	// it with close.
 	JobInput(ctx context.Context, id string, data []byte, close bool) (JobInfo, error)
 	// KillJob signals the job's whole process group: TERM, INT or KILL.
+	// A terminal job's: every process group of its session.
 	KillJob(ctx context.Context, id, signal string) (JobInfo, error)
+	// ResizeJob sets a terminal job's size (ErrJobNoTTY for another job):
+	// its programs get SIGWINCH and redraw.
+	ResizeJob(ctx context.Context, id string, size TermSize) (JobInfo, error)
 	// Jobs lists the sandbox's jobs, running and recently ended, oldest
 	// first.
 	Jobs(ctx context.Context) ([]JobInfo, error)
@@ -84,8 +88,22 @@ type JobRequest struct {
 	// and changes none.
 	Shell bool
 	Env   []string // as ExecRequest.Env
+	// TTY: the job runs on a pseudo-terminal of this size (SPEC §20): its
+	// stdin, stdout and stderr, TERM=xterm-256color; its output is what
+	// the terminal shows, escape sequences and all, and its input what is
+	// typed there (Stdin is moot). nil: pipes.
+	TTY *TermSize
 	JobLimits
 }
+
+// TermSize is a terminal's size in character cells.
+type TermSize struct{ Cols, Rows int }
+
+// A terminal's bounds (JobRequest.TTY, ResizeJob).
+const (
+	MinTermCols, MaxTermCols = 10, 500
+	MinTermRows, MaxTermRows = 5, 200
+)
 
 // Job states.
 const (
@@ -107,6 +125,7 @@ type JobInfo struct {
 	// KillRequested: KillJob signalled it while it ran (bash_kill, an MCP
 	// task's cancel), however it then ended.
 	KillRequested bool
+	TTY           *TermSize // a terminal job's size now; nil: not on a terminal
 }
 
 // JobOutput is output of a job.

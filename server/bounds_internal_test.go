@@ -173,6 +173,9 @@ func (b *fakeBox) KillJob(context.Context, string, string) (sandbox.JobInfo, err
 	b.running.Store(false)
 	return sandbox.JobInfo{ID: "j1", State: sandbox.JobKilled}, nil
 }
+func (b *fakeBox) ResizeJob(context.Context, string, sandbox.TermSize) (sandbox.JobInfo, error) {
+	return sandbox.JobInfo{}, sandbox.ErrJobNoTTY
+}
 func (b *fakeBox) Jobs(context.Context) ([]sandbox.JobInfo, error) {
 	if b.running.Load() {
 		return []sandbox.JobInfo{{ID: "j1", State: sandbox.JobRunning}}, nil

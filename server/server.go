@@ -23,6 +23,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/masking"
 	"github.com/sandbox-mcp/sandbox-mcp/metrics"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/terminal"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
 
@@ -77,13 +78,14 @@ type Server struct {
 	sessions  *Sessions
 	toolOrder map[string]int // each tool's place in tools.All(): tools/list's order
 
-	owners    sync.Map     // session id -> credential it was made with (HTTP)
-	sessionN  sessionCount // sessions registered or being made, in all and per credential
-	leases    leases       // the sandboxes of stateless requests (HTTP, 2026-07-28)
-	listeners listeners    // their subscriptions/listen streams, by thread
-	previews  *previews    // the sandboxes' exposed ports (expose_port)
-	tasks     taskJobs     // what MCP tasks are made of (tasks.go)
-	tracing   *tracing     // the calls' spans; nil: no traces
+	owners    sync.Map          // session id -> credential it was made with (HTTP)
+	sessionN  sessionCount      // sessions registered or being made, in all and per credential
+	leases    leases            // the sandboxes of stateless requests (HTTP, 2026-07-28)
+	listeners listeners         // their subscriptions/listen streams, by thread
+	previews  *previews         // the sandboxes' exposed ports (expose_port)
+	tasks     taskJobs          // what MCP tasks are made of (tasks.go)
+	tracing   *tracing          // the calls' spans; nil: no traces
+	terminals *terminal.Screens // the screens of terminal jobs (bash tty: true)
 
 	inflight  atomic.Int64    // tool calls running
 	open      atomic.Int64    // sessions registered (metrics)
@@ -106,6 +108,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, sessions: NewSessions(cfg.Provider, cfg.StateDir, cfg.Secrets, cfg.Hidden...), tasks: jobTasks{}}
 	s.sessions.logger = cfg.Logger
 	s.previews = newPreviews(cfg.Logger)
+	s.terminals = terminal.NewScreens(terminal.DefaultScreens, terminal.DefaultCells)
 	s.sessions.threadGone = s.previews.dropThread
 	if cfg.HTTP != nil {
 		s.http = newHTTPSettings(*cfg.HTTP, cfg.Bounds, cfg.Logger)
@@ -445,7 +448,7 @@ func (s *Server) callTool(ctx context.Context, c *call) *tools.Result {
 	defer cancel()
 	defer context.AfterFunc(c.b.ctx, cancel)()
 	defer context.AfterFunc(s.stopCalls, cancel)()
-	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req), Network: s.cfg.Network, Tasks: takesTasks(ctx)}
+	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req), Network: s.cfg.Network, Tasks: takesTasks(ctx), Terminals: s.terminals}
 	// Previews are the HTTP server's when the call came over HTTP (the
 	// guard named its URL), else stdio's loopback listener's.
 	base, _ := ctx.Value(previewBaseKey{}).(string)

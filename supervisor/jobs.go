@@ -43,6 +43,9 @@ func jobInfo(i wire.JobInfo) sandbox.JobInfo {
 	if i.EndedAt != 0 {
 		out.EndedAt = time.UnixMilli(i.EndedAt)
 	}
+	if i.TTY != nil {
+		out.TTY = &sandbox.TermSize{Cols: i.TTY.Cols, Rows: i.TTY.Rows}
+	}
 	return out
 }
 
@@ -110,7 +113,7 @@ func checkReply(op string, m *wire.JobReply, data []byte) error {
 		if !wire.ValidJobID(m.ID) || m.PID <= 0 {
 			return errors.New("a start without a valid id and pid")
 		}
-	case wire.JobOutput, wire.JobInput, wire.JobKill:
+	case wire.JobOutput, wire.JobInput, wire.JobKill, wire.JobResize:
 		if m.Job == nil {
 			return errors.New("an answer without the job's state")
 		}
@@ -138,7 +141,7 @@ func checkInfo(i *wire.JobInfo) error {
 		return errors.New("a job with an invalid id")
 	case i.State != sandbox.JobRunning && i.State != sandbox.JobExited && i.State != sandbox.JobKilled:
 		return fmt.Errorf("job %s in state %q", i.ID, wire.CapText(i.State, 16))
-	case len(i.Command) > wire.MaxJobCommand+3, !wire.ValidSignalName(i.Signal), i.PID <= 0:
+	case len(i.Command) > wire.MaxJobCommand+3, !wire.ValidSignalName(i.Signal), i.PID <= 0, i.TTY != nil && !i.TTY.Valid():
 		return fmt.Errorf("job %s: a malformed state", i.ID)
 	}
 	i.Command = wire.CapText(i.Command, wire.MaxJobCommand)
@@ -220,6 +223,8 @@ func replyError(id string, m *wire.JobReply) error {
 		return fmt.Errorf("job %s: %w (%s)", id, sandbox.ErrJobBlocked, m.Msg)
 	case wire.CodeEnded:
 		return fmt.Errorf("job %s: %w", id, sandbox.ErrJobEnded)
+	case wire.CodeNoTTY:
+		return fmt.Errorf("job %s: %w", id, sandbox.ErrJobNoTTY)
 	case wire.CodeLog:
 		return fmt.Errorf("job log: %s", m.Msg)
 	case wire.CodeStart:
@@ -235,18 +240,37 @@ func (c *Conn) StartJob(ctx context.Context, cmd Command, req sandbox.JobRequest
 		return sandbox.JobInfo{}, errors.New("start job: no command")
 	}
 	started := time.Now()
-	m, _, err := c.job(ctx, wire.JobRequest{Op: wire.JobStart, Argv: cmd.Argv, Dir: cmd.Dir, Stdin: req.Stdin, Shell: req.Shell, Env: req.Env, JobSettings: jobSettings(req.JobLimits, cmd.LogDir)})
+	start := wire.JobRequest{Op: wire.JobStart, Argv: cmd.Argv, Dir: cmd.Dir, Stdin: req.Stdin, Shell: req.Shell, Env: req.Env, JobSettings: jobSettings(req.JobLimits, cmd.LogDir)}
+	if req.TTY != nil {
+		start.TTY = &wire.TTY{Cols: req.TTY.Cols, Rows: req.TTY.Rows}
+		if !start.TTY.Valid() {
+			return sandbox.JobInfo{}, fmt.Errorf("terminal of %dx%d: %d to %d columns, %d to %d rows", req.TTY.Cols, req.TTY.Rows,
+				wire.MinTTYCols, wire.MaxTTYCols, wire.MinTTYRows, wire.MaxTTYRows)
+		}
+	}
+	m, _, err := c.job(ctx, start)
 	if err != nil {
 		return sandbox.JobInfo{}, err
 	}
 	if err := replyError("", m); err != nil {
 		return sandbox.JobInfo{}, err
 	}
+	if req.TTY != nil && (m.Job == nil || m.Job.ID != m.ID || m.Job.TTY == nil) {
+		// A supervisor that knows no terminal would have run it on pipes:
+		// it is ended.
+		c.KillJob(context.WithoutCancel(ctx), m.ID, "KILL")
+		return sandbox.JobInfo{}, wire.Errorf("start job: the supervisor answered a job %s without its terminal", m.ID)
+	}
 	command := req.Command // as the agent wrote it, not as cmd rewrote it
 	if len(command) > wire.MaxJobCommand {
 		command = strings.ToValidUTF8(command[:wire.MaxJobCommand], "")
 	}
-	return sandbox.JobInfo{ID: m.ID, Command: command, State: sandbox.JobRunning, PID: m.PID, StartedAt: started}, nil
+	info := sandbox.JobInfo{ID: m.ID, Command: command, State: sandbox.JobRunning, PID: m.PID, StartedAt: started}
+	if req.TTY != nil {
+		sz := *req.TTY
+		info.TTY = &sz
+	}
+	return info, nil
 }
 
 // JobOutput reads a job's output from offset (characters; negative,
@@ -298,6 +322,17 @@ func (c *Conn) KillJob(ctx context.Context, id, signal string) (sandbox.JobInfo,
 		return sandbox.JobInfo{}, fmt.Errorf("signal %q: TERM, INT or KILL", wire.CapText(signal, 16))
 	}
 	return c.jobState(ctx, wire.JobRequest{Op: wire.JobKill, ID: id, Signal: signal})
+}
+
+// ResizeJob sets a terminal job's size (sandbox.ErrJobNoTTY for a job on
+// none).
+func (c *Conn) ResizeJob(ctx context.Context, id string, size sandbox.TermSize) (sandbox.JobInfo, error) {
+	sz := wire.TTY{Cols: size.Cols, Rows: size.Rows}
+	if !sz.Valid() {
+		return sandbox.JobInfo{}, fmt.Errorf("terminal of %dx%d: %d to %d columns, %d to %d rows", size.Cols, size.Rows,
+			wire.MinTTYCols, wire.MaxTTYCols, wire.MinTTYRows, wire.MaxTTYRows)
+	}
+	return c.jobState(ctx, wire.JobRequest{Op: wire.JobResize, ID: id, TTY: &sz})
 }
 
 func (c *Conn) jobState(ctx context.Context, req wire.JobRequest) (sandbox.JobInfo, error) {
@@ -373,6 +408,11 @@ func (l *Link) JobInput(ctx context.Context, id string, data []byte, close bool)
 // KillJob is Conn.KillJob on the link's channel.
 func (l *Link) KillJob(ctx context.Context, id, signal string) (sandbox.JobInfo, error) {
 	return linkDo(ctx, l, func(c *Conn) (sandbox.JobInfo, error) { return c.KillJob(ctx, id, signal) })
+}
+
+// ResizeJob is Conn.ResizeJob on the link's channel.
+func (l *Link) ResizeJob(ctx context.Context, id string, size sandbox.TermSize) (sandbox.JobInfo, error) {
+	return linkDo(ctx, l, func(c *Conn) (sandbox.JobInfo, error) { return c.ResizeJob(ctx, id, size) })
 }
 
 // Jobs is Conn.Jobs on the link's channel.

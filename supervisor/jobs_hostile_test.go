@@ -66,6 +66,7 @@ func TestHostileJobReplies(t *testing.T) {
 		{"bad start id", wire.JobStart, nil, wire.JobReply{ID: "j0", PID: 3}, "valid id"},
 		{"long list", wire.JobList, nil, wire.JobReply{Jobs: make([]wire.JobInfo, wire.MaxJobsRunning+wire.MaxJobsEnded+1)}, "a list of"},
 		{"data for a start", wire.JobStart, [][]byte{[]byte("x")}, wire.JobReply{}, "unexpected job output"},
+		{"a terminal out of bounds", wire.JobOutput, nil, wire.JobReply{Job: info(func(i *wire.JobInfo) { i.TTY = &wire.TTY{Cols: 5000, Rows: 24} })}, "malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, c := newFake(t)
@@ -93,6 +94,35 @@ func TestHostileJobReplies(t *testing.T) {
 	b, _ = json.Marshal(wire.Exit{Job: "j1x", Running: true})
 	f.fw.Write(wire.KindExit, 1, b)
 	wantChannelError(t, edone, "malformed job")
+}
+
+// A terminal job that a supervisor answers without its terminal (one that
+// knows none ran it on pipes) is refused, and killed.
+func TestJobStartWithoutTerminal(t *testing.T) {
+	f, c := newFake(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.StartJob(context.Background(), Command{Argv: []string{"x"}}, sandbox.JobRequest{TTY: &sandbox.TermSize{Cols: 80, Rows: 24}})
+		done <- err
+	}()
+	for c.mu.Lock(); len(c.jobs) == 0; c.mu.Lock() {
+		c.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	c.mu.Unlock()
+	b, _ := json.Marshal(wire.JobReply{ID: "j1", PID: 7})
+	f.fw.Write(wire.KindJobEnd, 1, b)
+	// The kill that follows (stream 2) is answered.
+	for c.mu.Lock(); c.next < 2 || len(c.jobs) == 0; c.mu.Lock() {
+		c.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	c.mu.Unlock()
+	b, _ = json.Marshal(wire.JobReply{Job: &wire.JobInfo{ID: "j1", Command: "x", State: sandbox.JobKilled, PID: 7, Code: 137, Signal: "KILL"}})
+	f.fw.Write(wire.KindJobEnd, 2, b)
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "without its terminal") {
+		t.Fatalf("%v", err)
+	}
 }
 
 // A supervisor's job codes are the sandbox's sentinels, in messages that

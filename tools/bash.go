@@ -33,7 +33,10 @@ func bashTool() Tool {
 			"followed by [exit code N], [timed out after Ns] or [killed: out of memory (limit L)]. Long output keeps its head and tail. "+
 			"A dev server, watcher or anything meant to keep running: run_in_background: true, then bash_output to read it, "+
 			"bash_input to answer a prompt, bash_kill to stop it. A long build or test run: let it go; "+
-			"past yield_after seconds it continues as a job ([still running as job J]) — poll it with bash_output and wait: 60."),
+			"past yield_after seconds it continues as a job ([still running as job J]) — poll it with bash_output and wait: 60. "+
+			"Something that needs a terminal (vim, top, less, a REPL, git add -p, a prompt that asks for a terminal): tty: true runs it on one, as a job, "+
+			"and answers its screen as text (the cursor marked █ in a blank cell; the line under the screen says where it is); type at it with bash_input (key names such as <Enter>, <Esc>, <C-c>, <Up>), "+
+			"look again with bash_output."),
 		destructive("Run command", true),
 		withIcon("terminal"),
 		mcp.WithOutputSchema[bashFacts](),
@@ -49,12 +52,24 @@ type bashArgs struct {
 	RunInBackground bool    `json:"run_in_background" jsonschema_description:"Start the command as a job and answer at once ([job J started], with its first 0.2 s of output); it keeps running after the call. Its stdin is open for bash_input."`
 	YieldAfter      float64 `json:"yield_after" arg:"minimum=0" jsonschema_description:"Seconds after which a command still running is not killed but goes on as a job, and the call answers what it printed so far (default 50, 0 = never: timeout alone bounds it)."`
 	Reset           bool    `json:"reset" jsonschema_description:"Start from a fresh shell: the workspace and the sandbox's own environment, forgetting the directory and exported variables of earlier calls."`
+	TTY             bool    `json:"tty" jsonschema_description:"Run the command on a pseudo-terminal (TERM=xterm-256color), as a job: for full-screen and interactive programs (vim, top, a REPL, git add -p). The call answers the terminal's screen once the program settles: its rows as text (the cursor's cell shown as █ where it is blank), then [screen CxR, cursor at row R, col C] (… on \"x\" where it is on a character) and [job J started]. Then bash_input types keys, bash_output shows the screen again, bash_kill ends it."`
+	Cols            int     `json:"cols" arg:"minimum=10,maximum=500" jsonschema_description:"The terminal's width in columns, with tty (default 80)."`
+	Rows            int     `json:"rows" arg:"minimum=5,maximum=200" jsonschema_description:"The terminal's height in rows, with tty (default 24)."`
 }
 
 func bash(ctx context.Context, env *Env, a bashArgs) *Result {
 	command := a.Command
 	if strings.TrimSpace(command) == "" {
 		return failf("command is empty")
+	}
+	if (a.Cols > 0 || a.Rows > 0) && !a.TTY {
+		return failf("cols and rows size a terminal: give tty: true with them")
+	}
+	if a.TTY {
+		if a.Reset {
+			return failf("reset applies to a foreground command: run it alone first (bash with reset: true), then start the terminal")
+		}
+		return startTTY(ctx, env, a)
 	}
 	if a.RunInBackground {
 		if a.Reset {
@@ -324,6 +339,7 @@ type bashFacts struct {
 	Truncated bool   `json:"truncated" jsonschema_description:"The output shown was cut (its middle left out)."`
 	OOMKilled bool   `json:"oom_killed,omitempty" jsonschema_description:"The kernel's OOM killer took a process of the sandbox while the command ran (the sandbox's memory limit was reached)."`
 	Saved
+	Screen *screenFacts `json:"screen,omitempty" jsonschema_description:"The terminal's screen as shown (tty: true)."`
 }
 
 // memoryLimitText names a memory limit in an OOM report: " (limit 4g)";

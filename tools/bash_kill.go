@@ -43,8 +43,12 @@ func bashKill(ctx context.Context, env *Env, a bashKillArgs) *Result {
 	if err != nil {
 		return fail(err)
 	}
-	if _, err := jobs.KillJob(ctx, a.Job, sig); err != nil && !errors.Is(err, sandbox.ErrJobEnded) {
+	info, err := jobs.KillJob(ctx, a.Job, sig)
+	if err != nil && !errors.Is(err, sandbox.ErrJobEnded) {
 		return jobError(ctx, env, a.Job, err)
+	}
+	if info.TTY != nil {
+		return ttyKill(ctx, env, jobs, info, sig)
 	}
 	// Its last output, until it ends (or jobKillWait).
 	deadline := time.Now().Add(jobKillWait)

@@ -298,7 +298,8 @@ type jobFacts struct {
 	NextOffset *int64 `json:"next_offset,omitempty" jsonschema_description:"The offset of the output not read yet (bash_output's offset argument)."`
 	Truncated  bool   `json:"truncated,omitempty" jsonschema_description:"The output shown was cut; the job's log keeps it whole."`
 	Saved
-	Jobs *[]jobEntry `json:"jobs,omitempty" jsonschema_description:"Every job of the thread (bash_output without job)."`
+	Screen *screenFacts `json:"screen,omitempty" jsonschema_description:"A terminal job's screen as shown (unless raw)."`
+	Jobs   *[]jobEntry  `json:"jobs,omitempty" jsonschema_description:"Every job of the thread (bash_output without job)."`
 }
 
 type jobEntry struct {
@@ -307,6 +308,7 @@ type jobEntry struct {
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Signal   string `json:"signal,omitempty"`
 	Command  string `json:"command" jsonschema_description:"The command's first 200 bytes."`
+	TTY      string `json:"tty,omitempty" jsonschema_description:"A terminal job's terminal size, CxR."`
 }
 
 // jobState is a job's state as its facts say it.

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/terminal"
 )
 
 // Limits are the tools' limits (SPEC §6): the configuration's limits
@@ -93,6 +94,10 @@ type Env struct {
 	// yield_after (SPEC §20): bash gives the command a stdin the task's
 	// updates write to, and its result names the task (Result.Task).
 	Tasks bool
+	// Terminals caches the screens of terminal jobs (bash tty: true) for
+	// the server's calls; nil: each call rebuilds the screen it shows from
+	// the job's kept output.
+	Terminals *terminal.Screens
 }
 
 // Previews opens and closes the URLs that reach ports listening inside the

@@ -2,7 +2,8 @@
 # Builds the docker provider's images offline, from Debian packages (no
 # registry is needed or used):
 #   sandbox-mcp-base:latest    debootstrap minbase bookworm: bash, coreutils, grep, sed, find, python3,
-#                              procps, ca-certificates, curl, git; user sandbox (1000:1000); ~250 MB
+#                              procps, ca-certificates, curl, git, vim-tiny (vi, and vim: a link
+#                              to it); user sandbox (1000:1000); ~250 MB
 #   sandbox-mcp-test:busybox   busybox-static only: sh and the applets; ~2 MB (tests)
 #   sandbox-mcp-test:noshell   one static binary and nothing else, no shell (tests)
 #   sandbox-mcp-test:busybox-sh      busybox's files, CMD ["/bin/sh"] as a stock busybox image (tests)
@@ -22,17 +23,24 @@ trap 'rm -rf "$tmp"' EXIT
 
 base() {
   # A base built before curl and git were in it (the network tests drive
-  # them through the egress proxy) is built again.
+  # them through the egress proxy), or vim (the terminal tests edit with
+  # it), is built again: the new one takes the tag when it is ready
+  # (containers of the old one go on), and the image made from it after.
+  local why=""
   if have sandbox-mcp-base:latest && ! docker run --rm --network none --entrypoint /usr/bin/git sandbox-mcp-base:latest --version >/dev/null 2>&1; then
-    echo "sandbox-mcp-base:latest: no git in it; building it again"
-    docker rmi -f sandbox-mcp-base:latest sandbox-mcp-test:debian-python >/dev/null
+    why="no git in it"
+  elif have sandbox-mcp-base:latest && ! docker run --rm --network none --entrypoint /usr/local/bin/vim sandbox-mcp-base:latest --version >/dev/null 2>&1; then
+    why="no vim in it"
   fi
-  have sandbox-mcp-base:latest && { echo "sandbox-mcp-base:latest: present"; return; }
+  if [ -z "$why" ] && have sandbox-mcp-base:latest; then echo "sandbox-mcp-base:latest: present"; return; fi
+  [ -z "$why" ] || echo "sandbox-mcp-base:latest: $why; building it again"
   need debootstrap debootstrap
   echo "building sandbox-mcp-base:latest (debootstrap $SUITE, about a minute)"
-  debootstrap --variant=minbase --include=ca-certificates,procps,python3,curl,git "$SUITE" "$tmp/base" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 \
+  debootstrap --variant=minbase --include=ca-certificates,procps,python3,curl,git,vim-tiny "$SUITE" "$tmp/base" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 \
     || { tail -20 "$tmp/debootstrap.log"; exit 1; }
   r=$tmp/base
+  # vim-tiny is vi (and vim.tiny); agents type vim.
+  ln -s /usr/bin/vim.tiny "$r/usr/local/bin/vim"
   echo 'sandbox:x:1000:1000:sandbox:/mnt/user-data/workspace:/bin/bash' >>"$r/etc/passwd"
   echo 'sandbox:x:1000:' >>"$r/etc/group"
   mkdir -p "$r/mnt/user-data/workspace" "$r/mnt/user-data/uploads" "$r/mnt/user-data/outputs" "$r/mnt/skills"
@@ -45,6 +53,7 @@ base() {
     --change 'CMD ["sleep", "infinity"]' \
     - sandbox-mcp-base:latest >/dev/null
   echo "sandbox-mcp-base:latest: built"
+  [ -z "$why" ] || docker rmi -f sandbox-mcp-test:debian-python >/dev/null 2>&1 || true
 }
 
 # static_busybox: the images are a busybox and nothing else, so it must

@@ -49,9 +49,10 @@ func TestImportRules(t *testing.T) {
 	}
 	// The OpenTelemetry SDK and its exporter are the telemetry package's
 	// (and so the command's): the server and the providers make spans
-	// through the API alone, and nothing of it runs in a box.
+	// through the API alone, and nothing of it runs in a box. The daemon
+	// renders no screen either: the terminal emulator is the server's.
 	otelSDK := []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", module + "telemetry"}
-	daemon := append(append(append(ours("providers", "tools", "server", "cmd", "audit", "masking", "hostfs", "telemetry"), transports...), engines...), "go.opentelemetry.io")
+	daemon := append(append(append(ours("providers", "tools", "server", "cmd", "audit", "masking", "hostfs", "telemetry", "terminal"), transports...), engines...), "go.opentelemetry.io", "github.com/charmbracelet")
 	for _, rule := range []struct {
 		pkg, why string
 		never    []string // prefixes of packages it may not depend on
@@ -60,6 +61,7 @@ func TestImportRules(t *testing.T) {
 	}{
 		{pkg: "sandbox", why: "the contract imports nothing of ours", noneOurs: true},
 		{pkg: "masking", why: "the masker imports nothing of ours", noneOurs: true},
+		{pkg: "terminal", why: "the screens and keys of terminal jobs are a mechanism: they import nothing of ours", noneOurs: true},
 		{pkg: "tools", why: "tools never import a provider, the supervisor, the server or an engine's SDK",
 			never: append(ours("providers", "supervisor", "server", "cmd"), engines...)},
 		{pkg: "supervisor", why: "the server's end of the supervisor's channel imports no transport, tool, provider or engine SDK, nor the daemon",

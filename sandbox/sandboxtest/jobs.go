@@ -122,6 +122,44 @@ func Jobs(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox) {
 		}
 		js.KillJob(t.Context(), k.ID, "KILL")
 	})
+	t.Run("Terminal", func(t *testing.T) {
+		t.Parallel()
+		_, js := jobsOf(t)
+		// On a terminal: stdin and stdout are one, of the size asked; a
+		// resize shows; what is typed is echoed, a CR ends a line.
+		script := `[ -t 0 ] && [ -t 1 ] && echo "tty $TERM"; stty size; read l; echo "got $l"; stty size`
+		j, err := js.StartJob(t.Context(), sandbox.JobRequest{Command: script, TTY: &sandbox.TermSize{Cols: 80, Rows: 24}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.TTY == nil || *j.TTY != (sandbox.TermSize{Cols: 80, Rows: 24}) {
+			t.Fatalf("%+v", j)
+		}
+		if out := waitOutput(t, js, j.ID, "24 80\r\n"); out != "tty xterm-256color\r\n24 80\r\n" {
+			t.Fatalf("%q", out)
+		}
+		if info, err := js.ResizeJob(t.Context(), j.ID, sandbox.TermSize{Cols: 100, Rows: 30}); err != nil || info.TTY == nil || info.TTY.Cols != 100 {
+			t.Fatalf("resize: %+v %v", info, err)
+		}
+		if _, err := js.JobInput(t.Context(), j.ID, []byte("hi\r"), false); err != nil {
+			t.Fatal(err)
+		}
+		out, info := WaitJob(t, js, j.ID, 0)
+		if !strings.HasSuffix(out, "24 80\r\nhi\r\ngot hi\r\n30 100\r\n") || info.State != sandbox.JobExited || info.Code != 0 || info.TTY == nil || info.TTY.Rows != 30 {
+			t.Fatalf("%q %+v", out, info)
+		}
+		if _, err := js.ResizeJob(t.Context(), j.ID, sandbox.TermSize{Cols: 80, Rows: 24}); !errors.Is(err, sandbox.ErrJobEnded) {
+			t.Fatalf("resize of an ended job: %v", err)
+		}
+		k, err := js.StartJob(t.Context(), sandbox.JobRequest{Command: "sleep 300"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.ResizeJob(t.Context(), k.ID, sandbox.TermSize{Cols: 80, Rows: 24}); !errors.Is(err, sandbox.ErrJobNoTTY) {
+			t.Fatalf("resize of a job without a terminal: %v", err)
+		}
+		js.KillJob(t.Context(), k.ID, "KILL")
+	})
 	t.Run("Limit", func(t *testing.T) {
 		t.Parallel()
 		_, js := jobsOf(t)

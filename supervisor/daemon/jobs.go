@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/internal/procstat"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
@@ -32,7 +34,10 @@ type jobTable struct {
 	order   []*job // by start, for List and for dropping the oldest ended
 	running int    // jobs running, and starts under way
 	groups  map[int]bool
-	scan    sync.Once // next counts the logs in the log directory (lastLoggedJob)
+	// sessions: the running terminal jobs' sessions (each its leader's
+	// pid): their processes are the job's, whatever their group.
+	sessions map[int]bool
+	scan     sync.Once // next counts the logs in the log directory (lastLoggedJob)
 }
 
 // job is one job.
@@ -41,7 +46,7 @@ type job struct {
 	command string
 	pid     int
 	started time.Time
-	stdin   *os.File // nil: none, or closed
+	stdin   *os.File // nil: none, or closed; a terminal job's: the terminal's master
 	// stateFile: the shell state file of the command it was (removed
 	// unread when it ends: a job changes no state).
 	stateFile string
@@ -65,10 +70,13 @@ type job struct {
 	signal     string
 	// killRequested: a kill request signalled it while it ran (killJob).
 	killRequested bool
+	// tty: the terminal's size, for a job on one (set once at the start,
+	// changed by resize).
+	tty *wire.TTY
 }
 
 func newJobTable() *jobTable {
-	return &jobTable{byID: map[string]*job{}, groups: map[int]bool{}}
+	return &jobTable{byID: map[string]*job{}, groups: map[int]bool{}, sessions: map[int]bool{}}
 }
 
 // runningJobs counts the running jobs (Hello).
@@ -86,6 +94,14 @@ func (s *supervisor) jobGroup(pgid int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.groups[pgid]
+}
+
+// jobSession reports whether sid is a running terminal job's session.
+func (s *supervisor) jobSession(sid int) bool {
+	t := s.jobs
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sessions[sid]
 }
 
 // reserve takes a running slot under limit, the job's id and its log,
@@ -275,6 +291,9 @@ func (t *jobTable) add(j *job) {
 	t.byID[j.id] = j
 	t.order = append(t.order, j)
 	t.groups[j.pid] = true
+	if j.tty != nil {
+		t.sessions[j.pid] = true
+	}
 }
 
 func (t *jobTable) get(id string) *job {
@@ -289,6 +308,7 @@ func (t *jobTable) ended(j *job) {
 	defer t.mu.Unlock()
 	t.running--
 	delete(t.groups, j.pid)
+	delete(t.sessions, j.pid)
 	n := 0
 	for _, o := range t.order {
 		o.mu.Lock()
@@ -465,7 +485,56 @@ func (j *job) info() wire.JobInfo {
 	if !j.ended.IsZero() {
 		i.EndedAt = j.ended.UnixMilli()
 	}
+	if j.tty != nil {
+		sz := *j.tty
+		i.TTY = &sz
+	}
 	return i
+}
+
+// kill sends sig to the job's process group and, for a terminal job,
+// to every other group of its session: a shell's job control puts each
+// pipeline in a group of its own, all in the terminal's session. With
+// cont a stopped group is continued first, to take the signal at once.
+func (j *job) kill(sig syscall.Signal, cont bool) {
+	j.mu.Lock()
+	tty := j.tty != nil
+	j.mu.Unlock()
+	groups := []int{j.pid}
+	if tty {
+		groups = append(groups, sessionGroups(j.pid)...)
+	}
+	for _, g := range groups {
+		if cont {
+			syscall.Kill(-g, syscall.SIGCONT)
+		}
+		syscall.Kill(-g, sig)
+	}
+}
+
+// sessionGroups lists the process groups of session sid other than sid's
+// own, from /proc (a box has few processes).
+func sessionGroups(sid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := strconv.Itoa(sid)
+	var groups []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		f := procstat.Fields(pid)
+		if len(f) < 4 || f[3] != want || f[0] == "Z" {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err == nil && g != sid && !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
+	return groups
 }
 
 // watch waits for the job's process to end, then ends the job: its process
@@ -473,7 +542,7 @@ func (j *job) info() wire.JobInfo {
 // command's does), its output drained, and its end recorded.
 func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{}) {
 	<-p.done
-	syscall.Kill(-p.pid, syscall.SIGKILL)
+	j.kill(syscall.SIGKILL, false) // what it left, a terminal job's whole session
 	if j.stateFile != "" {
 		removeState(j.stateFile)
 	}
@@ -619,6 +688,8 @@ func (s *supervisor) serveJob(req wire.JobRequest, r *jobReq, data func([]byte))
 		return j.input(req)
 	case wire.JobKill:
 		return s.killJob(j, req.Signal)
+	case wire.JobResize:
+		return j.resize(req.TTY)
 	}
 	return wire.JobReply{Err: wire.CodeInval, Msg: "unknown operation"}
 }
@@ -639,25 +710,40 @@ func (s *supervisor) startJob(req wire.JobRequest) wire.JobReply {
 		s.jobs.release()
 		return wire.JobReply{Err: code, Msg: err.Error()}
 	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return fail(wire.CodeStart, err)
-	}
-	var in, inW *os.File
-	if req.Stdin {
-		if in, inW, err = os.Pipe(); err != nil {
-			pr.Close()
-			pw.Close()
+	// The output's pipe (pr, pw) and the input's (in, inW); a terminal
+	// is both: its master the supervisor's side of each, its slave the
+	// command's.
+	var pr, pw, in, inW *os.File
+	var err error
+	if req.TTY != nil {
+		if !req.TTY.Valid() {
+			return fail(wire.CodeInval, fmt.Errorf("terminal of %dx%d: %d to %d columns, %d to %d rows",
+				req.TTY.Cols, req.TTY.Rows, wire.MinTTYCols, wire.MaxTTYCols, wire.MinTTYRows, wire.MaxTTYRows))
+		}
+		if pr, pw, err = openPTY(*req.TTY); err != nil {
 			return fail(wire.CodeStart, err)
+		}
+		in, inW = pw, pr
+		req.Env = append(slices.Clip(req.Env), "TERM="+ttyTerm)
+	} else {
+		if pr, pw, err = os.Pipe(); err != nil {
+			return fail(wire.CodeStart, err)
+		}
+		if req.Stdin {
+			if in, inW, err = os.Pipe(); err != nil {
+				pr.Close()
+				pw.Close()
+				return fail(wire.CodeStart, err)
+			}
 		}
 	}
 	var p *proc
 	l, err := s.state.prepare(req.Argv, req.Dir, req.Env, req.Shell, false, false)
 	if err == nil {
-		p, l, err = s.startFrom(l, wire.Exec{Argv: req.Argv, Dir: req.Dir, Env: req.Env}, in, pw)
+		p, l, err = s.startFrom(l, wire.Exec{Argv: req.Argv, Dir: req.Dir, Env: req.Env}, in, pw, req.TTY != nil)
 	}
 	pw.Close()
-	if in != nil {
+	if in != nil && in != pw {
 		in.Close()
 	}
 	if err != nil {
@@ -665,13 +751,17 @@ func (s *supervisor) startJob(req wire.JobRequest) wire.JobReply {
 			removeState(l.file)
 		}
 		pr.Close()
-		if inW != nil {
+		if inW != nil && inW != pr {
 			inW.Close()
 		}
 		return fail(wire.CodeStart, err)
 	}
 	j := newJob(id, req.Argv, p.pid, req.JobSettings, log)
 	j.stdin = inW
+	if req.TTY != nil {
+		sz := *req.TTY
+		j.tty = &sz
+	}
 	j.stateFile = l.file // its start file, if any
 	s.jobs.add(j)
 	copied := make(chan struct{})
@@ -680,7 +770,10 @@ func (s *supervisor) startJob(req wire.JobRequest) wire.JobReply {
 		copyJob(j, pr)
 	}()
 	go s.watch(j, p, pr, copied)
-	return wire.JobReply{ID: j.id, PID: p.pid}
+	j.mu.Lock()
+	info := j.info()
+	j.mu.Unlock()
+	return wire.JobReply{ID: j.id, PID: p.pid, Job: &info}
 }
 
 // listJobs is every job, oldest first.
@@ -774,10 +867,49 @@ func (j *job) input(req wire.JobRequest) wire.JobReply {
 			return wire.JobReply{Err: code, Msg: fmt.Sprintf("%d of %d bytes written: %v", n, len(req.Data), err), Job: &info}
 		}
 	}
-	if req.Close {
+	if req.Close && info.TTY != nil {
+		// A terminal stays: the EOF character ends what reads it, as
+		// Ctrl-D at a terminal does.
+		j.stdin.SetWriteDeadline(time.Now().Add(jobInputStall))
+		if _, err := j.stdin.Write([]byte{ttyEOF}); err != nil {
+			return wire.JobReply{Err: wire.CodeBlocked, Msg: fmt.Sprintf("end of input: %v", err), Job: &info}
+		}
+	} else if req.Close {
 		j.stdin.Close()
 		j.stdin = nil
 	}
+	return wire.JobReply{Job: &info}
+}
+
+// ttyTerm is a terminal job's TERM: what the server's renderer reads.
+const ttyTerm = "xterm-256color"
+
+// ttyEOF is the EOF character of a new terminal (VEOF, ^D).
+const ttyEOF = 4
+
+// resize sets a terminal job's size.
+func (j *job) resize(sz *wire.TTY) wire.JobReply {
+	if sz == nil || !sz.Valid() {
+		return wire.JobReply{Err: wire.CodeInval, Msg: fmt.Sprintf("size: %d to %d columns, %d to %d rows", wire.MinTTYCols, wire.MaxTTYCols, wire.MinTTYRows, wire.MaxTTYRows)}
+	}
+	j.inMu.Lock()
+	defer j.inMu.Unlock()
+	j.mu.Lock()
+	info := j.info()
+	j.mu.Unlock()
+	switch {
+	case info.TTY == nil:
+		return wire.JobReply{Err: wire.CodeNoTTY, Msg: "the job is not on a terminal", Job: &info}
+	case info.State != sandbox.JobRunning || j.stdin == nil:
+		return wire.JobReply{Err: wire.CodeEnded, Msg: "the job has ended", Job: &info}
+	}
+	if err := setSize(j.stdin, *sz); err != nil {
+		return wire.JobReply{Err: wire.CodeInval, Msg: err.Error(), Job: &info}
+	}
+	j.mu.Lock()
+	j.tty = sz
+	info = j.info()
+	j.mu.Unlock()
 	return wire.JobReply{Job: &info}
 }
 
@@ -793,8 +925,7 @@ func (s *supervisor) killJob(j *job, name string) wire.JobReply {
 	s.mu.Lock() // the reaper's lock: the group's leader is not reaped under it
 	sent := s.procs[j.pid] != nil
 	if sent {
-		syscall.Kill(-j.pid, syscall.SIGCONT) // a stopped group takes the signal at once
-		syscall.Kill(-j.pid, sig)
+		j.kill(sig, true) // a stopped group takes the signal at once (SIGCONT first)
 	}
 	s.mu.Unlock()
 	j.mu.Lock()

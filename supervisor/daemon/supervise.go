@@ -99,8 +99,10 @@ func (s *supervisor) reap() {
 
 // start forks l.argv in its own process group, in l.dir, with l.env (nil:
 // the supervisor's own), and stdout and stderr the write end of one pipe.
-// stdin is in, or /dev/null when in is nil.
-func (s *supervisor) start(l launch, in, out *os.File) (*proc, error) {
+// stdin is in, or /dev/null when in is nil. With tty, in and out are a
+// terminal's slave: the command leads a session of its own, the terminal
+// its controlling one (its process group is still its pid).
+func (s *supervisor) start(l launch, in, out *os.File, tty bool) (*proc, error) {
 	if len(l.argv) == 0 {
 		return nil, errors.New("no command")
 	}
@@ -121,11 +123,15 @@ func (s *supervisor) start(l launch, in, out *os.File) (*proc, error) {
 	if env == nil {
 		env = os.Environ()
 	}
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if tty {
+		attr = ttyAttr()
+	}
 	pid, err := syscall.ForkExec(path, l.argv, &syscall.ProcAttr{
 		Dir:   l.dir,
 		Env:   env,
 		Files: []uintptr{in.Fd(), out.Fd(), out.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   attr,
 	})
 	if err != nil {
 		return nil, err
@@ -139,14 +145,14 @@ func (s *supervisor) start(l launch, in, out *os.File) (*proc, error) {
 // start (its environment over the kernel's limits), the command afresh in
 // m's directory, its state still taken: the state never fails a command,
 // nor stops the next one from being taken. It returns the launch started.
-func (s *supervisor) startFrom(l launch, m wire.Exec, in, out *os.File) (*proc, launch, error) {
-	p, err := s.start(l, in, out)
+func (s *supervisor) startFrom(l launch, m wire.Exec, in, out *os.File, tty bool) (*proc, launch, error) {
+	p, err := s.start(l, in, out, tty)
 	if err != nil && l.fromState {
 		if l.file != "" {
 			removeState(l.file)
 		}
 		l = s.state.launchFrom(l.orig, m.Dir, l.extra, l.save, kept{})
-		p, err = s.start(l, in, out)
+		p, err = s.start(l, in, out, tty)
 	}
 	return p, l, err
 }
@@ -288,7 +294,7 @@ func (c *channel) run(id uint32, st *stream, m wire.Exec) {
 	s.mu.Unlock()
 	cgs := boxCgroups()
 	ooms := oomKills(cgs)
-	p, l, err := s.startFrom(l, m, in, pw)
+	p, l, err := s.startFrom(l, m, in, pw, false)
 	pw.Close()
 	if in != nil {
 		in.Close()
@@ -424,9 +430,10 @@ func (s *supervisor) killOrphans() {
 			s.mu.Lock()
 			ours := s.procs[pid] != nil
 			s.mu.Unlock()
-			if st := procstat.Fields(pid); len(st) > 2 && !ours {
+			if st := procstat.Fields(pid); len(st) > 3 && !ours {
 				pgid, _ := strconv.Atoi(st[2])
-				ours = s.jobGroup(pgid) // a running job's: it lives
+				sid, _ := strconv.Atoi(st[3])
+				ours = s.jobGroup(pgid) || s.jobSession(sid) // a running job's: it lives
 			}
 			if !ours {
 				syscall.Kill(pid, syscall.SIGKILL)

@@ -73,7 +73,7 @@ const (
 //
 // Each job request is a stream, like a command:
 //
-//	start   Job{start} → JobEnd{ID, PID}
+//	start   Job{start} → JobEnd{ID, PID, Job}
 //	output  Job{output} → JobData… → JobEnd{Offset, NextOffset, …}: the
 //	        job's output from Offset (characters), at most MaxJobRead
 //	        bytes in frames of at most MaxPayload; with WaitMS, once there
@@ -83,6 +83,9 @@ const (
 //	input   Job{input} → JobEnd
 //	kill    Job{kill} → JobEnd{Job}; the job's KillRequested is set when
 //	        the signal reached it running (protocol 8)
+//	resize  Job{resize, TTY} → JobEnd{Job}: a terminal job's new size (the
+//	        kernel signals SIGWINCH to its foreground process group);
+//	        NOTTY for a job without one.
 //	list    Job{list} → JobEnd{Jobs}
 //	usage   Job{usage, Dir} → JobEnd{Usage}: what the box uses and its
 //	        limits, from the supervisor's own cgroup (SPEC §19), the jobs
@@ -93,6 +96,15 @@ const (
 // A command started with Exec.YieldAfterMS that still runs then becomes a
 // job: its exec stream ends with Exit{Job, Running}; with Exec.Stdin
 // (protocol 8) the job takes the command's stdin pipe, for input requests.
+//
+// A start with TTY runs the command on a pseudo-terminal of that size
+// (SPEC §20): the command is a new session's leader with the terminal as
+// its controlling one, its stdin, stdout and stderr; TERM is
+// xterm-256color. Its output is what the terminal shows, raw (escape
+// sequences and all: the server renders the screen), kept as any job's;
+// input is typed at the terminal (Close types the EOF character, ^D);
+// kill signals every process group of its session (a shell's job control
+// gives each pipeline its own), and its end kills the session.
 //
 // Offsets count characters: bytes that start a UTF-8 sequence (every byte
 // that is not 0b10xxxxxx), so that an agent's offsets are those of the text
@@ -299,7 +311,19 @@ const (
 	JobKill   = "kill"
 	JobList   = "list"
 	JobUsage  = "usage"
+	JobResize = "resize"
 )
+
+// TTY is a terminal's size, in character cells.
+type TTY struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
+// Valid reports whether the size is within the bounds a terminal job takes.
+func (t TTY) Valid() bool {
+	return t.Cols >= MinTTYCols && t.Cols <= MaxTTYCols && t.Rows >= MinTTYRows && t.Rows <= MaxTTYRows
+}
 
 // JobSettings are a job's limits, given when it starts (a start request,
 // or an exec with YieldAfterMS).
@@ -323,6 +347,9 @@ type JobRequest struct {
 	Argv  []string `json:"argv,omitempty"`
 	Dir   string   `json:"dir,omitempty"`
 	Stdin bool     `json:"stdin,omitempty"` // a pipe for input; else /dev/null
+	// TTY: on a pseudo-terminal of this size (and Stdin is moot: the
+	// terminal is its input); resize: the new size.
+	TTY   *TTY     `json:"tty,omitempty"`
 	Shell bool     `json:"shell,omitempty"` // it starts in the kept shell state (Exec.Shell) and changes none
 	Env   []string `json:"env,omitempty"`   // as Exec.Env
 	JobSettings
@@ -350,7 +377,7 @@ type JobReply struct {
 	ID  string `json:"id,omitempty"`  // start
 	PID int    `json:"pid,omitempty"` // start
 
-	Job *JobInfo `json:"job,omitempty"` // output, input, kill
+	Job *JobInfo `json:"job,omitempty"` // start, output, input, kill, resize
 
 	Offset     int64 `json:"offset,omitempty"`      // output: where the data starts
 	NextOffset int64 `json:"next_offset,omitempty"` // output: where it ends
@@ -402,6 +429,7 @@ type JobInfo struct {
 	// KillRequested: a kill request signalled it while it ran (bash_kill,
 	// an MCP task's cancel), whatever it then did.
 	KillRequested bool `json:"kill_requested,omitempty"`
+	TTY           *TTY `json:"tty,omitempty"` // a terminal job's size now; nil: not on a terminal
 }
 
 // Codes of JobReply.Err (and CodeCancelled).
@@ -414,6 +442,7 @@ const (
 	CodeNoStdin = "NOSTDIN" // the job has no stdin pipe, or it was closed
 	CodeBlocked = "BLOCKED" // the job did not read its input
 	CodeEnded   = "ENDED"   // input to a job that ended
+	CodeNoTTY   = "NOTTY"   // resize of a job without a terminal
 )
 
 // Network request operations (NetRequest.Op).
@@ -491,6 +520,10 @@ const (
 	MaxJobsEnded   = 64      // ended jobs kept (their state and ring)
 	MaxJobCommand  = 200     // bytes of JobInfo.Command
 	MaxUsageFiles  = 100_000 // entries a usage request's walk visits
+
+	// A terminal job's size (TTY): columns and rows.
+	MinTTYCols, MaxTTYCols = sandbox.MinTermCols, sandbox.MaxTermCols
+	MinTTYRows, MaxTTYRows = sandbox.MinTermRows, sandbox.MaxTermRows
 
 	// PipeWindow is how many bytes of one pipe may be in flight each way,
 	// unacknowledged by credit: what a pipe holds in the receiver.

@@ -59,6 +59,11 @@ func (s *Sandbox) KillJob(ctx context.Context, id, signal string) (sandbox.JobIn
 	return entered(s, ctx, func() (sandbox.JobInfo, error) { return s.link.KillJob(ctx, id, signal) })
 }
 
+// ResizeJob sets a terminal job's size (sandbox.Jobs).
+func (s *Sandbox) ResizeJob(ctx context.Context, id string, size sandbox.TermSize) (sandbox.JobInfo, error) {
+	return entered(s, ctx, func() (sandbox.JobInfo, error) { return s.link.ResizeJob(ctx, id, size) })
+}
+
 // Jobs lists the sandbox's jobs (sandbox.Jobs).
 func (s *Sandbox) Jobs(ctx context.Context) ([]sandbox.JobInfo, error) {
 	return entered(s, ctx, func() ([]sandbox.JobInfo, error) { return s.link.Jobs(ctx) })
