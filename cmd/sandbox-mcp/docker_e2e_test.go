@@ -72,6 +72,20 @@ func caller(t *testing.T, ctx context.Context, cs *mcp.ClientSession, stderr *te
 	}
 }
 
+// dockerCall runs the binary on the docker provider over stdio, serving
+// thread, for at most d, and returns its tool call (caller's); the session
+// ends with the test.
+func dockerCall(t *testing.T, thread string, d time.Duration) func(string, map[string]any) (string, bool) {
+	t.Helper()
+	dir, cfgFile, _ := dockerE2EConfig(t)
+	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", thread)
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	cs, stderr := stdioSession(t, ctx, cmd)
+	t.Cleanup(func() { cs.Close() })
+	return caller(t, ctx, cs, stderr)
+}
+
 // The real binary with --provider docker, driven over stdio: the tools
 // work in a container, and nothing names a host path.
 func TestE2EDockerProvider(t *testing.T) {

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -26,13 +23,7 @@ func TestE2EShellStateSurvivesBashEnv(t *testing.T) {
 // The same on the docker provider (the base image: bash, a non-root user).
 func TestE2EDockerShellStateSurvivesBashEnv(t *testing.T) {
 	t.Parallel()
-	dir, cfgFile, _ := dockerE2EConfig(t)
-	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", "bashenv")
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cs, stderr := stdioSession(t, ctx, cmd)
-	defer cs.Close()
-	shellStateSurvives(t, caller(t, ctx, cs, stderr))
+	shellStateSurvives(t, dockerCall(t, "bashenv", 3*time.Minute))
 }
 
 func shellStateSurvives(t *testing.T, call func(string, map[string]any) (string, bool)) {

@@ -170,13 +170,7 @@ func TestE2ETTYLocal(t *testing.T) {
 // The docker provider, in the base image.
 func TestE2ETTYDocker(t *testing.T) {
 	t.Parallel()
-	dir, cfgFile, _ := dockerE2EConfig(t)
-	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", "tty")
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-	cs, stderr := stdioSession(t, ctx, cmd)
-	defer cs.Close()
-	ttyScenario(t, caller(t, ctx, cs, stderr))
+	ttyScenario(t, dockerCall(t, "tty", 4*time.Minute))
 }
 
 // The kubernetes provider, in the base image (SANDBOX_MCP_K8S_IMAGE).
