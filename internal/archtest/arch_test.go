@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,6 +59,7 @@ func TestImportRules(t *testing.T) {
 		never    []string // prefixes of packages it may not depend on
 		notPkg   []string // packages (not their subpackages) it may not depend on
 		noneOurs bool     // imports no package of this module at all
+		only     []string // when set: every dependency outside the standard library has one of these prefixes
 	}{
 		{pkg: "sandbox", why: "the contract imports nothing of ours", noneOurs: true},
 		{pkg: "masking", why: "the masker imports nothing of ours", noneOurs: true},
@@ -87,6 +89,8 @@ func TestImportRules(t *testing.T) {
 		{pkg: "metrics", why: "the metric set is a mechanism the command, the server and the providers call: it imports nothing of ours", noneOurs: true},
 		{pkg: "egress", why: "the egress proxy is a mechanism the server runs: it knows no provider, tool, transport, engine SDK or the supervisor that carries its connections",
 			never: append(append(ours("providers", "tools", "server", "cmd", "supervisor", "sandbox"), transports...), engines...)},
+		{pkg: "checkpoint", why: "the checkpoint engine also runs in the supervisor daemon: the standard library, golang.org/x/sys and filelock only",
+			only: []string{"golang.org/x/sys/", module + "filelock"}},
 		{pkg: "hostfs", why: "the host file system imports no transport, tool or provider",
 			never: append(append(ours("providers", "tools", "server", "cmd", "supervisor"), transports...), engines...)},
 	} {
@@ -112,6 +116,10 @@ func TestImportRules(t *testing.T) {
 				if dep == bad {
 					t.Errorf("%s depends on %s: %s", rule.pkg, dep, rule.why)
 				}
+			}
+			if rule.only != nil && strings.Contains(strings.Split(dep, "/")[0], ".") &&
+				!slices.ContainsFunc(rule.only, func(p string) bool { return strings.HasPrefix(dep, p) }) {
+				t.Errorf("%s depends on %s: %s", rule.pkg, dep, rule.why)
 			}
 		}
 	}
