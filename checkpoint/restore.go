@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 )
 
@@ -65,7 +66,15 @@ func (s *Store) Restore(ctx context.Context, root, id string, opts RestoreOption
 	}
 
 	need := map[hash]int64{}
+	leftAlone := "" // a path the checkpoint skipped: the restore leaves it (and what is below) as it is
 	err = s.diff(live, target, ".", func(k Kind, rel string, old, new *entry) error {
+		if leftAlone != "" && strings.HasPrefix(rel, leftAlone+"/") {
+			return nil
+		}
+		if new != nil && new.kind == kindSkipped {
+			leftAlone = rel
+			return nil
+		}
 		res.Changes = append(res.Changes, Change{Path: rel, Kind: k, Old: old.public(rel), New: new.public(rel)})
 		if new != nil && new.kind == kindFile && (old == nil || old.kind != kindFile || old.hash != new.hash) {
 			need[new.hash] = new.size
