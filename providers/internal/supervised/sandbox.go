@@ -66,6 +66,9 @@ type Config struct {
 	// UserData is sandbox.UserDataDir as the box's supervisor sees it
 	// (whose files sandbox_info counts); "": sandbox.UserDataDir.
 	UserData string
+	// Checkpoints, if set, places the thread's checkpoints on the host
+	// (checkpoints.go); nil: the box's supervisor keeps them.
+	Checkpoints *CheckpointConfig
 }
 
 // Sandbox is a thread's sandbox.Sandbox and sandbox.Jobs over its box's
