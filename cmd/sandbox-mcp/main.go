@@ -351,6 +351,8 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		Skills:   cfg.SkillsDir != "",
 		Metrics:  m,
 		Tracer:   tracing.TracerProvider(),
+
+		Checkpoints: cfg.Checkpoints,
 	})
 	defer srv.Close()
 	if m != nil {
