@@ -537,4 +537,3 @@ func (im *importer) finish(n *importNode) (*tree, map[hash]*tree, error) {
 	t, err := rec(n)
 	return t, trees, err
 }
-
