@@ -151,9 +151,11 @@ var ErrBadArchive = errors.New("bad archive")
 // the directories become trees; only then does Restore, which writes
 // beneath root through directory descriptors and never follows a
 // symlink, make the files. Hard links, devices, FIFOs, sparse files, a
-// name given twice, a path beneath a file or symlink, and a stream that
-// ends before its trailer are refused with ErrBadArchive, and nothing is
-// restored. Directories the stream implies but does not list are made
+// name given twice, a path beneath a file or symlink, a stream that ends
+// before its trailer and one with more than zeros after it are refused
+// with ErrBadArchive, and nothing is restored. r is read to its end before
+// anything is restored: a reader that then fails (a transfer found short,
+// an export that failed partway) fails the import. Directories the stream implies but does not list are made
 // with mode 0755. Paths of Options.Exclude and names of the writers'
 // temporary files are left out, as Save leaves them out.
 //
@@ -279,6 +281,14 @@ func (s *Store) importTar(ctx context.Context, r io.Reader, message string, uid,
 				im.w.waitFiles()
 				return Info{}, errorf("import: %w: the stream ends before its trailer", ErrBadArchive)
 			}
+			// Read to the end: what follows the trailer may only be
+			// zeros (tar pads to its record size), and a reader that
+			// fails at its end (a transfer found short, an export that
+			// failed) fails the import before anything is restored.
+			if err := zerosToEnd(cr); err != nil {
+				im.w.waitFiles()
+				return Info{}, err
+			}
 			break
 		}
 		if err != nil {
@@ -338,6 +348,33 @@ func (s *Store) importTar(ctx context.Context, r io.Reader, message string, uid,
 		s.writeUsage(u + im.w.added.Load() + rec.bytes)
 	}
 	return rec.info(), nil
+}
+
+// importMaxPadding bounds the zeros ImportTar reads after the trailer.
+const importMaxPadding = 1 << 20
+
+// zerosToEnd reads r to its end, which must come within importMaxPadding
+// bytes, all zero.
+func zerosToEnd(r io.Reader) error {
+	buf := make([]byte, 32<<10)
+	var n int64
+	for {
+		m, err := r.Read(buf)
+		for _, c := range buf[:m] {
+			if c != 0 {
+				return errorf("import: %w: data after the trailer", ErrBadArchive)
+			}
+		}
+		if n += int64(m); n > importMaxPadding {
+			return errorf("import: %w: data after the trailer", ErrBadArchive)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return errorf("import: %v", bare(err))
+		}
+	}
 }
 
 // add takes one entry of the stream.

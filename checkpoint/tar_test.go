@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -272,6 +273,10 @@ func TestImportTarHostile(t *testing.T) {
 			setChecksum(b[:512])
 			return b
 		}},
+		{"data after the trailer", func(t *testing.T) []byte {
+			b := makeTar(t, []rawEntry{reg("workspace/a", "x")}, true)
+			return append(b, "more"...)
+		}},
 		{"garbage", func(t *testing.T) []byte { return bytes.Repeat([]byte("not a tar "), 200) }},
 	}
 	for _, tc := range cases {
@@ -364,13 +369,27 @@ func TestImportTarNotEmpty(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "uploads", "there")); string(b) != "mine" {
 		t.Errorf("the file there is now %q", b)
 	}
+	// A reader that fails at its end (after the trailer) fails the import.
+	root3 := freshRoot(t)
+	failing := io.MultiReader(bytes.NewReader(stream), iotest.ErrReader(errors.New("transfer found short")))
+	if _, err := s.ImportTar(t.Context(), root3, failing, "n"); err == nil || !strings.Contains(err.Error(), "transfer found short") {
+		t.Errorf("ImportTar of a reader failing after the trailer: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root3, "workspace", "a")); err == nil {
+		t.Errorf("a failed import restored files")
+	}
+	// GNU tar's padding (zeros to a 10 KiB record) is taken.
+	padded := append(append([]byte(nil), stream...), make([]byte, 8192)...)
+	if _, err := s.ImportTar(t.Context(), freshRoot(t), bytes.NewReader(padded), "padded"); err != nil {
+		t.Errorf("ImportTar of a padded stream: %v", err)
+	}
 	// An empty stream into an empty root: a checkpoint of nothing.
 	empty := makeTar(t, nil, true)
 	root2 := filepath.Join(t.TempDir(), "ud")
 	must(t, os.Mkdir(root2, 0o755))
 	info, err := s.ImportTar(t.Context(), root2, bytes.NewReader(empty), "nothing")
 	must(t, err)
-	if info.Files != 0 || info.ID != "1" {
+	if info.Files != 0 || info.ID != "2" {
 		t.Errorf("empty import: %+v", info)
 	}
 }
