@@ -85,6 +85,9 @@ func Run(args []string, stdin io.Reader, stdout io.Writer) int {
 		keepOnly(o.keepEnv)
 	}
 	s := newSupervisor(o.listen)
+	if o.ckptDir != "" {
+		s.ckpt = &ckptStore{dir: o.ckptDir, root: o.userData}
+	}
 	if o.listen == "" {
 		// The channel is stdout: a write after the server died would
 		// have Go kill this process for the broken pipe (fd 1), before
