@@ -71,11 +71,12 @@ type threadCheckpoints struct {
 	sem chan struct{} // one save at a time: held by a save, sync or background
 
 	mu      sync.Mutex
-	saved   bool // this process saved the thread (since it was bound)
-	dirty   bool // a call that may change files ended since the last save began
-	jobs    bool // a job may run
-	pending bool // a background save is started or queued
-	warned  bool // a failure was logged as a warning
+	saved   bool          // this process saved the thread (since it was bound)
+	dirty   bool          // a call that may change files ended since the last save began
+	jobs    bool          // a job may run
+	pending bool          // a background save is started or queued
+	bg      chan struct{} // closed when the background save started last ends
+	warned  bool          // a failure was logged as a warning
 }
 
 func newAutoCheckpoints(cfg CheckpointsConfig, log *slog.Logger, stop context.Context) *autoCheckpoints {
@@ -158,6 +159,11 @@ func (a *autoCheckpoints) after(c *call, res *tools.Result) {
 	}
 	start := !t.pending
 	t.pending = true
+	var bg chan struct{}
+	if start {
+		bg = make(chan struct{})
+		t.bg = bg
+	}
 	t.mu.Unlock()
 	if !start {
 		return
@@ -169,6 +175,7 @@ func (a *autoCheckpoints) after(c *call, res *tools.Result) {
 	summary := "after " + callSummary(c)
 	go func() {
 		defer b.calls.Done()
+		defer close(bg)
 		ctx, cancel := context.WithTimeout(b.ctx, autoSaveTimeout)
 		defer cancel()
 		defer context.AfterFunc(a.stop, cancel)()
@@ -190,6 +197,30 @@ func (a *autoCheckpoints) after(c *call, res *tools.Result) {
 			a.save(ctx, t, cp, b.thread.ID, summary)
 		}
 	}()
+}
+
+// settle waits, before a checkpoint tool runs (tools.Tool.UsesCheckpoints),
+// for the thread's background save: what it lists, diffs or restores
+// then counts the last call's changes.
+func (a *autoCheckpoints) settle(ctx context.Context, c *call) {
+	if !a.on || !c.tool.UsesCheckpoints || c.b == nil || c.err != nil {
+		return
+	}
+	a.mu.Lock()
+	t := a.threads[c.b.thread.Key]
+	a.mu.Unlock()
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	bg := t.bg
+	t.mu.Unlock()
+	if bg != nil {
+		select {
+		case <-bg:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // save takes one automatic checkpoint; a failure leaves the thread dirty

@@ -303,6 +303,7 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
 		s.takeThreadArgument(ctx, c)
+		s.forkThread(ctx, c)
 		defer s.bindThread(ctx, c)()
 		if c.span != nil {
 			c.bound()
@@ -461,6 +462,7 @@ func (s *Server) callTool(ctx context.Context, c *call) *tools.Result {
 	base, _ := ctx.Value(previewBaseKey{}).(string)
 	env.Previews = previewScope{p: s.previews, thread: c.b.thread, sb: c.b.sb, base: base}
 	s.auto.before(ctx, c)
+	s.auto.settle(ctx, c)
 	res := s.run(ctx, c.tool, env, c.req)
 	s.auto.after(c, res)
 	if slices.ContainsFunc(res.Changed, func(p string) bool { return sandbox.Within(p, sandbox.OutputsDir) }) {

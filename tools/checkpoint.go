@@ -79,10 +79,10 @@ func userDataPath(rel string) string {
 }
 
 func checkpointTool() Tool {
-	return newTool("checkpoint", checkpointArgs{}, saveCheckpoint,
+	t := newTool("checkpoint", checkpointArgs{}, saveCheckpoint,
 		mcp.WithDescription("Save the thread's files (everything under /mnt/user-data: contents, directories, modes, symlinks) as a checkpoint "+
 			"that restore can put back later. Answers [checkpoint C saved: N files changed]. When nothing changed since the latest "+
-			"checkpoint, none is made and the answer names the latest. Checkpoints are also taken automatically before the calls "+
+			"checkpoint saved with this tool, none is made and the answer names it. Checkpoints are also taken automatically before the calls "+
 			"that may change files; take one yourself to mark a state worth returning to (e.g. before a risky refactor). "+
 			"/mnt/user-data/outputs/.tool-results is never saved."),
 		mcp.WithToolAnnotation(mcp.ToolAnnotation{Title: "Save a checkpoint", ReadOnlyHint: mcp.ToBoolPtr(false),
@@ -90,6 +90,8 @@ func checkpointTool() Tool {
 		withIcon("file"),
 		mcp.WithOutputSchema[checkpointFacts](),
 	)
+	t.UsesCheckpoints = true
+	return t
 }
 
 type checkpointArgs struct {
@@ -115,6 +117,12 @@ func saveCheckpoint(ctx context.Context, env *Env, a checkpointArgs) *Result {
 		return fail(err)
 	}
 	res, err := cp.SaveCheckpoint(ctx, checkpoint.SaveOptions{Message: a.Message}, env.CheckpointMaxBytes)
+	if err == nil && !res.Saved && res.Info.Auto {
+		// Nothing changed since an automatic checkpoint (the server takes
+		// one after every call that may change files): the agent's own
+		// is made all the same, so that its message marks this state.
+		res, err = cp.SaveCheckpoint(ctx, checkpoint.SaveOptions{Message: a.Message, Force: true}, env.CheckpointMaxBytes)
+	}
 	if err != nil && res.Info.ID == "" {
 		return checkpointError("", err)
 	}

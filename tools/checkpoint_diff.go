@@ -23,7 +23,7 @@ const (
 )
 
 func diffTool() Tool {
-	return newTool("diff", diffArgs{MaxResults: diffDefaultMax}, diffCheckpoints,
+	t := newTool("diff", diffArgs{MaxResults: diffDefaultMax}, diffCheckpoints,
 		mcp.WithDescription("Show what changed between two checkpoints, or from a checkpoint to the files as they are now: "+
 			"first one line per changed path (added, modified or deleted; directories end in /, symlinks show their target, "+
 			"binary files their sizes, mode changes their modes), then a unified diff of the text files. from defaults to the "+
@@ -33,6 +33,8 @@ func diffTool() Tool {
 		withIcon("search"),
 		mcp.WithOutputSchema[diffFacts](),
 	)
+	t.UsesCheckpoints = true
+	return t
 }
 
 type diffArgs struct {

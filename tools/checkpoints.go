@@ -14,7 +14,7 @@ import (
 const checkpointsDefaultMax = 50
 
 func checkpointsTool() Tool {
-	return newTool("checkpoints", checkpointsArgs{MaxResults: checkpointsDefaultMax}, listCheckpoints,
+	t := newTool("checkpoints", checkpointsArgs{MaxResults: checkpointsDefaultMax}, listCheckpoints,
 		mcp.WithDescription("List the thread's checkpoints, newest last: one a line, id, time (UTC), auto (taken by the server "+
 			"before a call that may change files) or saved (by the checkpoint tool), the paths it changed (+added ~modified -deleted) "+
 			"and its message. Shows the newest max_results; offset pages back to older ones. Use the id with diff and restore."),
@@ -22,6 +22,8 @@ func checkpointsTool() Tool {
 		withIcon("file"),
 		mcp.WithOutputSchema[checkpointsFacts](),
 	)
+	t.UsesCheckpoints = true
+	return t
 }
 
 type checkpointsArgs struct {

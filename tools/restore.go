@@ -21,7 +21,7 @@ const (
 )
 
 func restoreTool() Tool {
-	return newTool("restore", restoreArgs{}, restoreCheckpoint,
+	t := newTool("restore", restoreArgs{}, restoreCheckpoint,
 		mcp.WithDescription("Put the thread's files (/mnt/user-data) back exactly as checkpoint id holds them: contents, directories, "+
 			"modes, symlinks; what was added since is removed. The files as they are first become a checkpoint, so a restore is "+
 			"itself undone by restoring the id it answers. Refused while a job of the thread runs (it could write meanwhile); "+
@@ -30,6 +30,8 @@ func restoreTool() Tool {
 		withIcon("file"),
 		mcp.WithOutputSchema[restoreFacts](),
 	)
+	t.UsesCheckpoints = true
+	return t
 }
 
 type restoreArgs struct {
@@ -55,9 +57,21 @@ func restoreCheckpoint(ctx context.Context, env *Env, a restoreArgs) *Result {
 	if err != nil {
 		return fail(err)
 	}
-	killed, err := EndJobsFor(ctx, env.Sandbox, a.Force, "restore")
+	run, err := RunningJobs(ctx, env.Sandbox)
 	if err != nil {
-		return fail(err)
+		return failf("restore: %v", err)
+	}
+	var killed []string
+	if len(run) > 0 && !a.Force {
+		return failf("restore refused: job(s) of this thread still run and could write meanwhile: %s; end them (bash_kill) or pass force: true to kill them first", JobNames(run))
+	}
+	if len(run) > 0 {
+		if err := KillJobs(ctx, env.Sandbox, run); err != nil {
+			return failf("restore: %v", err)
+		}
+		for _, j := range run {
+			killed = append(killed, j.ID)
+		}
 	}
 	res, err := cp.RestoreCheckpoint(ctx, a.ID, "before restore of checkpoint "+a.ID)
 	if err != nil {
@@ -102,65 +116,65 @@ func restoreCheckpoint(ctx context.Context, env *Env, a restoreArgs) *Result {
 	return r
 }
 
-// EndJobsFor refuses, naming them, while jobs of sb run — unless force,
-// which kills each (KILL to its process group) and waits for its end — and
-// answers the jobs killed. what names the operation in the error. A
-// sandbox without jobs, or that runs no commands, has none.
-func EndJobsFor(ctx context.Context, sb sandbox.Sandbox, force bool, what string) ([]string, error) {
+// RunningJobs lists the jobs of sb that run (none for a sandbox without
+// jobs, or one that runs no commands).
+func RunningJobs(ctx context.Context, sb sandbox.Sandbox) ([]sandbox.JobInfo, error) {
 	jobs, ok := sb.(sandbox.Jobs)
 	if !ok {
 		return nil, nil
 	}
-	running := func() ([]sandbox.JobInfo, error) {
-		list, err := jobs.Jobs(ctx)
-		if errors.Is(err, sandbox.ErrBashDisabled) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: cannot tell whether jobs run: %w", what, err)
-		}
-		var run []sandbox.JobInfo
-		for _, j := range list {
-			if j.State == sandbox.JobRunning {
-				run = append(run, j)
-			}
-		}
-		return run, nil
+	list, err := jobs.Jobs(ctx)
+	if errors.Is(err, sandbox.ErrBashDisabled) {
+		return nil, nil
 	}
-	run, err := running()
-	if err != nil || len(run) == 0 {
-		return nil, err
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell whether jobs run: %w", err)
 	}
-	if !force {
-		var names []string
-		for _, j := range run {
-			names = append(names, fmt.Sprintf("%s (%s)", j.ID, oneLine(cutHeadOnly(j.Command, 60))))
+	var run []sandbox.JobInfo
+	for _, j := range list {
+		if j.State == sandbox.JobRunning {
+			run = append(run, j)
 		}
-		return nil, fmt.Errorf("%s refused: job(s) of this thread still run and could write meanwhile: %s; end them (bash_kill) or pass force: true to kill them first",
-			what, strings.Join(names, ", "))
 	}
-	var killed []string
+	return run, nil
+}
+
+// JobNames names jobs for an error: "j1 (npm run dev), j3 (...)".
+func JobNames(jobs []sandbox.JobInfo) string {
+	var names []string
+	for _, j := range jobs {
+		names = append(names, fmt.Sprintf("%s (%s)", j.ID, oneLine(cutHeadOnly(j.Command, 60))))
+	}
+	return strings.Join(names, ", ")
+}
+
+// KillJobs kills each of jobs (KILL, to its process group) and waits until
+// no job of sb runs, for at most restoreJobsWait.
+func KillJobs(ctx context.Context, sb sandbox.Sandbox, run []sandbox.JobInfo) error {
+	jobs, ok := sb.(sandbox.Jobs)
+	if !ok {
+		return nil
+	}
 	for _, j := range run {
 		if _, err := jobs.KillJob(ctx, j.ID, "KILL"); err != nil && !errors.Is(err, sandbox.ErrJobEnded) && !errors.Is(err, sandbox.ErrNoJob) {
-			return killed, fmt.Errorf("%s: kill job %s: %w", what, j.ID, err)
+			return fmt.Errorf("kill job %s: %w", j.ID, err)
 		}
-		killed = append(killed, j.ID)
 	}
 	deadline := time.Now().Add(restoreJobsWait)
 	for {
-		run, err := running()
+		left, err := RunningJobs(ctx, sb)
 		if err != nil {
-			return killed, err
+			return err
 		}
-		if len(run) == 0 {
-			return killed, nil
+		if len(left) == 0 {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return killed, fmt.Errorf("%s: job %s was killed but has not ended after %s", what, run[0].ID, restoreJobsWait)
+			return fmt.Errorf("job %s was killed but has not ended after %s", left[0].ID, restoreJobsWait)
 		}
 		select {
 		case <-ctx.Done():
-			return killed, ctx.Err()
+			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

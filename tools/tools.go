@@ -153,7 +153,11 @@ type Tool struct {
 	// checkpoint before it when anything changed since the last one
 	// (checkpoints.auto, SPEC §18).
 	ChangesFiles bool
-	Handle       func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result
+	// UsesCheckpoints: the tool lists, compares or restores checkpoints:
+	// the server lets the automatic checkpoint of the call before it end
+	// first.
+	UsesCheckpoints bool
+	Handle          func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result
 }
 
 // All lists the tools in the order they are offered.

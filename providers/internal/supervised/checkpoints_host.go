@@ -125,11 +125,28 @@ func (h hostCheckpoints) restore(ctx context.Context, id, undoMessage string) (c
 }
 
 func (h hostCheckpoints) export(ctx context.Context, id string, w io.Writer) error {
-	return errors.New("checkpoints: export is not built yet for this sandbox")
+	st, err := h.store()
+	if err != nil {
+		return err
+	}
+	return st.ExportTar(ctx, id, w)
 }
 
+// importTar gives user-data, before the import, the owner of its
+// workspace: ImportTar makes every entry (workspace, uploads and outputs
+// too) its root's, and the provider handed those three to the user its
+// commands run as (the container's user, bubblewrap's nobody) while
+// user-data itself is the server's.
 func (h hostCheckpoints) importTar(ctx context.Context, r io.Reader, message string) (checkpoint.Info, error) {
-	return checkpoint.Info{}, errors.New("checkpoints: import is not built yet for this sandbox")
+	st, err := h.store()
+	if err != nil {
+		return checkpoint.Info{}, err
+	}
+	root := h.root()
+	if err := ownLikeWorkspace(root); err != nil {
+		return checkpoint.Info{}, fmt.Errorf("checkpoints: import: %w", err)
+	}
+	return st.ImportTar(ctx, root, r, message)
 }
 
 // noCheckpoints answers errNoCheckpoints to everything.
