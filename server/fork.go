@@ -178,6 +178,8 @@ func (s *Server) forkThread(ctx context.Context, c *call) {
 	h.Set(ThreadHeader, src)
 	_, from := s.identify(ctx, h)
 	if _, _, err := ForkThread(ctx, s.cfg.Provider, s.cfg.StateDir, from.Key, id, dst.Key); err != nil {
-		c.fail(fmt.Errorf("%s: %w", ForkHeader, err))
+		// Threads by the names the client gave them, not their keys.
+		msg := strings.NewReplacer(from.Key, src, dst.Key, dst.ID).Replace(err.Error())
+		c.fail(fmt.Errorf("%s: %s", ForkHeader, msg))
 	}
 }

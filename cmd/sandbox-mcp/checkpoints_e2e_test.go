@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"net/http"
+
 	"bytes"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The checkpoint tools (SPEC §18) through the real binary and a real
@@ -372,4 +377,179 @@ func TestE2ECheckpointsCommandLine(t *testing.T) {
 	// bash writes the forked files (they are the sandbox user's).
 	mustCall(t, q.call, "bash", map[string]any{"command": "echo more >> doc.txt"})
 	q.close()
+}
+
+// headerRT sets a token and headers on every request.
+type headerRT struct {
+	token  string
+	header map[string]string
+}
+
+func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+h.token)
+	for k, v := range h.header {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Fork over HTTP: X-Thread-Fork on the requests naming a new thread makes
+// it start from the checkpoint — the same token's thread, never another's.
+func TestE2EForkOverHTTP(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("http: {auth_tokens: [first, second]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startHTTPBinary(t, "--config", cfg)
+	session := func(token string, header map[string]string) func(string, map[string]any) (string, bool) {
+		t.Helper()
+		hc := &http.Client{Transport: headerRT{token: token, header: header}}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(),
+			&mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, p.stderr)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return caller(t, t.Context(), cs, p.stderr)
+	}
+	src := session("second", map[string]string{"X-Thread-ID": "src"})
+	mustCall(t, src, "write_file", map[string]any{"path": "plan.md", "content": "step 1\n"})
+	id := checkpointID(t, src, "plan")
+	mustCall(t, src, "write_file", map[string]any{"path": "plan.md", "content": "step 2\n"})
+
+	fork := session("second", map[string]string{"X-Thread-ID": "dst", "X-Thread-Fork": "src@" + id})
+	if out := mustCall(t, fork, "read_file", map[string]any{"path": "plan.md"}); out != "step 1\n" {
+		t.Fatalf("the fork's plan.md = %q", out)
+	}
+	// Every request carries the header: the fork is made once, then used.
+	mustCall(t, fork, "write_file", map[string]any{"path": "plan.md", "content": "fork's own\n"})
+	if out := mustCall(t, fork, "read_file", map[string]any{"path": "plan.md"}); out != "fork's own\n" {
+		t.Fatalf("the fork's plan.md after a write = %q", out)
+	}
+	if out := mustCall(t, src, "read_file", map[string]any{"path": "plan.md"}); out != "step 2\n" {
+		t.Fatalf("the source's plan.md = %q: the fork touched it", out)
+	}
+	for _, c := range []struct {
+		token  string
+		header map[string]string
+		want   string
+	}{
+		// Another token's "src" is another thread: it has none.
+		{"first", map[string]string{"X-Thread-ID": "mine", "X-Thread-Fork": "src@" + id}, "Error: X-Thread-Fork: fork src@" + id + ": no thread src"},
+		{"second", map[string]string{"X-Thread-ID": "src", "X-Thread-Fork": "dst@1"}, "thread exists already: src"},
+		{"second", map[string]string{"X-Thread-ID": "other", "X-Thread-Fork": "src"}, "want THREAD@ID"},
+		{"second", map[string]string{"X-Thread-ID": "other", "X-Thread-Fork": "src@../1"}, "is not a checkpoint id"},
+		{"second", map[string]string{"X-Thread-ID": "other", "X-Thread-Fork": "src@99"}, "no checkpoint 99 in thread src"},
+	} {
+		out, isErr := session(c.token, c.header)("ls", nil)
+		if !isErr || !strings.Contains(out, c.want) {
+			t.Errorf("%v: %q (isError %v), want an error with %q", c.header, out, isErr, c.want)
+		}
+	}
+}
+
+// A server killed (SIGKILL) while it saves a checkpoint leaves no half
+// checkpoint listed: after a restart every listed one reads whole, and
+// the next save works.
+func TestE2ECheckpointKilledMidSave(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	dir := t.TempDir()
+	state, cfg := filepath.Join(dir, "state"), filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("checkpoints: {auto: false}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := opts{stateDir: state, thread: "kill9", isolation: "bwrap", extra: []string{"--config", cfg}}
+	p := start(t, o)
+	mustCall(t, p.call, "write_file", map[string]any{"path": "small.txt", "content": "small\n"})
+	first := checkpointID(t, p.call, "small")
+	mustCall(t, p.call, "bash", map[string]any{"command": "head -c 150000000 /dev/urandom > big.bin && for i in $(seq 200); do echo $i > f$i; done"})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "checkpoint", Arguments: map[string]any{"message": "killed"}})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	p.cmd.Process.Kill()
+	<-done
+	p.close()
+	// The kill came mid-save: what it was writing is still in the
+	// store's tmp (the next Open clears it), and no checkpoint names it.
+	store := filepath.Join(state, "threads", "kill9", "checkpoints")
+	if tmp, _ := os.ReadDir(filepath.Join(store, "tmp")); len(tmp) == 0 {
+		t.Log("the kill did not land mid-save (nothing in the store's tmp): the test proves less this run")
+	}
+	if recs, _ := os.ReadDir(filepath.Join(store, "checkpoints")); len(recs) != 1 {
+		t.Errorf("%d checkpoint files after the kill, want only the first", len(recs))
+	}
+
+	q := start(t, o)
+	list := mustCall(t, q.call, "checkpoints", nil)
+	if !strings.Contains(list, first+" ") {
+		t.Fatalf("checkpoint %s lost:\n%s", first, list)
+	}
+	for _, l := range strings.Split(list, "\n")[1:] {
+		id := strings.Fields(l)[0]
+		if out, isErr := q.call("diff", map[string]any{"from": id}); isErr {
+			t.Errorf("checkpoint %s listed but not readable: %s", id, out)
+		}
+	}
+	last := checkpointID(t, q.call, "after the kill")
+	mustCall(t, q.call, "bash", map[string]any{"command": "rm -f big.bin f1"})
+	mustCall(t, q.call, "restore", map[string]any{"id": last})
+	if fi, err := os.Stat(filepath.Join(q.workspace(), "big.bin")); err != nil || fi.Size() != 150000000 {
+		t.Fatalf("big.bin after restore: %v %v", fi, err)
+	}
+}
+
+// The same on docker: the undo, the command line's restore refused while
+// the container runs a job (--force kills it), and a fork whose files the
+// container's user writes.
+func TestE2EDockerCheckpoints(t *testing.T) {
+	t.Parallel()
+	dir, cfgFile, _ := dockerE2EConfig(t)
+	state := filepath.Join(dir, "state")
+	serve := func(thread string) (func(string, map[string]any) (string, bool), func()) {
+		cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", state, "--audit-log", "off", "--thread", thread)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		cs, stderr := stdioSession(t, ctx, cmd)
+		return caller(t, ctx, cs, stderr), func() { cs.Close(); cancel() }
+	}
+	call, stop := serve("dock")
+	defer stop()
+	ws := filepath.Join(state, "threads", "dock", "user-data", "workspace")
+	undoScenario(t, call, ws)
+
+	id := checkpointID(t, call, "before the job")
+	out := mustCall(t, call, "bash", map[string]any{"command": "while :; do date +%N > tick; sleep 0.05; done", "run_in_background": true})
+	if !strings.Contains(out, "started]") {
+		t.Fatalf("job: %s", out)
+	}
+	flags := []string{"--config", cfgFile, "--state-dir", state}
+	_, stderr, code := cli(t, append([]string{"restore", "dock", id}, flags...)...)
+	if code != 1 || !strings.Contains(stderr, "refused: job(s) of thread dock still run") || !strings.Contains(stderr, "--force") {
+		t.Fatalf("restore while the container runs a job: exit %d, %q", code, stderr)
+	}
+	out, stderr, code = cli(t, append([]string{"restore", "dock", id, "--force"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "killed job(s) j") {
+		t.Fatalf("restore --force: exit %d, %q %q", code, out, stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "tick")); err == nil {
+		t.Fatal("tick still there after restore --force")
+	}
+	if jobs := mustCall(t, call, "bash_output", map[string]any{}); strings.Contains(jobs, "running") {
+		t.Fatalf("job still running: %s", jobs)
+	}
+
+	out, stderr, code = cli(t, append([]string{"fork", "dock@" + id, "dock2"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("fork: exit %d, %q %q", code, out, stderr)
+	}
+	call2, stop2 := serve("dock2")
+	defer stop2()
+	if out := mustCall(t, call2, "bash", map[string]any{"command": "id -u; echo more >> a.txt && touch new && cat a.txt"}); !strings.Contains(out, "clobbered\nmore\n") {
+		t.Fatalf("the container's user cannot write the fork's files: %s", out)
+	}
 }
