@@ -24,15 +24,31 @@ import (
 // alternately so that the machine's drift falls on both; medians, and the
 // difference per call. Between two calls, changed files are rewritten on
 // disk (as a command would): 0 (only the call's own file changes) or 10.
-// The calls come back to back, so the next call waits for most of the
-// background save the last one started: the worst case; an agent that
-// thinks between calls finds it done. Run it with a state dir on a real
-// disk (TMPDIR):
 //
-//	TMPDIR=/work/tmp go test -run '^$' -bench AutoCheckpoint -benchtime 200x -count 3 ./server/
+//   - backtoback: the calls come back to back, so each waits for most of
+//     the background save the one before started — the worst case;
+//   - paced: 200 ms (untimed) between two calls, an agent's thinking: the
+//     background save is done when the next call comes;
+//   - save: the save itself, on the call's time, as when a job runs (every
+//     call then saves first): the checkpoint tool's call on "on" against
+//     write_file on "off".
+//
+// Run it with a state dir on a real disk (TMPDIR):
+//
+//	TMPDIR=/work/tmp go test -run '^$' -bench AutoCheckpoint -benchtime 100x -count 3 ./server/
 func BenchmarkAutoCheckpoint(b *testing.B) {
-	for _, changed := range []int{0, 10} {
-		b.Run(fmt.Sprintf("changed=%d", changed), func(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		changed int
+		pace    time.Duration
+		save    bool
+	}{
+		{"backtoback/changed=0", 0, 0, false},
+		{"backtoback/changed=10", 10, 0, false},
+		{"paced/changed=10", 10, 200 * time.Millisecond, false},
+		{"save/changed=10", 10, 0, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			off := startCheckpointBench(b, false)
 			on := startCheckpointBench(b, true)
 			// The first save reads every file; then, once the files'
@@ -50,10 +66,17 @@ func BenchmarkAutoCheckpoint(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				off.change(changed, i)
-				on.change(changed, i)
+				b.StopTimer()
+				time.Sleep(c.pace)
+				off.change(c.changed, i)
+				on.change(c.changed, i)
+				b.StartTimer()
 				tOff = append(tOff, off.write(i))
-				tOn = append(tOn, on.write(i))
+				if c.save {
+					tOn = append(tOn, on.checkpoint(i))
+				} else {
+					tOn = append(tOn, on.write(i))
+				}
 			}
 			median := func(d []time.Duration) float64 {
 				d = slices.Clone(d)
@@ -142,6 +165,15 @@ func (s *ckptSide) write(round int) time.Duration {
 	s.id++
 	t := time.Now()
 	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"notes.txt","content":"round %d\n"}}}`, s.id, round))
+	s.recv()
+	return time.Since(t)
+}
+
+// checkpoint is one checkpoint call; it answers how long it took.
+func (s *ckptSide) checkpoint(round int) time.Duration {
+	s.id++
+	t := time.Now()
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"checkpoint","arguments":{"message":"round %d"}}}`, s.id, round))
 	s.recv()
 	return time.Since(t)
 }
