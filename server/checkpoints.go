@@ -270,7 +270,7 @@ func jobsRun(ctx context.Context, sb sandbox.Sandbox) bool {
 // works on (bash's command, cut to one short line; a file's path).
 func callSummary(c *call) string {
 	args := c.req.GetArguments()
-	for _, k := range []string{"command", "path", "job"} {
+	for _, k := range []string{"command", "path", "job", "id"} {
 		if v, ok := args[k].(string); ok && v != "" {
 			v = strings.Join(strings.Fields(v), " ")
 			if len(v) > 80 {

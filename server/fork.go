@@ -27,10 +27,12 @@ var forkCheckpointID = regexp.MustCompile(`^[1-9][0-9]{0,17}$`)
 
 // ParseFork reads "THREAD@ID".
 func ParseFork(spec string) (thread, id string, err error) {
-	thread, id, ok := strings.Cut(strings.TrimSpace(spec), "@")
-	if !ok {
+	spec = strings.TrimSpace(spec)
+	at := strings.LastIndexByte(spec, '@') // a namespaced thread starts with one
+	if at < 0 {
 		return "", "", fmt.Errorf("fork %q: want THREAD@ID (a thread and one of its checkpoints)", cut(spec, 64))
 	}
+	thread, id = spec[:at], spec[at+1:]
 	if err := sandbox.ValidThreadKey(thread); err != nil {
 		return "", "", fmt.Errorf("fork %q: %w", cut(spec, 64), err)
 	}

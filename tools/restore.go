@@ -31,6 +31,10 @@ func restoreTool() Tool {
 		mcp.WithOutputSchema[restoreFacts](),
 	)
 	t.UsesCheckpoints = true
+	// Its result is a checkpoint's state, which the automatic one after
+	// it lists ("after restore: ID"), so that undoing the next call is
+	// restoring the newest before it.
+	t.ChangesFiles = true
 	return t
 }
 

@@ -149,7 +149,7 @@ type Tool struct {
 	// not offered when the provider runs none.
 	RunsCommands bool
 	// ChangesFiles: the tool may change the thread's files (write_file,
-	// str_replace, bash, bash_input): the server takes an automatic
+	// str_replace, bash, bash_input, restore): the server takes an automatic
 	// checkpoint before it when anything changed since the last one
 	// (checkpoints.auto, SPEC §18).
 	ChangesFiles bool

@@ -113,6 +113,9 @@ func undoScenario(t *testing.T, call func(string, map[string]any) (string, bool)
 	}
 	mustCall(t, call, "restore", map[string]any{"id": base})
 	checkTree()
+	if list := mustCall(t, call, "checkpoints", nil); !strings.HasSuffix(list, "after restore: "+base) {
+		t.Errorf("the newest checkpoint is not the restored state:\n%s", list)
+	}
 
 	// An overwritten file: its last state before the overwrite is the
 	// automatic checkpoint the write took (or found) first.
@@ -442,6 +445,8 @@ func TestE2EForkOverHTTP(t *testing.T) {
 		{"second", map[string]string{"X-Thread-ID": "other", "X-Thread-Fork": "src"}, "want THREAD@ID"},
 		{"second", map[string]string{"X-Thread-ID": "other", "X-Thread-Fork": "src@../1"}, "is not a checkpoint id"},
 		{"second", map[string]string{"X-Thread-ID": "other", "X-Thread-Fork": "src@99"}, "no checkpoint 99 in thread src"},
+		// A thread named by its directory (another token's) is refused.
+		{"first", map[string]string{"X-Thread-ID": "other", "X-Thread-Fork": "@0123456789abcdef/src@" + id}, "name the thread as its client does"},
 	} {
 		out, isErr := session(c.token, c.header)("ls", nil)
 		if !isErr || !strings.Contains(out, c.want) {
