@@ -517,7 +517,7 @@ func (w *pool) claim(ctx context.Context, key string) string {
 		// warm Pod): then this Pod is no one's, and goes.
 		err := w.p.makeThreadDir(filepath.Dir(target))
 		if err == nil {
-			err = unix.Renameat2(unix.AT_FDCWD, filepath.Join(w.p.warmRoot(), name), unix.AT_FDCWD, target, unix.RENAME_NOREPLACE)
+			err = renameNoReplace(filepath.Join(w.p.warmRoot(), name), target)
 		}
 		if err != nil {
 			if !errors.Is(err, fs.ErrExist) {
@@ -536,6 +536,28 @@ func (w *pool) claim(ctx context.Context, key string) string {
 		return name
 	}
 	return ""
+}
+
+// renameNoReplace renames directory from to to, failing (fs.ErrExist) if
+// to exists, even empty. Where the file system cannot say so
+// (RENAME_NOREPLACE unsupported), a plain rename, which fails onto a
+// thread's directory once it holds user-data.
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		if _, err := os.Lstat(to); err == nil {
+			return fs.ErrExist
+		}
+		err = os.Rename(from, to)
+		if errors.Is(err, unix.ENOTEMPTY) {
+			return fs.ErrExist
+		}
+		return err
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+	}
+	return nil
 }
 
 // next takes a ready Pod off the pool's list: one with a channel open
