@@ -102,7 +102,9 @@ type pool struct {
 	made    map[string]types.UID // made here, not known claimed
 	conns   map[string]warmConn  // channels dialed to Pods made here
 	dialing map[string]bool
+	taking  map[string]bool      // being claimed here
 	claimed map[string]types.UID // claimed here, not used yet
+	handed  map[string]warmConn  // channels of Pods claimed here, for their first call
 	swept   time.Time
 	stopped bool
 }
@@ -115,13 +117,14 @@ type warmPod struct {
 type warmConn struct {
 	c   *supervisor.Conn
 	uid types.UID
+	at  time.Time // claimed (handed)
 }
 
 func newPool(p *Provider, size int) *pool {
 	return &pool{p: p, size: size, spec: p.warmSpec(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		ready: map[string]warmPod{}, made: map[string]types.UID{}, conns: map[string]warmConn{},
-		dialing: map[string]bool{}, claimed: map[string]types.UID{}}
+		dialing: map[string]bool{}, taking: map[string]bool{}, claimed: map[string]types.UID{}, handed: map[string]warmConn{}}
 }
 
 // warmSpec hashes what makes two servers' warm Pods alike: the Pod spec
@@ -267,12 +270,23 @@ func (w *pool) pass() (time.Duration, error) {
 		w.mu.Unlock()
 		return 0, nil
 	}
+	for name := range ready {
+		if w.taking[name] || w.claimed[name] != "" {
+			delete(ready, name) // listed before this replica's claim
+		}
+	}
 	w.ready = ready
 	var closing []*supervisor.Conn
 	for name, c := range w.conns {
-		if _, ok := ready[name]; !ok {
+		if _, ok := ready[name]; !ok && !w.taking[name] {
 			closing = append(closing, c.c) // claimed by another replica, or gone
 			delete(w.conns, name)
+		}
+	}
+	for name, c := range w.handed {
+		if time.Since(c.at) > time.Minute {
+			closing = append(closing, c.c) // its thread made no call
+			delete(w.handed, name)
 		}
 	}
 	for name := range w.made {
@@ -510,6 +524,7 @@ func (w *pool) claim(ctx context.Context, key string) string {
 		}
 		uid, ok := w.take(ctx, name, wp, key)
 		if !ok {
+			w.untake(name)
 			continue
 		}
 		// Its directory becomes the thread's, unless the thread got one
@@ -526,11 +541,18 @@ func (w *pool) claim(ctx context.Context, key string) string {
 			w.p.deletePod(context.WithoutCancel(ctx), name, uid)
 			os.RemoveAll(filepath.Join(w.p.warmRoot(), name))
 			w.drop(name)
+			w.untake(name)
 			return ""
 		}
 		w.mu.Lock()
+		delete(w.taking, name)
 		w.claimed[name] = uid
 		delete(w.made, name)
+		if c := w.conns[name]; c.c != nil {
+			c.at = time.Now()
+			w.handed[name] = c
+			delete(w.conns, name)
+		}
 		w.mu.Unlock()
 		w.p.log.Info("kubernetes provider: warm Pod claimed", "pod", name, "thread", key)
 		return name
@@ -576,6 +598,7 @@ func (w *pool) next() (string, warmPod, bool) {
 	}
 	wp := w.ready[best]
 	delete(w.ready, best)
+	w.taking[best] = true
 	return best, wp, true
 }
 
@@ -610,6 +633,13 @@ func (w *pool) take(ctx context.Context, name string, wp warmPod, key string) (t
 	return "", false
 }
 
+// untake: Pod name is no longer being claimed here.
+func (w *pool) untake(name string) {
+	w.mu.Lock()
+	delete(w.taking, name)
+	w.mu.Unlock()
+}
+
 // drop forgets warm Pod name's channel (closed).
 func (w *pool) drop(name string) {
 	w.mu.Lock()
@@ -642,8 +672,8 @@ func (w *pool) channel(name string, uid types.UID) *supervisor.Conn {
 		return nil
 	}
 	w.mu.Lock()
-	c := w.conns[name]
-	delete(w.conns, name)
+	c := w.handed[name]
+	delete(w.handed, name)
 	w.mu.Unlock()
 	if c.c == nil {
 		return nil
@@ -683,7 +713,10 @@ func (w *pool) close(ctx context.Context) {
 		w.mu.Lock()
 		w.stopped = true
 		conns, made := w.conns, w.made
-		w.conns, w.made, w.ready = map[string]warmConn{}, map[string]types.UID{}, map[string]warmPod{}
+		for name, c := range w.handed {
+			conns[name+"\x00handed"] = c
+		}
+		w.conns, w.made, w.ready, w.handed = map[string]warmConn{}, map[string]types.UID{}, map[string]warmPod{}, map[string]warmConn{}
 		w.mu.Unlock()
 		for _, c := range conns {
 			c.c.Close()
