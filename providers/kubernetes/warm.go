@@ -294,11 +294,11 @@ func (w *pool) pass() (time.Duration, error) {
 			delete(w.made, name)
 		}
 	}
-	var dial []string
-	for name := range ready {
+	dial := map[string]types.UID{}
+	for name, wp := range ready {
 		if w.made[name] != "" && w.conns[name].c == nil && !w.dialing[name] {
 			w.dialing[name] = true
-			dial = append(dial, name)
+			dial[name] = wp.uid
 		}
 	}
 	sweep := time.Since(w.swept) > 30*time.Second
@@ -309,8 +309,8 @@ func (w *pool) pass() (time.Duration, error) {
 	for _, c := range closing {
 		c.Close()
 	}
-	for _, name := range dial {
-		go w.dial(name, ready[name].uid)
+	for name, uid := range dial {
+		go w.dial(name, uid)
 	}
 	if broken != nil {
 		return 0, broken // made again after a pause that grows
@@ -424,7 +424,7 @@ func (w *pool) dial(name string, uid types.UID) {
 	c, err := w.p.connect(ctx, name, w.p.wrapRelay)
 	w.mu.Lock()
 	delete(w.dialing, name)
-	if err == nil && !w.stopped && w.conns[name].c == nil && w.ready[name].uid == uid {
+	if err == nil && !w.stopped && w.conns[name].c == nil && (w.ready[name].uid == uid || w.taking[name]) {
 		w.conns[name] = warmConn{c: c, uid: uid}
 		c = nil
 	}
