@@ -203,7 +203,9 @@ func TestWarmFallbacks(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig(t, 1)
 	p := newProviderT(t, cfg)
+	f := &fixture{p: p, cfg: cfg}
 	waitWarm(t, p, 1, false)
+	warm := f.warmPods(t)[0]
 	old := "old-" + randomHex(4)
 	dir := filepath.Join(p.threadDir(old), "workspace")
 	if err := p.makeThreadDir(dir); err != nil {
@@ -218,6 +220,9 @@ func TestWarmFallbacks(t *testing.T) {
 	}
 	if so.PodName() != PodName(cfg.PodPrefix, old) {
 		t.Fatalf("a thread with files took the warm Pod %s", so.PodName())
+	}
+	if pods := f.warmPods(t); len(pods) != 1 || pods[0].UID != warm.UID {
+		t.Fatalf("a thread with files cost the pool its warm Pod (%d warm Pods)", len(pods))
 	}
 	// Two new threads at once with one warm Pod: one claims it, the
 	// other's Pod is made.
