@@ -347,6 +347,18 @@ func TestWarmRefillAndIdle(t *testing.T) {
 	if pods := f.warmPods(t); len(pods) != 1 || pods[0].UID != warm.UID {
 		t.Fatalf("a thread coming back took a warm Pod: %d warm Pods", len(pods))
 	}
+	// Discard finds the thread's Pod by the name its directory records.
+	if err := p.Discard(t.Context(), th); err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range f.pods(t) {
+		if pod.Name == name {
+			t.Fatalf("Pod %s outlived its thread's Discard", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Dir(p.threadDir(th))); !os.IsNotExist(err) {
+		t.Fatalf("the thread's directory outlived its Discard: %v", err)
+	}
 }
 
 // A server that stops removes the unclaimed warm Pods it made, never a
