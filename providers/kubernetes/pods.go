@@ -508,9 +508,9 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 	return p.podFor(sb.name, sb.key, p.threadDir(sb.key))
 }
 
-// podFor is the hardened Pod name of thread key ("" for a warm Pod, which
-// belongs to no thread yet), its files from node directory dataDir in
-// host_path mode (a claim of its own in pvc mode).
+// podFor is the hardened Pod named name of thread key ("" for a warm Pod,
+// which belongs to no thread yet), its files from node directory dataDir
+// in host_path mode (from the claim of its name in pvc mode).
 func (p *Provider) podFor(name, key, dataDir string) *corev1.Pod {
 	yes, no := true, false
 	uid := p.cfg.User
