@@ -112,7 +112,7 @@ func checkpointsCommand(name string, args []string, stdout, stderr io.Writer, lo
 	// Not a server: nothing is served, and nothing it made is removed
 	// or kept warm when it ends (a serving server's containers stay).
 	cfg.HTTP.Addr = ""
-	cfg.Docker.RemoveOnExit, cfg.Docker.Warm = false, 0
+	cfg.Docker.RemoveOnExit, cfg.Docker.Warm, cfg.Kubernetes.Warm = false, 0, 0
 	if err := cfg.Validate(lookup); err != nil {
 		fmt.Fprintf(stderr, "sandbox-mcp: %v\n", cfg.located(err))
 		return 2
