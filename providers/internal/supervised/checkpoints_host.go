@@ -149,27 +149,6 @@ func (h hostCheckpoints) importTar(ctx context.Context, r io.Reader, message str
 	return st.ImportTar(ctx, root, r, message)
 }
 
-// noCheckpoints answers errNoCheckpoints to everything.
-type noCheckpoints struct{}
-
-func (noCheckpoints) save(context.Context, checkpoint.SaveOptions, int64) (checkpoint.SaveResult, error) {
-	return checkpoint.SaveResult{}, errNoCheckpoints
-}
-func (noCheckpoints) list(context.Context) ([]checkpoint.Info, error) { return nil, errNoCheckpoints }
-func (noCheckpoints) changes(context.Context, string, string) ([]checkpoint.Change, error) {
-	return nil, errNoCheckpoints
-}
-func (noCheckpoints) open(context.Context, string, string) (io.ReadCloser, checkpoint.Entry, error) {
-	return nil, checkpoint.Entry{}, errNoCheckpoints
-}
-func (noCheckpoints) restore(context.Context, string, string) (checkpoint.RestoreResult, error) {
-	return checkpoint.RestoreResult{}, errNoCheckpoints
-}
-func (noCheckpoints) export(context.Context, string, io.Writer) error { return errNoCheckpoints }
-func (noCheckpoints) importTar(context.Context, io.Reader, string) (checkpoint.Info, error) {
-	return checkpoint.Info{}, errNoCheckpoints
-}
-
 // HostCheckpoints is where the providers that keep a thread under the
 // state dir (local, docker) keep its checkpoints: the store at
 // <state>/threads/<key>/checkpoints, beside the user-data it saves
