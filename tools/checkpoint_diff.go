@@ -20,6 +20,9 @@ const (
 	diffDefaultMax = 400
 	// diffFileMax: a larger file is listed as changed, not diffed.
 	diffFileMax = 1 << 20
+	// diffReadMax bounds what one diff reads of files in all: past it the
+	// other text files are named, not diffed.
+	diffReadMax = 32 << 20
 )
 
 func diffTool() Tool {
@@ -101,7 +104,7 @@ func diffCheckpoints(ctx context.Context, env *Env, a diffArgs) *Result {
 		toName = "checkpoint " + to
 	}
 	facts := &diffFacts{From: from, To: to}
-	d := differ{ctx: ctx, env: env, cp: cp, from: from, to: to, toName: toName}
+	d := &differ{ctx: ctx, env: env, cp: cp, from: from, to: to, toName: toName}
 	var lines []string
 	for _, c := range changes {
 		switch c.Kind {
@@ -183,11 +186,12 @@ func entryName(c checkpoint.Change) string {
 
 // differ reads the two sides of a diff.
 type differ struct {
-	ctx      context.Context
-	env      *Env
-	cp       Checkpointer
-	from, to string
-	toName   string
+	ctx       context.Context
+	env       *Env
+	cp        Checkpointer
+	from, to  string
+	toName    string
+	bytesRead int64 // of files, so far
 }
 
 // kindOf names an entry's type.
@@ -208,7 +212,7 @@ func kindOf(e *checkpoint.Entry) string {
 }
 
 // describe is what a change's line says besides its path.
-func (d differ) describe(c checkpoint.Change) string {
+func (d *differ) describe(c checkpoint.Change) string {
 	o, n := c.Old, c.New
 	var parts []string
 	switch {
@@ -246,7 +250,7 @@ func (d differ) describe(c checkpoint.Change) string {
 // textDiff is the unified diff of a changed regular file, when both sides
 // are text (or absent); a note when a side is binary or too large; nothing
 // for the rest (their line above says it all).
-func (d differ) textDiff(c checkpoint.Change) []string {
+func (d *differ) textDiff(c checkpoint.Change) []string {
 	o, n := c.Old, c.New
 	isFile := func(e *checkpoint.Entry) bool { return e != nil && e.Skipped == "" && e.Mode.IsRegular() }
 	if !isFile(o) && !isFile(n) {
@@ -287,10 +291,14 @@ func (d differ) textDiff(c checkpoint.Change) []string {
 
 // read reads a regular file of checkpoint id ("": the live tree), or says
 // why it is not diffed (binary, too large, gone).
-func (d differ) read(id, rel string, e *checkpoint.Entry) (string, string) {
+func (d *differ) read(id, rel string, e *checkpoint.Entry) (string, string) {
 	if e.Size > diffFileMax {
 		return "", fmt.Sprintf("%d bytes, larger than %d", e.Size, diffFileMax)
 	}
+	if d.bytesRead+e.Size > diffReadMax {
+		return "", fmt.Sprintf("the diff read %d bytes of files already", d.bytesRead)
+	}
+	d.bytesRead += e.Size
 	var r io.ReadCloser
 	if id == "" {
 		f, err := d.env.Sandbox.FS().Open(d.ctx, userDataPath(rel))

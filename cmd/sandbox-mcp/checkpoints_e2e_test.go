@@ -558,3 +558,47 @@ func TestE2EDockerCheckpoints(t *testing.T) {
 		t.Fatalf("the container's user cannot write the fork's files: %s", out)
 	}
 }
+
+// diff names every kind of change, and pages a long diff as grep does.
+func TestE2EDiffKinds(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	p := start(t, opts{thread: "kinds", isolation: "bwrap"})
+	mustCall(t, p.call, "bash", map[string]any{"command": "printf 'a\\nb\\nc\\n' > t.txt && chmod 644 t.txt && printf '\\000\\001' > b.bin && ln -s t.txt l && echo x > becomes-dir && seq 1 2000 > long.txt"})
+	id := checkpointID(t, p.call, "kinds")
+	mustCall(t, p.call, "bash", map[string]any{"command": "chmod 755 t.txt && printf '\\000\\002\\003' > b.bin && ln -sfn b.bin l && rm becomes-dir && mkdir becomes-dir && sed -i 's/^1[0-9]*$/X/' long.txt"})
+	d := mustCall(t, p.call, "diff", map[string]any{"from": id, "max_results": 30})
+	for _, want := range []string{
+		"Changes from checkpoint " + id + " to now: 5 path(s) (0 added, 5 modified, 0 deleted)",
+		"modified /mnt/user-data/workspace/t.txt  (mode 0644 -> 0755)",
+		"modified /mnt/user-data/workspace/b.bin  (2 -> 3 bytes)",
+		"modified /mnt/user-data/workspace/l  (symlink: t.txt -> b.bin)",
+		"modified /mnt/user-data/workspace/becomes-dir/  (file -> directory)",
+		"(/mnt/user-data/workspace/b.bin: binary in checkpoint " + id + ", not diffed)",
+		"--- /mnt/user-data/workspace/long.txt\t(checkpoint " + id + ")",
+		"+++ /mnt/user-data/workspace/long.txt\t(now)",
+		"@@ -1,4 +1,4 @@",
+		"-1\n+X\n 2\n 3\n 4",
+		"[truncated: showing the first 30 lines of ",
+		"; next page: offset 30; the whole diff is in /mnt/user-data/outputs/.tool-results/",
+	} {
+		if !strings.Contains(d, want) {
+			t.Errorf("diff lacks %q:\n%s", want, d)
+		}
+	}
+	if strings.Contains(d, "--- /mnt/user-data/workspace/t.txt") {
+		t.Errorf("a mode change alone is diffed as text:\n%s", d)
+	}
+	page2 := mustCall(t, p.call, "diff", map[string]any{"from": id, "max_results": 30, "offset": 30})
+	if !strings.Contains(page2, "[truncated: showing 30 lines from offset 30 of ") || strings.Contains(page2, "modified /mnt/user-data/workspace/t.txt") {
+		t.Errorf("page 2:\n%s", page2)
+	}
+	// diff between two checkpoints, and to a missing one.
+	to := checkpointID(t, p.call, "after")
+	if d := mustCall(t, p.call, "diff", map[string]any{"from": id, "to": to, "max_results": 5}); !strings.Contains(d, "to checkpoint "+to+": 5 path(s)") {
+		t.Errorf("diff between checkpoints:\n%s", d)
+	}
+	if out, isErr := p.call("diff", map[string]any{"from": id, "to": "999"}); !isErr || out != "Error: no checkpoint 999 in this thread (checkpoints lists them)" {
+		t.Errorf("diff to a missing checkpoint = %q", out)
+	}
+}
