@@ -113,21 +113,20 @@ func undoScenario(t *testing.T, call func(string, map[string]any) (string, bool)
 	}
 	mustCall(t, call, "restore", map[string]any{"id": base})
 	checkTree()
-	if list := mustCall(t, call, "checkpoints", nil); !strings.HasSuffix(list, "after restore: "+base) {
-		t.Errorf("the newest checkpoint is not the restored state:\n%s", list)
-	}
 
-	// An overwritten file: its last state before the overwrite is the
-	// automatic checkpoint the write took (or found) first.
+	// An overwritten file: the automatic checkpoint before the write (the
+	// restored state, saved when the restore ended) puts it back.
 	mustCall(t, call, "write_file", map[string]any{"path": "a.txt", "content": "clobbered\n"})
-	list := mustCall(t, call, "checkpoints", nil)
-	if !strings.Contains(list, "auto") {
-		t.Errorf("no automatic checkpoint listed:\n%s", list)
+	list := strings.Split(mustCall(t, call, "checkpoints", nil), "\n")
+	newest, before := list[len(list)-1], list[len(list)-2]
+	if !strings.Contains(newest, "auto") || !strings.HasSuffix(newest, "after write_file: a.txt") || !strings.HasSuffix(before, "after restore: "+base) {
+		t.Fatalf("checkpoints around the overwrite:\n%s", strings.Join(list, "\n"))
 	}
-	d := mustCall(t, call, "diff", nil)
-	if !strings.Contains(d, "No changes from checkpoint") && !strings.Contains(d, "+clobbered") {
-		t.Errorf("diff from the latest: %s", d)
+	if d := mustCall(t, call, "diff", map[string]any{"from": strings.Fields(before)[0]}); !strings.Contains(d, "-one\n-two\n-three\n+clobbered") {
+		t.Errorf("diff of the overwrite:\n%s", d)
 	}
+	mustCall(t, call, "restore", map[string]any{"id": strings.Fields(before)[0]})
+	checkTree()
 }
 
 func TestE2ECheckpointsUndoLocal(t *testing.T) {
@@ -554,7 +553,7 @@ func TestE2EDockerCheckpoints(t *testing.T) {
 	}
 	call2, stop2 := serve("dock2")
 	defer stop2()
-	if out := mustCall(t, call2, "bash", map[string]any{"command": "id -u; echo more >> a.txt && touch new && cat a.txt"}); !strings.Contains(out, "clobbered\nmore\n") {
+	if out := mustCall(t, call2, "bash", map[string]any{"command": "id -u; echo more >> a.txt && touch new && cat a.txt"}); !strings.Contains(out, "one\ntwo\nthree\nmore\n") {
 		t.Fatalf("the container's user cannot write the fork's files: %s", out)
 	}
 }
