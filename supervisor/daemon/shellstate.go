@@ -77,6 +77,7 @@ type shellState struct {
 	cwd  string   // absolute, as the shell's $PWD
 	env  []string // "K=V", without PWD, OLDPWD, SHLVL, _
 	dirs bool     // cwd only: env is the supervisor's own (a trap without cat)
+	gen  uint64   // counts the changes: a spare shell started from an older state is not used (spare.go)
 }
 
 // newShellState makes the private directory: beside the socket when the
@@ -139,6 +140,7 @@ type launch struct {
 	env   []string
 	file  string
 	extra []string // wire.Exec.Env: set over env
+	fd3   *os.File // a spare shell's command pipe (spare.go), its fd 3
 
 	orig      []string // the command's own argv
 	save      bool
@@ -154,6 +156,7 @@ type kept struct {
 	cwd  string
 	env  []string
 	dirs bool
+	gen  uint64
 }
 
 // prepare is how command m starts (Exec.Shell, .Reset): from the kept
@@ -165,6 +168,7 @@ func (st *shellState) prepare(argv []string, dir string, extra []string, shell, 
 	if reset {
 		st.mu.Lock()
 		st.have, st.cwd, st.env, st.dirs = false, "", nil, false
+		st.gen++
 		st.mu.Unlock()
 	}
 	if !shell {
@@ -177,10 +181,14 @@ func (st *shellState) prepare(argv []string, dir string, extra []string, shell, 
 	if (len(argv) != 3 && len(argv) != 4) || argv[1] != "-c" {
 		return launch{argv: argv, dir: dir}, errShellArgv
 	}
+	return st.launchFrom(argv, dir, extra, save, st.snapshot()), nil
+}
+
+// snapshot is the kept state now.
+func (st *shellState) snapshot() kept {
 	st.mu.Lock()
-	k := kept{st.have, st.cwd, st.env, st.dirs}
-	st.mu.Unlock()
-	return st.launchFrom(argv, dir, extra, save, k), nil
+	defer st.mu.Unlock()
+	return kept{st.have, st.cwd, st.env, st.dirs, st.gen}
 }
 
 // checkEnv refuses an Exec.Env entry that sets no shell variable.
@@ -221,35 +229,7 @@ func withVars(env, extra []string) []string {
 // bash when that file cannot be made) finds them prefixed to the command
 // on its first line.
 func (st *shellState) launchFrom(argv []string, dir string, extra []string, save bool, k kept) launch {
-	l := launch{argv: argv, dir: dir, orig: argv, save: save, fromState: k.have, extra: extra}
-	var env []string // nil: the supervisor's own
-	if k.have {
-		if fi, err := os.Stat(k.cwd); err == nil && fi.IsDir() && unix.Access(k.cwd, unix.X_OK) == nil {
-			l.dir = k.cwd
-		}
-		env = os.Environ()
-		if !k.dirs {
-			env = k.env
-		}
-		// The shell keeps $PWD (the path as cd'ed, through symlinks)
-		// when it names the directory it starts in.
-		env = append(withoutVar(env, "PWD"), "PWD="+l.dir)
-	}
-	if len(extra) > 0 {
-		if env == nil {
-			env = os.Environ()
-		}
-		env = withVars(env, extra)
-	}
-	bash := filepath.Base(argv[0]) == "bash"
-	src := env
-	if src == nil {
-		src = os.Environ()
-	}
-	out, restore, held := heldVars(src, bash)
-	if env != nil || held {
-		l.env = out
-	}
+	l, out, restore, bash := startEnv(argv, dir, extra, save, k)
 	if !save && len(restore) == 0 {
 		return l
 	}
@@ -287,6 +267,42 @@ func (st *shellState) launchFrom(argv []string, dir string, extra []string, save
 	l.argv = append([]string(nil), argv...)
 	l.argv[2] = strings.Join(script, "; ") + "; " + argv[2]
 	return l
+}
+
+// startEnv is where and with what environment a shell's -c command starts
+// from k (launchFrom), and the statements that give back what its shell
+// must not read at its start (heldVars): l's environment is out.
+func startEnv(argv []string, dir string, extra []string, save bool, k kept) (l launch, out, restore []string, bash bool) {
+	l = launch{argv: argv, dir: dir, orig: argv, save: save, fromState: k.have, extra: extra}
+	var env []string // nil: the supervisor's own
+	if k.have {
+		if fi, err := os.Stat(k.cwd); err == nil && fi.IsDir() && unix.Access(k.cwd, unix.X_OK) == nil {
+			l.dir = k.cwd
+		}
+		env = os.Environ()
+		if !k.dirs {
+			env = k.env
+		}
+		// The shell keeps $PWD (the path as cd'ed, through symlinks)
+		// when it names the directory it starts in.
+		env = append(withoutVar(env, "PWD"), "PWD="+l.dir)
+	}
+	if len(extra) > 0 {
+		if env == nil {
+			env = os.Environ()
+		}
+		env = withVars(env, extra)
+	}
+	bash = filepath.Base(argv[0]) == "bash"
+	src := env
+	if src == nil {
+		src = os.Environ()
+	}
+	out, restore, held := heldVars(src, bash)
+	if env != nil || held {
+		l.env = out
+	}
+	return l, out, restore, bash
 }
 
 // newFile names a new state file in the private directory (none there).
@@ -530,6 +546,7 @@ func (st *shellState) load(file string, env []string) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.gen++
 	if !full {
 		if !st.have {
 			st.dirs = true

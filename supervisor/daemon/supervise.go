@@ -32,11 +32,15 @@ type supervisor struct {
 	procs map[int]*proc
 	busy  int // commands in flight
 
-	paths *filelock.Locks // a mutex per file that writes with a precondition replace
-	jobs  *jobTable       // jobs.go
-	state *shellState     // shellstate.go
-	proxy proxy           // net.go
-	boot  string          // wire.Hello.Boot
+	paths  *filelock.Locks // a mutex per file that writes with a precondition replace
+	jobs   *jobTable       // jobs.go
+	state  *shellState     // shellstate.go
+	spares spares          // spare.go
+	proxy  proxy           // net.go
+	boot   string          // wire.Hello.Boot
+
+	cgOnce sync.Once
+	cgs    []cgroupDir // cgroups()
 }
 
 // proc is one started command, by its pid (its process group).
@@ -127,10 +131,14 @@ func (s *supervisor) start(l launch, in, out *os.File, tty bool) (*proc, error) 
 	if tty {
 		attr = ttyAttr()
 	}
+	files := []uintptr{in.Fd(), out.Fd(), out.Fd()}
+	if l.fd3 != nil {
+		files = append(files, l.fd3.Fd())
+	}
 	pid, err := syscall.ForkExec(path, l.argv, &syscall.ProcAttr{
 		Dir:   l.dir,
 		Env:   env,
-		Files: []uintptr{in.Fd(), out.Fd(), out.Fd()},
+		Files: files,
 		Sys:   attr,
 	})
 	if err != nil {
@@ -253,58 +261,26 @@ func (c *channel) run(id uint32, st *stream, m wire.Exec) {
 		b, _ := json.Marshal(e)
 		c.send(wire.KindExit, id, b)
 	}
-	pr, pw, err := os.Pipe()
+	cgs := s.cgroups()
+	ooms := oomKills(cgs)
+	b, code, err := c.begin(m)
 	if err != nil {
-		exit(wire.Exit{Code: -1, Error: err.Error()})
+		exit(wire.Exit{Code: code, Error: err.Error()})
 		return
 	}
-	// in: the command's end of its stdin pipe (m.Stdin), inW the end the
-	// job it may become writes to; closed here unless a job took it.
-	var in, inW *os.File
-	if m.Stdin {
-		if in, inW, err = os.Pipe(); err != nil {
-			pr.Close()
-			pw.Close()
-			exit(wire.Exit{Code: -1, Error: err.Error()})
-			return
+	// inW is the end of its stdin pipe (m.Stdin) the job it may become
+	// writes to; closed here unless a job took it.
+	p, l, pr, inW := b.p, b.l, b.pr, b.inW
+	defer func() {
+		if inW != nil {
+			inW.Close()
 		}
-		defer func() {
-			if inW != nil {
-				inW.Close()
-			}
-		}()
-	}
-	l, err := s.state.prepare(m.Argv, m.Dir, m.Env, m.Shell, m.Reset, true)
-	if err != nil {
-		pr.Close()
-		pw.Close()
-		if in != nil {
-			in.Close()
-		}
-		exit(wire.Exit{Code: -1, Error: err.Error()})
-		return
-	}
+	}()
 	defer func() {
 		if l.file != "" {
 			removeState(l.file) // whatever came of the command
 		}
 	}()
-	s.mu.Lock()
-	s.busy++
-	s.mu.Unlock()
-	cgs := boxCgroups()
-	ooms := oomKills(cgs)
-	p, l, err := s.startFrom(l, m, in, pw, false)
-	pw.Close()
-	if in != nil {
-		in.Close()
-	}
-	if err != nil {
-		pr.Close()
-		s.idle()
-		exit(wire.Exit{Code: 127, Error: err.Error()})
-		return
-	}
 	c.send(wire.KindStart, id, nil)
 	var yield <-chan time.Time
 	if m.YieldAfterMS > 0 {
@@ -378,7 +354,83 @@ wait:
 		res.OOMKills = *now - *ooms
 		res.MemoryMax = memoryMax(cgs)
 	}
+	refill := s.willRefill(m)
 	exit(res)
+	if refill {
+		s.refillSpare(m) // the next command's shell, from the state this one left
+	}
+}
+
+// begun is a started command of run.
+type begun struct {
+	p   *proc
+	l   launch
+	pr  *os.File // the reader of its stdout and stderr
+	inW *os.File // the writer of its stdin pipe (Exec.Stdin), or nil
+}
+
+// begin starts command m — in the spare shell that fits it (spare.go),
+// else afresh — and counts it in flight; or says why it could not, with
+// the exit code that says so.
+func (c *channel) begin(m wire.Exec) (begun, int, error) {
+	s := c.s
+	if sp := s.takeSpare(m); sp != nil {
+		s.mu.Lock()
+		s.busy++
+		s.mu.Unlock()
+		sp.run(m.Argv[2])
+		return begun{p: sp.p, l: sp.l, pr: sp.out}, 0, nil
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return begun{}, -1, err
+	}
+	var in, inW *os.File
+	if m.Stdin {
+		if in, inW, err = os.Pipe(); err != nil {
+			pr.Close()
+			pw.Close()
+			return begun{}, -1, err
+		}
+	}
+	l, err := s.state.prepare(m.Argv, m.Dir, m.Env, m.Shell, m.Reset, true)
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		if in != nil {
+			in.Close()
+			inW.Close()
+		}
+		return begun{}, -1, err
+	}
+	s.mu.Lock()
+	s.busy++
+	s.mu.Unlock()
+	p, l, err := s.startFrom(l, m, in, pw, false)
+	pw.Close()
+	if in != nil {
+		in.Close()
+	}
+	if err != nil {
+		pr.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		if l.file != "" {
+			removeState(l.file)
+		}
+		s.idle()
+		return begun{}, 127, err
+	}
+	return begun{p: p, l: l, pr: pr, inW: inW}, 0, nil
+}
+
+// cgroups are the box's cgroups (boxCgroups), found once: they are
+// bound, or named by /proc/self/cgroup, when the supervisor starts, and
+// no command moves it.
+func (s *supervisor) cgroups() []cgroupDir {
+	s.cgOnce.Do(func() { s.cgs = boxCgroups() })
+	return s.cgs
 }
 
 // copyOut sends what the command writes, within the stream's credit.
@@ -452,6 +504,7 @@ func (s *supervisor) killOrphans() {
 // removes the shell state's private directory.
 func (s *supervisor) shutdown() {
 	defer s.state.remove()
+	s.stopSpares()
 	s.mu.Lock()
 	for pid := range s.procs {
 		syscall.Kill(-pid, syscall.SIGKILL)
