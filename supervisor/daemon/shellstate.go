@@ -77,7 +77,7 @@ type shellState struct {
 	cwd  string   // absolute, as the shell's $PWD
 	env  []string // "K=V", without PWD, OLDPWD, SHLVL, _
 	dirs bool     // cwd only: env is the supervisor's own (a trap without cat)
-	gen  uint64   // counts the changes: a spare shell started from an older state is not used (spare.go)
+	gen  uint64   // counts its changes: a spare shell started from another state is not used (spare.go)
 }
 
 // newShellState makes the private directory: beside the socket when the
@@ -546,15 +546,18 @@ func (st *shellState) load(file string, env []string) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.gen++
+	was := kept{st.have, st.cwd, st.env, st.dirs, 0}
 	if !full {
 		if !st.have {
 			st.dirs = true
 		}
 		st.have, st.cwd = true, cwd
-		return
+	} else {
+		st.have, st.cwd, st.env, st.dirs = true, cwd, vars.env, false
 	}
-	st.have, st.cwd, st.env, st.dirs = true, cwd, vars.env, false
+	if was.have != st.have || was.cwd != st.cwd || was.dirs != st.dirs || !slices.Equal(was.env, st.env) {
+		st.gen++
+	}
 }
 
 // readState reads a state file: never through a symlink, never a FIFO or
