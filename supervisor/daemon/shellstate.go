@@ -436,10 +436,14 @@ func optionName(o string) bool {
 	return true
 }
 
-// removeState removes a command's state file and its BASH_ENV file.
+// removeState removes a command's state file and its BASH_ENV file
+// (whatever a command made of them: a directory too).
 func removeState(file string) {
-	os.Remove(file)
-	os.Remove(file + ".rc")
+	for _, f := range []string{file, file + ".rc"} {
+		if err := unix.Unlink(f); err != nil && err != unix.ENOENT {
+			os.Remove(f)
+		}
+	}
 }
 
 // ensureDir remakes the private directory if a command removed it, or
@@ -489,14 +493,16 @@ func (st *shellState) ensureDir() error {
 func trapCommand(bash bool, file string) string {
 	f := `"` + file + `"`
 	if bash {
+		// One redirection a command, not one for the block: with
+		// BASH_XTRACEFD=1, a block's trace would go into the file.
 		return `builtin trap '{ case ${POSIXLY_CORRECT+s} in s) POSIXLY_CORRECT=$POSIXLY_CORRECT; \unset -f builtin;; ` +
 			`*) POSIXLY_CORRECT=y; \unset -f builtin; \unset POSIXLY_CORRECT;; esac; \builtin umask 077; ` +
 			`\builtin printf "%s\0" "${PWD-}" >|` + f + ` && if \builtin compgen -A function; then ` +
 			`\builtin command -p cat /proc/self/environ >>` + f + ` && \builtin printf "\0" >>` + f + `; ` +
 			`else \builtin printf "` + exportMarker + `\0" >>` + f + ` && \builtin export -p >>` + f + ` && \builtin printf "\0" >>` + f + `; fi; } >/dev/null 2>&1 || :' EXIT`
 	}
-	return `trap '{ \unset -f command; \command umask 077; \command printf "%s\0" "${PWD-}" >|` + f + ` && ` +
-		`\command -p cat /proc/self/environ >>` + f + ` && \command printf "\0" >>` + f + `; } >/dev/null 2>&1 || :' EXIT`
+	return `trap '{ \unset -f command; \command umask 077; { \command printf "%s\0" "${PWD-}" && ` +
+		`\command -p cat /proc/self/environ && \command printf "\0"; } >|` + f + `; } >/dev/null 2>&1 || :' EXIT`
 }
 
 // exportMarker: the state file's exports are bash's `export -p` (no

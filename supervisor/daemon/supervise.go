@@ -482,7 +482,10 @@ func (s *supervisor) killOrphans() {
 			s.mu.Lock()
 			ours := s.procs[pid] != nil
 			s.mu.Unlock()
-			if st := procstat.Fields(pid); len(st) > 3 && !ours {
+			if ours {
+				continue // a command, or the spare shell (spare.go)
+			}
+			if st := procstat.Fields(pid); len(st) > 3 {
 				pgid, _ := strconv.Atoi(st[2])
 				sid, _ := strconv.Atoi(st[3])
 				ours = s.jobGroup(pgid) || s.jobSession(sid) // a running job's: it lives
@@ -530,12 +533,12 @@ func childrenOf(self int) []int {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err == nil {
 		for _, t := range tasks {
-			b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+			b, err := readSmall("/proc/self/task/" + t.Name() + "/children")
 			if err != nil {
 				out = nil
 				goto scan
 			}
-			for _, f := range strings.Fields(string(b)) {
+			for _, f := range strings.Fields(b) {
 				if pid, err := strconv.Atoi(f); err == nil {
 					if st := procstat.Fields(pid); len(st) > 0 && st[0] != "Z" {
 						out = append(out, pid)

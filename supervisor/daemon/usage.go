@@ -4,12 +4,14 @@ package daemon
 
 import (
 	"bufio"
-	"io"
 	"math"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
@@ -157,15 +159,48 @@ func readCgroupFile(cgs []cgroupDir, name string) (string, bool) {
 	return "", false
 }
 
-// readSmall reads at most 64 KiB of a file.
+// readSmall reads at most 64 KiB of a file — by plain system calls: an
+// os.File of a regular file costs four fcntls and an epoll_ctl more, and
+// every command reads several of these (its OOM kills, the supervisor's
+// children: supervise.go).
 func readSmall(name string) (string, error) {
-	f, err := os.Open(name)
+	fd, err := openRead(name)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
-	return string(b), err
+	defer unix.Close(fd)
+	b := make([]byte, 0, 512)
+	for len(b) < 64<<10 {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, cap(b))
+		}
+		n, err := unix.Read(fd, b[len(b):min(cap(b), 64<<10)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", &os.PathError{Op: "read", Path: name, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		b = b[:len(b)+n]
+	}
+	return string(b), nil
+}
+
+// openRead opens name to read, retrying EINTR.
+func openRead(name string) (int, error) {
+	for {
+		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &os.PathError{Op: "open", Path: name, Err: err}
+		}
+		return fd, nil
+	}
 }
 
 // cgroupInt reads a file of one number.
