@@ -20,9 +20,10 @@ import (
 // fuse-overlayfs each file it opens is a round trip to that daemon. So
 // once a foreground Shell command has ended (its state taken), the
 // supervisor starts the next one's bash at once, from that state: in its
-// directory, with its environment, its EXIT trap set, and its script
+// directory, with its environment, its script setting its EXIT trap and
 // reading the next command's text from a pipe (fd 3, closed before the
-// command runs). The next Shell command that would start exactly so — the
+// command runs). It reads no start file (no BASH_ENV: one file less to
+// make and remove a command). The next Shell command that would start exactly so — the
 // same shell, $0, directory and Exec.Env, the state unchanged since
 // (shellState.gen), its directory still the one the spare sits in, no
 // stdin pipe — is written to that pipe, and the spare runs it; anything
@@ -250,8 +251,9 @@ func (s *supervisor) startSpare(m wire.Exec, key string, k kept) *spare {
 }
 
 // spareLaunch is how a spare shell for the -c command argv starts from k
-// (launchFrom's, with spareScript for the command): bash only, with its
-// start file; false when none can be made.
+// (startEnv's, with spareScript for the command); false when none can be
+// made. It needs no start file: its script sets the trap, and the
+// command's "line N" is eval's own.
 func (st *shellState) spareLaunch(argv []string, dir string, extra []string, k kept) (launch, bool) {
 	l, out, restore, bash := startEnv(argv, dir, extra, true, k)
 	if !bash || st.dir == "" || st.ensureDir() != nil {
@@ -267,14 +269,9 @@ func (st *shellState) spareLaunch(argv []string, dir string, extra []string, k k
 			return l, false // eval would trace the command one level deeper (PS4's ++)
 		}
 	}
-	file := st.newFile()
-	rc, ok := writeRC(file, "builtin unset BASH_ENV\n"+trapCommand(true, file)+"\n")
-	if !ok {
-		return l, false
-	}
-	l.env = append(withoutVar(out, "BASH_ENV"), "BASH_ENV="+rc)
-	l.file = file
-	l.argv = append([]string{argv[0], "-c", spareScript(restore)}, argv[3:]...)
+	l.file = st.newFile()
+	l.env = out // no BASH_ENV: held back, given back by restore
+	l.argv = append([]string{argv[0], "-c", trapCommand(true, l.file) + "; " + spareScript(restore)}, argv[3:]...)
 	return l, true
 }
 

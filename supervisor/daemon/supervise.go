@@ -18,8 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
-	"github.com/sandbox-mcp/sandbox-mcp/supervisor/internal/procstat"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
@@ -429,7 +430,12 @@ func (c *channel) begin(m wire.Exec) (begun, int, error) {
 // bound, or named by /proc/self/cgroup, when the supervisor starts, and
 // no command moves it.
 func (s *supervisor) cgroups() []cgroupDir {
-	s.cgOnce.Do(func() { s.cgs = boxCgroups() })
+	s.cgOnce.Do(func() {
+		s.cgs = boxCgroups()
+		for i := range s.cgs {
+			s.cgs[i].at = openDir(s.cgs[i].chain[0])
+		}
+	})
 	return s.cgs
 }
 
@@ -485,7 +491,7 @@ func (s *supervisor) killOrphans() {
 			if ours {
 				continue // a command, or the spare shell (spare.go)
 			}
-			if st := procstat.Fields(pid); len(st) > 3 {
+			if st := procFields(pid); len(st) > 3 {
 				pgid, _ := strconv.Atoi(st[2])
 				sid, _ := strconv.Atoi(st[3])
 				ours = s.jobGroup(pgid) || s.jobSession(sid) // a running job's: it lives
@@ -530,17 +536,17 @@ func (s *supervisor) shutdown() {
 // a few small reads), else by a scan of /proc (every process's stat).
 func childrenOf(self int) []int {
 	var out []int
-	tasks, err := os.ReadDir("/proc/self/task")
+	tasks, err := readDirProc("self/task")
 	if err == nil {
 		for _, t := range tasks {
-			b, err := readSmall("/proc/self/task/" + t.Name() + "/children")
+			b, err := readProc("self/task/" + t + "/children")
 			if err != nil {
 				out = nil
 				goto scan
 			}
 			for _, f := range strings.Fields(b) {
 				if pid, err := strconv.Atoi(f); err == nil {
-					if st := procstat.Fields(pid); len(st) > 0 && st[0] != "Z" {
+					if st := procFields(pid); len(st) > 0 && st[0] != "Z" {
 						out = append(out, pid)
 					}
 				}
@@ -559,9 +565,28 @@ scan:
 		if err != nil {
 			continue
 		}
-		if f := procstat.Fields(p); len(f) > 1 && f[0] != "Z" && f[1] == want {
+		if f := procFields(p); len(f) > 1 && f[0] != "Z" && f[1] == want {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// readDirProc lists the names in /proc/rel.
+func readDirProc(rel string) ([]string, error) {
+	var f *os.File
+	if d := procDir(); d != nil {
+		fd, err := unix.Openat(d.fd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		f = os.NewFile(uintptr(fd), "/proc/"+rel)
+	} else {
+		var err error
+		if f, err = os.Open("/proc/" + rel); err != nil {
+			return nil, err
+		}
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -26,6 +25,46 @@ import (
 // one that holds).
 type cgroupDir struct {
 	chain []string
+	// at, when set, is a descriptor of chain[0] (the supervisor's cgroups,
+	// opened once: supervise.go), and rel what lies between it and this
+	// directory: files are read relative to it, with no path walk from
+	// the root — in a container over fuse-overlayfs, a round trip to that
+	// daemon for each.
+	at  *dirFD
+	rel string
+}
+
+// read reads file name of the cgroup's own directory.
+func (c cgroupDir) read(name string) (string, error) {
+	if c.at != nil {
+		return readSmallAt(c.at.fd, c.rel+name)
+	}
+	return readSmall(path.Join(c.chain[0], name))
+}
+
+// sub is the cgroup's child directory name.
+func (c cgroupDir) sub(name string) cgroupDir {
+	d := cgroupDir{chain: []string{path.Join(c.chain[0], name)}}
+	if c.at != nil {
+		d.at, d.rel = c.at, c.rel+name+"/"
+	}
+	return d
+}
+
+// readDir lists the cgroup's own directory.
+func (c cgroupDir) readDir() []os.DirEntry {
+	if c.at == nil {
+		ents, _ := os.ReadDir(c.chain[0])
+		return ents
+	}
+	fd, err := unix.Openat(c.at.fd, c.rel+".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), c.chain[0])
+	defer f.Close()
+	ents, _ := f.ReadDir(-1)
+	return ents
 }
 
 // boxCgroups finds the box's cgroups: those bound at wire.BoundCgroups, else
@@ -152,55 +191,11 @@ func unescapeMount(s string) string {
 // cgroups (their own directory, not an ancestor's) that has it.
 func readCgroupFile(cgs []cgroupDir, name string) (string, bool) {
 	for _, c := range cgs {
-		if b, err := readSmall(path.Join(c.chain[0], name)); err == nil {
+		if b, err := c.read(name); err == nil {
 			return strings.TrimSpace(b), true
 		}
 	}
 	return "", false
-}
-
-// readSmall reads at most 64 KiB of a file — by plain system calls: an
-// os.File of a regular file costs four fcntls and an epoll_ctl more, and
-// every command reads several of these (its OOM kills, the supervisor's
-// children: supervise.go).
-func readSmall(name string) (string, error) {
-	fd, err := openRead(name)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(fd)
-	b := make([]byte, 0, 512)
-	for len(b) < 64<<10 {
-		if len(b) == cap(b) {
-			b = slices.Grow(b, cap(b))
-		}
-		n, err := unix.Read(fd, b[len(b):min(cap(b), 64<<10)])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return "", &os.PathError{Op: "read", Path: name, Err: err}
-		}
-		if n == 0 {
-			break
-		}
-		b = b[:len(b)+n]
-	}
-	return string(b), nil
-}
-
-// openRead opens name to read, retrying EINTR.
-func openRead(name string) (int, error) {
-	for {
-		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return -1, &os.PathError{Op: "open", Path: name, Err: err}
-		}
-		return fd, nil
-	}
 }
 
 // cgroupInt reads a file of one number.
@@ -319,10 +314,9 @@ func oomKills(cgs []cgroupDir) *int64 {
 		if n == nil {
 			continue
 		}
-		ents, _ := os.ReadDir(c.chain[0])
-		for _, e := range ents {
+		for _, e := range c.readDir() {
 			if e.IsDir() {
-				if m := cgroupKey([]cgroupDir{{chain: []string{path.Join(c.chain[0], e.Name())}}}, "memory.oom_control", "oom_kill"); m != nil {
+				if m := cgroupKey([]cgroupDir{c.sub(e.Name())}, "memory.oom_control", "oom_kill"); m != nil {
 					*n += *m
 				}
 			}
