@@ -276,9 +276,7 @@ func startEnv(argv []string, dir string, extra []string, save bool, k kept) (l l
 	l = launch{argv: argv, dir: dir, orig: argv, save: save, fromState: k.have, extra: extra}
 	var env []string // nil: the supervisor's own
 	if k.have {
-		if fi, err := os.Stat(k.cwd); err == nil && fi.IsDir() && unix.Access(k.cwd, unix.X_OK) == nil {
-			l.dir = k.cwd
-		}
+		l.dir, _ = startDir(k, dir)
 		env = os.Environ()
 		if !k.dirs {
 			env = k.env
@@ -303,6 +301,19 @@ func startEnv(argv []string, dir string, extra []string, save bool, k kept) (l l
 		l.env = out
 	}
 	return l, out, restore, bash
+}
+
+// startDir is the directory a Shell command starts in from k: the state's
+// when it may be entered, else dir; and what it is (nil: dir cannot be
+// stat'ed).
+func startDir(k kept, dir string) (string, os.FileInfo) {
+	if k.have {
+		if fi, err := os.Stat(k.cwd); err == nil && fi.IsDir() && unix.Access(k.cwd, unix.X_OK) == nil {
+			return k.cwd, fi
+		}
+	}
+	fi, _ := os.Stat(dir)
+	return dir, fi
 }
 
 // newFile names a new state file in the private directory (none there).

@@ -118,9 +118,8 @@ func (s *supervisor) takeSpare(m wire.Exec) *spare {
 	if fits {
 		// Where a command would start now (startEnv) is where the spare
 		// sits: the same directory, not one made anew at its path.
-		want, _, _, _ := startEnv(m.Argv, m.Dir, m.Env, true, k)
-		fi, err := os.Stat(want.dir)
-		fits = err == nil && want.dir == sp.l.dir && os.SameFile(fi, sp.dir)
+		dir, fi := startDir(k, m.Dir)
+		fits = fi != nil && dir == sp.l.dir && os.SameFile(fi, sp.dir)
 	}
 	if !fits {
 		s.discard(sp)
