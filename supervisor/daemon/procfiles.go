@@ -44,6 +44,20 @@ func readProc(rel string) (string, error) {
 	return readSmall("/proc/" + rel)
 }
 
+// readlinkProc reads the link /proc/rel.
+func readlinkProc(rel string) (string, error) {
+	dir, name := unix.AT_FDCWD, "/proc/"+rel
+	if d := procDir(); d != nil {
+		dir, name = d.fd, rel
+	}
+	b := make([]byte, 4096+len(" (deleted)"))
+	n, err := unix.Readlinkat(dir, name, b)
+	if err != nil {
+		return "", &os.PathError{Op: "readlink", Path: name, Err: err}
+	}
+	return string(b[:n]), nil
+}
+
 // procFields is /proc/PID/stat after the command name (procstat.Fields,
 // through procDir): state, ppid, pgrp, session, ...; nil when the process
 // is gone.

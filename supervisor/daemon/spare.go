@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
@@ -55,7 +57,10 @@ type spare struct {
 	p   *proc
 	l   launch   // its launch: the state file its trap writes
 	cmd *os.File // the writer of its command pipe (its fd 3)
+	in  *os.File // that pipe's reader, kept: what the spare did not read (unread)
 	out *os.File // the reader of its stdout and stderr
+
+	wrote chan error // the command's write (run)
 }
 
 // spares holds the supervisor's spare shell.
@@ -117,9 +122,11 @@ func (s *supervisor) takeSpare(m wire.Exec) *spare {
 	}
 	if fits {
 		// Where a command would start now (startEnv) is where the spare
-		// sits: the same directory, not one made anew at its path.
+		// sits: the same directory, not one made anew at its path (the
+		// spare's then is removed; its number may be the new one's).
 		dir, fi := startDir(k, m.Dir)
-		fits = fi != nil && dir == sp.l.dir && os.SameFile(fi, sp.dir)
+		cwd, err := readlinkProc(strconv.Itoa(sp.p.pid) + "/cwd")
+		fits = fi != nil && dir == sp.l.dir && os.SameFile(fi, sp.dir) && err == nil && !strings.HasSuffix(cwd, " (deleted)")
 	}
 	if !fits {
 		s.discard(sp)
@@ -128,19 +135,38 @@ func (s *supervisor) takeSpare(m wire.Exec) *spare {
 	return sp
 }
 
-// run hands the spare its command: the text is written (by a goroutine:
-// a stopped spare must not hold the call) and the pipe closed.
+// run hands the spare its command: the text is written and the pipe
+// closed — by a goroutine when the text may not fit the pipe's buffer (a
+// stopped spare must not hold the call).
 func (sp *spare) run(text string) {
-	go func() {
-		sp.cmd.WriteString(text)
+	sp.wrote = make(chan error, 1)
+	write := func() {
+		_, err := sp.cmd.WriteString(text)
 		sp.cmd.Close()
-	}()
+		sp.wrote <- err
+	}
+	if len(text) <= 4096 { // PIPE_BUF: the buffer takes it whole
+		write()
+		return
+	}
+	go write()
+}
+
+// unread says, once the spare ended, whether it ended before it read the
+// whole of its command (killed while it waited, by a job): then the
+// command never ran. It closes the command pipe.
+func (sp *spare) unread() bool {
+	n, ierr := unix.IoctlGetInt(int(sp.in.Fd()), ioctlInQ)
+	sp.in.Close() // a writer still blocked gets EPIPE
+	werr := <-sp.wrote
+	return werr != nil || ierr == nil && n > 0
 }
 
 // discard ends a spare that will not run.
 func (s *supervisor) discard(sp *spare) {
 	syscall.Kill(-sp.p.pid, syscall.SIGKILL)
 	sp.cmd.Close()
+	sp.in.Close()
 	sp.out.Close()
 	removeState(sp.l.file)
 }
@@ -239,14 +265,14 @@ func (s *supervisor) startSpare(m wire.Exec, key string, k kept) *spare {
 	}
 	l.fd3 = cr
 	p, err := s.start(l, nil, pw, false)
-	cr.Close()
 	pw.Close()
 	if err != nil {
+		cr.Close()
 		cw.Close()
 		pr.Close()
 		return fail()
 	}
-	return &spare{key: key, gen: k.gen, dir: dir, p: p, l: l, cmd: cw, out: pr}
+	return &spare{key: key, gen: k.gen, dir: dir, p: p, l: l, cmd: cw, in: cr, out: pr}
 }
 
 // spareLaunch is how a spare shell for the -c command argv starts from k

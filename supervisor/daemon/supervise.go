@@ -264,7 +264,7 @@ func (c *channel) run(id uint32, st *stream, m wire.Exec) {
 	}
 	cgs := s.cgroups()
 	ooms := oomKills(cgs)
-	b, code, err := c.begin(m)
+	b, code, err := c.begin(m, false)
 	if err != nil {
 		exit(wire.Exit{Code: code, Error: err.Error()})
 		return
@@ -291,10 +291,10 @@ func (c *channel) run(id uint32, st *stream, m wire.Exec) {
 		yield = t.C
 	}
 	copied := make(chan struct{})
-	go func() {
+	go func(copied chan struct{}, pr *os.File) {
 		defer close(copied)
 		c.copyOut(id, st, pr)
-	}()
+	}(copied, pr)
 	var timeout <-chan time.Time
 	if m.TimeoutMS > 0 {
 		t := time.NewTimer(time.Duration(m.TimeoutMS) * time.Millisecond)
@@ -308,12 +308,36 @@ wait:
 		select {
 		case <-p.done:
 			exited = true
+			if b.spare == nil || !b.spare.unread() {
+				break
+			}
+			// The spare was killed before it read the command (by a
+			// job): the command runs afresh. It printed nothing.
+			b.spare = nil
+			<-copied
+			pr.Close()
+			removeState(l.file)
+			s.idle()
+			if b, code, err = c.begin(m, true); err != nil {
+				exit(wire.Exit{Code: code, Error: err.Error()})
+				return
+			}
+			p, l, pr, inW = b.p, b.l, b.pr, b.inW
+			exited, copied = false, make(chan struct{})
+			go func(copied chan struct{}, pr *os.File) {
+				defer close(copied)
+				c.copyOut(id, st, pr)
+			}(copied, pr)
+			continue
 		case <-timeout:
 			res.TimedOut = true
 		case <-st.kill:
 		case <-yield:
 			yield = nil
 			if job := c.yieldJob(st, m, p, pr, copied, l.file, inW); job != "" {
+				if b.spare != nil {
+					b.spare.in.Close() // it read its command long ago
+				}
 				l.file, inW = "", nil // the job removes it when it ends; its stdin is the job's
 				s.idle()
 				exit(wire.Exit{Job: job, Running: true})
@@ -331,6 +355,9 @@ wait:
 	}
 	syscall.Kill(-p.pid, syscall.SIGKILL) // background children die with the command
 	<-p.done
+	if b.spare != nil && !exited {
+		b.spare.unread() // timed out or killed: what it read no longer matters
+	}
 	select {
 	case <-copied:
 	case <-time.After(wire.DrainGrace):
@@ -364,23 +391,26 @@ wait:
 
 // begun is a started command of run.
 type begun struct {
-	p   *proc
-	l   launch
-	pr  *os.File // the reader of its stdout and stderr
-	inW *os.File // the writer of its stdin pipe (Exec.Stdin), or nil
+	p     *proc
+	l     launch
+	pr    *os.File // the reader of its stdout and stderr
+	inW   *os.File // the writer of its stdin pipe (Exec.Stdin), or nil
+	spare *spare   // the spare shell it runs in, or nil
 }
 
 // begin starts command m — in the spare shell that fits it (spare.go),
-// else afresh — and counts it in flight; or says why it could not, with
-// the exit code that says so.
-func (c *channel) begin(m wire.Exec) (begun, int, error) {
+// unless fresh, else afresh — and counts it in flight; or says why it
+// could not, with the exit code that says so.
+func (c *channel) begin(m wire.Exec, fresh bool) (begun, int, error) {
 	s := c.s
-	if sp := s.takeSpare(m); sp != nil {
+	if sp := s.takeSpare(m); sp != nil && !fresh {
 		s.mu.Lock()
 		s.busy++
 		s.mu.Unlock()
 		sp.run(m.Argv[2])
-		return begun{p: sp.p, l: sp.l, pr: sp.out}, 0, nil
+		return begun{p: sp.p, l: sp.l, pr: sp.out, spare: sp}, 0, nil
+	} else if sp != nil {
+		s.discard(sp)
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
