@@ -27,7 +27,8 @@ import (
 // supervisor ends: commands then start afresh.
 //
 // How a command's state is taken: bash reads, from a file of its own
-// named by $BASH_ENV, before the command, and any other shell finds
+// named by $BASH_ENV, before the command (a spare shell, from its own
+// script: spare.go), and any other shell finds
 // prefixed to the script on its own first line (so that the shell's "line
 // N" of an error stays the user's N), an EXIT trap (trapCommand) that
 // writes "$PWD" NUL, then the shell's exports, to a file of its own in the
