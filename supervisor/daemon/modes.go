@@ -18,12 +18,12 @@ import (
 
 // options are the supervise subcommand's flags.
 type options struct {
-	listen  string   // --listen SOCK: serve every connection to the unix socket SOCK
+	listen string // --listen SOCK: serve every connection to the unix socket SOCK
 	// --mkdir DIR: made first; with --listen errors are ignored, with
 	// --install (the kubernetes installer, which makes the directories the
 	// sandbox container mounts as its user before that container starts)
 	// an error fails it.
-	mkdirs []string
+	mkdirs  []string
 	keepEnv []string // --keep-env "A B": commands get only these variables
 	keepSet bool
 	install string // --install DEST: copy this binary to DEST and exit
