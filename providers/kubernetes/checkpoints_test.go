@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-mcp/sandbox-mcp/checkpoint"
@@ -179,7 +180,10 @@ func TestCheckpointsInPod(t *testing.T) {
 	if err := cluster.cs.CoreV1().Pods(cfg.Namespace).Delete(ctx, sb.PodName(), metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the Pod to go", func() bool { return p.gone(sb.PodName()) })
+	waitFor(t, time.Minute, "the Pod to go", func() bool {
+		_, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(ctx, sb.PodName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 	list, err := sb.ListCheckpoints(ctx)
 	if err != nil || len(list) != 3 || list[0].Message != "first" {
 		t.Fatalf("ListCheckpoints in a new Pod: %+v %v", list, err)
@@ -190,7 +194,7 @@ func TestCheckpointsInPod(t *testing.T) {
 	if _, err := sb.RestoreCheckpoint(ctx, "1", ""); err != nil { // back to the files of 1
 		t.Fatal(err)
 	}
-	tamper := `n=0; for f in $(find /.sandbox-mcp-checkpoints/objects -type f); do if [ "$(cat $f)" = "package x" ]; then chmod u+w $f; printf 'package y\n' > $f; n=$((n+1)); fi; done; echo $n`
+	tamper := `n=0; for f in $(find /.sandbox-mcp-checkpoints/objects -type f); do if [ "$(cat $f 2>/dev/null | tr -d '\000')" = "package x" ] && [ $(wc -c < $f) = 10 ]; then chmod u+w $f; printf 'package y\n' > $f; n=$((n+1)); fi; done 2>/dev/null; echo $n`
 	if out, _ := execOut(t, sb, tamper); strings.TrimSpace(out) != "1" {
 		t.Fatalf("tampering: %q", out)
 	}
