@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -402,4 +403,39 @@ func setChecksum(blk []byte) {
 		sum += int64(c)
 	}
 	copy(blk[148:156], fmt.Sprintf("%06o\x00 ", sum))
+}
+
+// BenchmarkFork: a checkpoint of the benchmarks' workspace (10 000 small
+// files) streamed out and into a new thread (ExportTar | ImportTar, as a
+// fork between two Pods does, without the channel), beside its peer, GNU
+// tar (tar -c | tar -x of the same tree), run side by side: the ratio is
+// what counts.
+func BenchmarkFork(b *testing.B) {
+	src := b.TempDir()
+	workspace(b, src, benchFiles)
+	b.Run("checkpoint-tar", func(b *testing.B) {
+		s := openStore(b, b.TempDir(), Options{NoSync: true})
+		id := save(b, s, src, "src").Info.ID
+		for b.Loop() {
+			d := openStore(b, b.TempDir(), Options{NoSync: true})
+			root := b.TempDir()
+			pr, pw := io.Pipe()
+			go func() { pw.CloseWithError(s.ExportTar(b.Context(), id, pw)) }()
+			if _, err := d.ImportTar(b.Context(), root, pr, "fork"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("gnu-tar", func(b *testing.B) {
+		if _, err := exec.LookPath("tar"); err != nil {
+			b.Skip("no tar")
+		}
+		for b.Loop() {
+			root := b.TempDir()
+			cmd := exec.Command("sh", "-c", `tar -C "$1" -cf - . | tar -C "$2" -xf -`, "sh", src, root)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+		}
+	})
 }
