@@ -194,9 +194,9 @@ func TestCheckpointsInPod(t *testing.T) {
 	if _, err := sb.RestoreCheckpoint(ctx, "1", ""); err != nil { // back to the files of 1
 		t.Fatal(err)
 	}
-	tamper := `n=0; for f in $(find /.sandbox-mcp-checkpoints/objects -type f); do if [ "$(cat $f 2>/dev/null | tr -d '\000')" = "package x" ] && [ $(wc -c < $f) = 10 ]; then chmod u+w $f; printf 'package y\n' > $f; n=$((n+1)); fi; done 2>/dev/null; echo $n`
-	if out, _ := execOut(t, sb, tamper); strings.TrimSpace(out) != "1" {
-		t.Fatalf("tampering: %q", out)
+	tamper := `n=0; for f in $(find /.sandbox-mcp-checkpoints/objects -type f -size -11c); do if [ "$(tr -d '\000' < $f)" = "package x" ] && [ $(wc -c < $f) = 10 ]; then chmod u+w $f; printf 'package y\n' > $f; n=$((n+1)); fi; done 2>/dev/null; echo $n`
+	if out, res := execOut(t, sb, tamper); strings.TrimSpace(out) != "1" {
+		t.Fatalf("tampering: %q %+v", out, res)
 	}
 	execOut(t, sb, "rm -rf /mnt/user-data/workspace/src")
 	before := nodeTree(t, userData)
@@ -387,4 +387,40 @@ func ownerUID(fi fs.FileInfo) int {
 		return int(st.Uid)
 	}
 	return -1
+}
+
+// A thread that claimed a warm Pod keeps its checkpoints beside its
+// user-data, in its own directory (the warm one renamed), and they
+// outlive that Pod: a Pod made again for the thread finds them.
+func TestCheckpointsWarmClaim(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig(t, 1)
+	p := newProviderT(t, cfg)
+	waitWarm(t, p, 1, true)
+	thread := "wck-" + randomHex(4)
+	sb := acquire(t, p, thread)
+	ctx := t.Context()
+	execOut(t, sb, "echo one > /mnt/user-data/workspace/f")
+	if _, err := sb.SaveCheckpoint(ctx, checkpoint.SaveOptions{Message: "in a warm Pod"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(filepath.Dir(p.threadDir(thread)), "checkpoints", "checkpoints", "1")
+	if _, err := os.Stat(store); err != nil {
+		t.Fatalf("the checkpoint is not in the thread's directory: %v", err)
+	}
+	zero := int64(0)
+	if err := cluster.cs.CoreV1().Pods(cfg.Namespace).Delete(ctx, sb.PodName(), metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the Pod to go", func() bool {
+		_, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(ctx, sb.PodName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	execOut(t, sb, "echo two > /mnt/user-data/workspace/f")
+	if _, err := sb.RestoreCheckpoint(ctx, "1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := execOut(t, sb, "cat /mnt/user-data/workspace/f"); out != "one\n" {
+		t.Fatalf("restored in the Pod made again: %q", out)
+	}
 }
