@@ -39,6 +39,7 @@ type supervisor struct {
 	spares spares          // spare.go
 	proxy  proxy           // net.go
 	boot   string          // wire.Hello.Boot
+	ckpt   *ckptStore      // checkpoints.go; nil: none
 
 	cgOnce sync.Once
 	cgs    []cgroupDir // cgroups()
