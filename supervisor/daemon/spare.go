@@ -25,11 +25,12 @@ import (
 // directory, with its environment, its script setting its EXIT trap and
 // reading the next command's text from a pipe (fd 3, closed before the
 // command runs). It reads no start file (no BASH_ENV: one file less to
-// make and remove a command). The next Shell command that would start exactly so — the
-// same shell, $0, directory and Exec.Env, the state unchanged since
-// (shellState.gen), its directory still the one the spare sits in, no
-// stdin pipe — is written to that pipe, and the spare runs it; anything
-// else discards the spare (killed) and starts the command afresh.
+// make and remove a command). The next Shell command that would start
+// exactly so — the same shell, $0, directory and Exec.Env, the state
+// unchanged since (shellState.gen), its directory still the one the spare
+// sits in, no stdin pipe — is written to that pipe, and the spare runs
+// it; anything else discards the spare (killed) and starts the command
+// afresh, as does a spare killed before it read its command (unread).
 //
 // What the command sees is what `bash -c COMMAND` would show it: the
 // command runs through eval at the top level (no function, no source:
@@ -47,7 +48,7 @@ import (
 // A spare is one idle bash per sandbox that ran a Shell command (none
 // before the first). It is one of the supervisor's procs (killOrphans
 // leaves it, shutdown kills it); when the supervisor ends, its pipe's
-// writer is gone and it ends with an empty command.
+// writer is gone and it ends at once, with no state file.
 
 // spare is a started shell waiting for its command.
 type spare struct {
@@ -66,7 +67,7 @@ type spare struct {
 // spares holds the supervisor's spare shell.
 type spares struct {
 	mu      sync.Mutex
-	cond    sync.Cond // on mu: filling went to 0
+	cond    sync.Cond // on mu (newSupervisor): filling went to 0
 	cur     *spare
 	filling int  // refills under way: the next command waits for them
 	done    bool // the supervisor ends: no more
@@ -140,12 +141,13 @@ func (s *supervisor) takeSpare(m wire.Exec) *spare {
 // stopped spare must not hold the call).
 func (sp *spare) run(text string) {
 	sp.wrote = make(chan error, 1)
+	text += spareEnd
 	write := func() {
 		_, err := sp.cmd.WriteString(text)
 		sp.cmd.Close()
 		sp.wrote <- err
 	}
-	if len(text) <= 4096 { // PIPE_BUF: the buffer takes it whole
+	if len(text) <= 4096 { // PIPE_BUF: the pipe's buffer takes it whole
 		write()
 		return
 	}
@@ -182,9 +184,6 @@ func (s *supervisor) willRefill(m wire.Exec) bool {
 	defer s.spares.mu.Unlock()
 	if s.spares.done {
 		return false
-	}
-	if s.spares.cond.L == nil {
-		s.spares.cond.L = &s.spares.mu
 	}
 	s.spares.filling++
 	return true
@@ -302,10 +301,14 @@ func (st *shellState) spareLaunch(argv []string, dir string, extra []string, k k
 
 // spareScript is a spare shell's script: read the command's text from fd
 // 3 to its end (read -N reads a pipe in blocks; TMOUT and IFS are the
-// reading's own), close fd 3, give back what restore gives back, and run
+// reading's own) and take off its end mark, close fd 3, give back what restore gives back, and run
 // the text at the top level as bash -c would.
 func spareScript(restore []string) string {
-	script := []string{`TMOUT= IFS= builtin read -r -N 1073741824 -u 3 ` + spareVar, `exec 3<&-`}
+	script := []string{`TMOUT= IFS= builtin read -r -N 1073741824 -u 3 ` + spareVar,
+		// No end mark: the supervisor ended, not a command; no state either.
+		`case $` + spareVar + ` in *` + spareEnd + `) ;; *) builtin trap - EXIT; builtin exit 0;; esac`,
+		spareVar + `=${` + spareVar + `%` + spareEnd + `}`,
+		`exec 3<&-`}
 	script = append(script, restore...)
 	inner := []string{`BASH_EXECUTION_STRING=\$` + spareVar, `builtin unset ` + spareVar, `SECONDS=0`, `builtin : \"\$BASH\"`}
 	script = append(script, `builtin eval "`+strings.Join(inner, "; ")+`; $`+spareVar+`"`)
@@ -314,3 +317,7 @@ func spareScript(restore []string) string {
 
 // spareVar holds a spare's command text until it runs.
 const spareVar = "__smcp_c"
+
+// spareEnd ends the text a spare is handed (run): a spare that reads
+// none (its supervisor ended) exits without a state file.
+const spareEnd = "."

@@ -236,7 +236,8 @@ func TestSpareConcurrent(t *testing.T) {
 	}
 }
 
-// The spare ends with its supervisor, and its state file with it.
+// The spare ends with its supervisor — killed, without a word — and
+// writes no state file as it goes.
 func TestSpareEndsWithSupervisor(t *testing.T) {
 	bash := bashPath(t)
 	c := start(t)
@@ -246,30 +247,38 @@ func TestSpareEndsWithSupervisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := c.Hello().PID
-	var spares []int
+	var spare int
+	var cmdline string
 	for range 100 { // the refill follows the answer
-		spares = nil
 		for _, k := range childrenOfPID(pid) {
 			if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(k), "cmdline")); strings.Contains(string(b), spareVar) {
-				spares = append(spares, k)
+				spare, cmdline = k, string(b)
 			}
 		}
-		if len(spares) > 0 {
+		if spare != 0 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if len(spares) != 1 {
-		t.Fatalf("spares of the supervisor: %v, want one", spares)
+	if spare == 0 {
+		t.Fatal("no spare shell beside the supervisor")
 	}
-	c.Close()
-	for range 300 {
-		if syscall.Kill(spares[0], 0) != nil {
-			return
+	_, file, _ := strings.Cut(cmdline, `>|"`)
+	file, _, _ = strings.Cut(file, `"`)
+	if !filepath.IsAbs(file) {
+		t.Fatalf("no state file in the spare's script: %q", cmdline)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; syscall.Kill(spare, 0) == nil; i++ {
+		if i == 300 {
+			t.Fatalf("the spare %d outlived its supervisor", spare)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("the spare %d outlived its supervisor", spares[0])
+	if _, err := os.Lstat(file); err == nil {
+		t.Fatalf("the spare wrote its state file %s as it ended", file)
+	}
+	os.RemoveAll(filepath.Dir(file)) // the supervisor, killed, left its directory
 }
 
 // childrenOfPID lists pid's children (every thread's).

@@ -63,6 +63,7 @@ func newSupervisor(listen string) *supervisor {
 		}
 	}
 	s.devnul, _ = os.Open(os.DevNull)
+	s.spares.cond.L = &s.spares.mu
 	becomeSubreaper()
 	go s.reap()
 	return s
