@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -98,10 +99,94 @@ func (s *Store) prune(ctx context.Context, maxBytes int64) (PruneResult, error) 
 			}
 		}
 	}
+	freed, err := s.repack(marked)
+	res.Freed += freed
+	if err != nil {
+		return res, err
+	}
 	s.cleanTmp()
 	s.writeUsage(total)
 	res.Bytes = total
 	return res, nil
+}
+
+// repack drops the packed objects not in keep: a pack all of whose
+// objects are kept stays as it is; the kept objects of the others are
+// copied (each checked against its hash: a damaged one is left out) to
+// one new pack, made durable before those packs go; a pack whose index
+// is damaged goes too. It returns the bytes freed.
+func (s *Store) repack(keep map[hash]int64) (int64, error) {
+	s.packMu.RLock()
+	var drop []*packFile
+	copyFrom := map[hash]bool{}
+	kept := map[hash]bool{}
+	for _, p := range s.packs {
+		all := true
+		for _, e := range p.index {
+			if _, ok := keep[e.h]; !ok {
+				all = false
+				break
+			}
+		}
+		if all {
+			for _, e := range p.index {
+				kept[e.h] = true
+			}
+			continue
+		}
+		drop = append(drop, p)
+		for _, e := range p.index {
+			if _, ok := keep[e.h]; ok {
+				copyFrom[e.h] = true
+			}
+		}
+	}
+	bad := make([]string, 0, len(s.bad))
+	for name := range s.bad {
+		bad = append(bad, name)
+	}
+	s.packMu.RUnlock()
+
+	var freed int64
+	if len(copyFrom) > 0 {
+		w := s.newWriter()
+		for h := range copyFrom {
+			if kept[h] {
+				continue
+			}
+			b, err := s.readObject(h)
+			if err != nil {
+				if errors.Is(err, ErrCorrupt) {
+					continue // damaged: not carried over
+				}
+				w.waitFiles()
+				return 0, err
+			}
+			if err := w.putBytes(h, b); err != nil {
+				w.waitFiles()
+				return 0, err
+			}
+		}
+		if err := w.wait(); err != nil {
+			return 0, err
+		}
+		freed -= w.added.Load()
+	}
+	s.at("prune-repacked", "")
+	for _, p := range drop {
+		if err := os.Remove(filepath.Join(s.packDir(), p.name)); err != nil && !os.IsNotExist(err) {
+			s.dropPacks(drop)
+			return freed, errorf("prune: %v", bare(err))
+		}
+		freed += p.size
+	}
+	for _, name := range bad {
+		if fi, err := os.Lstat(filepath.Join(s.packDir(), name)); err == nil && os.Remove(filepath.Join(s.packDir(), name)) == nil {
+			freed += fi.Size()
+		}
+	}
+	s.dropPacks(drop)
+	return freed, nil
 }
 
 // mark adds to out every object reachable from tree h that neither seen
@@ -158,7 +243,7 @@ func (s *Store) Usage(ctx context.Context) (int64, error) {
 		return u, nil
 	}
 	var n int64
-	for _, sub := range []string{"objects", "checkpoints"} {
+	for _, sub := range []string{"objects", "packs", "checkpoints"} {
 		filepath.WalkDir(filepath.Join(s.dir, sub), func(_ string, d os.DirEntry, err error) error {
 			if err == nil && d.Type().IsRegular() {
 				if info, err := d.Info(); err == nil {
