@@ -295,6 +295,7 @@ func (w *objWriter) newPack() (*packWriter, error) {
 			if _, p.err = p.bw.Write(o.data); p.err == nil {
 				p.index = append(p.index, packEntry{h: o.h, off: p.off, n: int64(len(o.data))})
 				p.off += int64(len(o.data))
+				w.s.at("pack-object", "")
 			}
 		}
 	}()

@@ -174,6 +174,7 @@ func (s *Store) repack(keep map[hash]int64) (int64, error) {
 	}
 	s.at("prune-repacked", "")
 	for _, p := range drop {
+		s.at("prune-drop", p.name)
 		if err := os.Remove(filepath.Join(s.packDir(), p.name)); err != nil && !os.IsNotExist(err) {
 			s.dropPacks(drop)
 			return freed, errorf("prune: %v", bare(err))

@@ -154,6 +154,7 @@ func (s *Store) Close() error {
 	if s.lockf == nil {
 		return nil
 	}
+	s.closePacks()
 	err := s.lockf.Close()
 	s.lockf = nil
 	return err
@@ -320,12 +321,14 @@ func (s *Store) writeRecord(r *record, w *objWriter) error {
 	}
 	dir := filepath.Join(s.dir, "checkpoints")
 	if err == nil {
+		s.at("record-written", "")
 		err = os.Rename(f.Name(), filepath.Join(dir, r.ID))
 	}
 	if err != nil {
 		os.Remove(f.Name())
 		return errorf("store: %v", bare(err))
 	}
+	s.at("record-renamed", "")
 	if !s.opts.NoSync {
 		if err := syncDir(dir); err != nil {
 			return errorf("store: %v", bare(err))
