@@ -464,3 +464,41 @@ func TestExportMakesParents(t *testing.T) {
 		t.Errorf("a failed export left its parents: %v", err)
 	}
 }
+
+// A store saved many times and never pruned for room has its small packs
+// merged by the cheap Prune: one pack, each object once, every checkpoint
+// whole — also for another Store on the directory that knew the old packs.
+func TestPruneConsolidatesPacks(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	files := workspace(t, root, 50)
+	dir := t.TempDir()
+	s := openStore(t, dir, Options{NoSync: true})
+	other := openStore(t, dir, Options{NoSync: true})
+	var snaps []map[string]snapEntry
+	for i := range maxSmallPacks + 3 {
+		change(t, files, 2, i)
+		save(t, s, root, "v"+strconv.Itoa(i))
+		snaps = append(snaps, snapshot(t, root))
+	}
+	if _, err := other.List(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before := checkObjects(t, dir)
+	if res, err := s.Prune(t.Context(), 1<<40); err != nil || len(res.Removed) != 0 {
+		t.Fatalf("Prune within bound: %+v, %v", res, err)
+	}
+	if n := len(must1(os.ReadDir(filepath.Join(dir, "packs")))); n != 1 {
+		t.Errorf("%d packs after the cheap prune, want 1", n)
+	}
+	if n := checkObjects(t, dir); n != before {
+		t.Errorf("%d objects after merging, %d before", n, before)
+	}
+	for _, st := range []*Store{other, s} {
+		for i, want := range snaps {
+			out := filepath.Join(t.TempDir(), "x")
+			must(t, st.Export(t.Context(), strconv.Itoa(i+1), out))
+			sameSnap(t, "checkpoint "+strconv.Itoa(i+1), want, snapshot(t, out))
+		}
+	}
+}

@@ -13,7 +13,9 @@ import (
 // checkpoint files) is at most maxBytes, always keeping the newest, and
 // removes every object no remaining checkpoint holds (also those a killed
 // save left behind). While the size last recorded is within maxBytes it
-// only clears temporary files: cheap enough to call after every save.
+// only clears temporary files, and merges the small packs of many saves
+// once there are more than maxSmallPacks: cheap enough to call after every
+// save.
 func (s *Store) Prune(ctx context.Context, maxBytes int64) (PruneResult, error) {
 	unlock, err := s.lock(ctx)
 	if err != nil {
@@ -23,6 +25,9 @@ func (s *Store) Prune(ctx context.Context, maxBytes int64) (PruneResult, error) 
 	defer s.retain()
 	if u := s.usage(); u >= 0 && u <= maxBytes {
 		s.cleanTmp()
+		if err := s.consolidate(); err != nil {
+			return PruneResult{}, err
+		}
 		return PruneResult{Bytes: u}, nil
 	}
 	return s.prune(ctx, maxBytes)
@@ -112,9 +117,8 @@ func (s *Store) prune(ctx context.Context, maxBytes int64) (PruneResult, error) 
 
 // repack drops the packed objects not in keep: a pack all of whose
 // objects are kept stays as it is; the kept objects of the others are
-// copied (each checked against its hash: a damaged one is left out) to
-// one new pack, made durable before those packs go; a pack whose index
-// is damaged goes too. It returns the bytes freed.
+// copied to one new pack (see rewrite); a pack whose index is damaged
+// goes too. It returns the bytes freed.
 func (s *Store) repack(keep map[hash]int64) (int64, error) {
 	s.packMu.RLock()
 	var drop []*packFile
@@ -141,19 +145,66 @@ func (s *Store) repack(keep map[hash]int64) (int64, error) {
 			}
 		}
 	}
+	for h := range kept {
+		delete(copyFrom, h)
+	}
 	bad := make([]string, 0, len(s.bad))
 	for name := range s.bad {
 		bad = append(bad, name)
 	}
 	s.packMu.RUnlock()
 
+	freed, err := s.rewrite(drop, copyFrom)
+	if err != nil {
+		return freed, err
+	}
+	for _, name := range bad {
+		if fi, err := os.Lstat(filepath.Join(s.packDir(), name)); err == nil && os.Remove(filepath.Join(s.packDir(), name)) == nil {
+			freed += fi.Size()
+		}
+	}
+	return freed, nil
+}
+
+// Packs below smallPack are merged into one when there are more than
+// maxSmallPacks of them (Prune's cheap path), so that a store that is
+// never pruned for room still has few packs to read the indexes of.
+const (
+	smallPack     = 1 << 20
+	maxSmallPacks = 32
+)
+
+// consolidate merges the small packs into one when there are too many.
+func (s *Store) consolidate() error {
+	s.packMu.RLock()
+	var small []*packFile
+	for _, p := range s.packs {
+		if p.size < smallPack {
+			small = append(small, p)
+		}
+	}
+	s.packMu.RUnlock()
+	if len(small) <= maxSmallPacks {
+		return nil
+	}
+	all := map[hash]bool{}
+	for _, p := range small {
+		for _, e := range p.index {
+			all[e.h] = true
+		}
+	}
+	_, err := s.rewrite(small, all)
+	return err
+}
+
+// rewrite copies the objects copyFrom (each checked against its hash: a
+// damaged one is left out) to one new pack, made durable before the packs
+// drop are deleted. It returns the bytes freed.
+func (s *Store) rewrite(drop []*packFile, copyFrom map[hash]bool) (int64, error) {
 	var freed int64
 	if len(copyFrom) > 0 {
 		w := s.newWriter()
 		for h := range copyFrom {
-			if kept[h] {
-				continue
-			}
 			b, err := s.readObject(h)
 			if err != nil {
 				if errors.Is(err, ErrCorrupt) {
@@ -173,20 +224,14 @@ func (s *Store) repack(keep map[hash]int64) (int64, error) {
 		freed -= w.added.Load()
 	}
 	s.at("prune-repacked", "")
+	defer s.dropPacks(drop)
 	for _, p := range drop {
 		s.at("prune-drop", p.name)
 		if err := os.Remove(filepath.Join(s.packDir(), p.name)); err != nil && !os.IsNotExist(err) {
-			s.dropPacks(drop)
 			return freed, errorf("prune: %v", bare(err))
 		}
 		freed += p.size
 	}
-	for _, name := range bad {
-		if fi, err := os.Lstat(filepath.Join(s.packDir(), name)); err == nil && os.Remove(filepath.Join(s.packDir(), name)) == nil {
-			freed += fi.Size()
-		}
-	}
-	s.dropPacks(drop)
 	return freed, nil
 }
 
