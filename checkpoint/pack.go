@@ -81,6 +81,10 @@ func (s *Store) refreshPacks() error {
 		if s.packs[name] != nil || s.bad[name] || !strings.HasSuffix(name, packSuffix) {
 			continue
 		}
+		if !e.Type().IsRegular() { // never opened: a FIFO would block
+			s.bad[name] = true
+			continue
+		}
 		p, err := loadPack(s.packDir(), name)
 		if err != nil {
 			s.bad[name] = true // its objects are missing: ErrCorrupt where needed

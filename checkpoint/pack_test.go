@@ -502,3 +502,26 @@ func TestPruneConsolidatesPacks(t *testing.T) {
 		}
 	}
 }
+
+// What is not a regular file in packs/ (a FIFO, a directory) is never
+// opened — a FIFO would block — and a prune removes it.
+func TestPackDirHostileEntries(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	build(t, root, map[string]node{"a": file(0o644, "a")})
+	dir := t.TempDir()
+	s := openStore(t, dir, Options{NoSync: true})
+	save(t, s, root, "one")
+	fifo := filepath.Join(dir, "packs", fmt.Sprintf("%064x", 1)+packSuffix)
+	mkfifo(t, fifo)
+	withDeadline(t, "open and export with a fifo in packs/", func() {
+		s2 := openStore(t, dir, Options{NoSync: true})
+		must(t, s2.Export(t.Context(), "1", filepath.Join(t.TempDir(), "x")))
+		if _, err := s2.Prune(t.Context(), 1); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := os.Lstat(fifo); !os.IsNotExist(err) {
+		t.Errorf("the fifo in packs/ survived a prune: %v", err)
+	}
+}
