@@ -169,3 +169,57 @@ func dropAndWait(b *testing.B, p *Provider, name string) {
 	}
 	b.Fatalf("Pod %s still there a minute after its delete", name)
 }
+
+// BenchmarkColdFirstCallWarm: a new thread's first bash call with a warm
+// Pod ready (kubernetes.warm: 1) — the claim, the channel its maker
+// opened, the command — alternated call by call with a new thread's first
+// call on a server without warm Pods (BenchmarkColdFirstCall's path), each
+// with the node quiet (the pool refilled, the last Pod gone); it reports
+// both medians, their ratio, and the median time the pool took to refill
+// after a claim (refill-ms) and that of the acquire, which claims
+// (claim-ms).
+//
+//	go test -run '^$' -bench ColdFirstCallWarm -benchtime 15x ./providers/kubernetes/
+func BenchmarkColdFirstCallWarm(b *testing.B) {
+	cold := newProviderT(b, newConfig(b))
+	cfg := newConfig(b)
+	cfg.Warm = 1
+	warm := newProviderT(b, cfg)
+	var ours, peer, refill, claim []time.Duration
+	first := func(p *Provider, wantWarm bool) time.Duration {
+		thread := "bench-first-" + randomHex(4)
+		t := time.Now()
+		sb, err := p.Acquire(b.Context(), thread)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if wantWarm {
+			claim = append(claim, time.Since(t))
+		}
+		execOut(b, sb, "true")
+		d := time.Since(t)
+		if name := sb.(*Sandbox).name; p.isWarmName(name) != wantWarm {
+			b.Fatalf("thread %s ran in %s (warm: %v)", thread, name, wantWarm)
+		}
+		b.StopTimer()
+		p.Release(thread)
+		if wantWarm {
+			t := time.Now()
+			waitWarm(b, p, 1, true)
+			refill = append(refill, time.Since(t))
+		}
+		dropAndWait(b, p, sb.(*Sandbox).name)
+		b.StartTimer()
+		return d
+	}
+	b.StopTimer()
+	waitWarm(b, warm, 1, true)
+	b.StartTimer()
+	for b.Loop() {
+		ours = append(ours, first(warm, true))
+		peer = append(peer, first(cold, false))
+	}
+	reportPair(b, ours, peer, "cold")
+	b.ReportMetric(float64(median(refill))/1e6, "refill-ms")
+	b.ReportMetric(float64(median(claim))/1e6, "claim-ms") // the acquire: the claim's patch and rename
+}

@@ -32,6 +32,10 @@ type Config struct {
 	// Unset: on.
 	NetworkPolicy *bool             `yaml:"network_policy"`
 	Environment   map[string]string `yaml:"environment"` // added to every command's environment
+	// Warm is how many started Pods of these settings the replicas keep
+	// for threads to come (warm.go); default 0, none. host_path storage
+	// only, at most 64.
+	Warm int `yaml:"warm"`
 
 	// Beyond §14.
 	SupervisorImage string        `yaml:"supervisor_image"`  // required: this server's image (the supervisor daemon at /sandbox-mcp-supervisor), copied into every Pod by a container of it
@@ -78,7 +82,7 @@ func (c Config) Validate() error {
 	for _, v := range []struct {
 		name string
 		val  float64
-	}{{"replicas", float64(c.Replicas)}, {"idle_timeout", c.IdleTimeout.Seconds()}, {"start_timeout", c.StartTimeout.Seconds()}} {
+	}{{"warm", float64(c.Warm)}, {"replicas", float64(c.Replicas)}, {"idle_timeout", c.IdleTimeout.Seconds()}, {"start_timeout", c.StartTimeout.Seconds()}} {
 		if v.val < 0 {
 			return fmt.Errorf("kubernetes.%s %v: want 0 (the default) or more", v.name, v.val)
 		}
@@ -114,6 +118,20 @@ func setDefaults(cfg *Config) error {
 		}
 	default:
 		return fmt.Errorf("kubernetes.storage.mode %q: want pvc or host_path", cfg.Storage.Mode)
+	}
+	if cfg.Warm < 0 {
+		return fmt.Errorf("kubernetes.warm %d: want 0 (the default) or more", cfg.Warm)
+	}
+	if cfg.Warm > maxWarm {
+		return fmt.Errorf("kubernetes.warm %d: at most %d", cfg.Warm, maxWarm)
+	}
+	if cfg.Warm > 0 && cfg.Storage.Mode != StorageHostPath {
+		// A Pod's volumes are fixed when it is made: a warm Pod brings a
+		// volume of its own, which its claim makes the thread's. With
+		// host_path that is a rename of its directory; a claim (PVC)
+		// cannot be renamed, nor, with the Role this server needs, be
+		// labelled for its thread afterwards (docs/providers.md).
+		return fmt.Errorf("kubernetes.warm %d: needs kubernetes.storage.mode host_path (storage.mode %s: a warm Pod's claim cannot become a thread's)", cfg.Warm, cfg.Storage.Mode)
 	}
 	if cfg.Resources.CPU == "" {
 		cfg.Resources.CPU = "1"

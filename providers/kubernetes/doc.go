@@ -36,4 +36,10 @@
 // any replica; before deleting a Pod as unused, the reaper asks its
 // supervisor over a channel of its own, and a Pod running a job counts as
 // used now (its annotation is refreshed).
+//
+// kubernetes.warm keeps Pods started for threads to come, shared by the
+// replicas (warm.go): a new thread's first call claims one — a patch with
+// the Pod's resourceVersion as precondition, then a rename of the Pod's
+// own directory into the thread's place — and the Pod keeps its name,
+// which the thread's directory records.
 package kubernetes

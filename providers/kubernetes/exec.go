@@ -109,7 +109,11 @@ func (s *Sandbox) Dial(ctx context.Context) (*supervisor.Conn, error) {
 		}
 		uid := s.p.uidOf(s.name)
 		t0 := time.Now()
-		c, err := s.connect(ctx)
+		// A warm Pod claimed here comes with its channel open.
+		c := s.p.pool.channel(s.name, uid)
+		if c == nil {
+			c, err = s.connect(ctx)
+		}
 		done()
 		if err == nil {
 			s.p.log.Debug("kubernetes provider: channel open", "pod", s.name, "connect", time.Since(t0))

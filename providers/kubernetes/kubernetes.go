@@ -39,6 +39,7 @@ const (
 	managedBy      = "sandbox-mcp"
 	labelPrefix    = "sandbox-mcp/pod-prefix"
 	annThread      = "sandbox-mcp/thread"
+	labelThread    = "sandbox-mcp/thread" // a thread's Pods: threadHash of its key (the annotation says which thread)
 	annLastUsed    = "sandbox-mcp/last-used"
 	annInUsePrefix = "sandbox-mcp/in-use." // + a replica's id: it uses the Pod (inUseKey)
 
@@ -70,6 +71,7 @@ type Provider struct {
 
 	threads threads.Table[*Sandbox] // acquired sandboxes
 	boxes   *replicas.Table         // the Pods this replica knows running, or is making
+	pool    *pool                   // kubernetes.warm's Pods; nil without
 
 	stop chan struct{}
 	done chan struct{}
@@ -173,6 +175,13 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 			return nil, fmt.Errorf("kubernetes provider: network policy: %w", apiError(err))
 		}
 	}
+	if cfg.Warm > 0 {
+		p.pool = newPool(p, cfg.Warm)
+		if agentSandboxInstalled(pctx, cs.Discovery()) {
+			p.log.Info("kubernetes provider: the agent-sandbox CRDs (SandboxWarmPool, SandboxClaim) are installed; this server keeps warm Pods of its own (kubernetes.warm), it does not use them yet")
+		}
+		go p.pool.run()
+	}
 	go p.reap()
 	return p, nil
 }
@@ -209,8 +218,35 @@ func (p *Provider) Image() string { return p.cfg.Image }
 // their first 8 hex), and a name is never trusted alone: a Pod is a
 // thread's only when its annotation names that thread (startPod).
 func PodName(prefix, thread string) string {
+	return prefix + "-" + threadHash(thread)
+}
+
+// threadHash is the first 16 hex of sha256(thread): the tail of its Pod's
+// name, and the value of its Pods' thread label.
+func threadHash(thread string) string {
 	sum := sha256.Sum256([]byte(thread))
-	return prefix + "-" + hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(sum[:8])
+}
+
+// podNameOf is the name of thread key's Pod: the warm Pod it claimed, as
+// the record in its directory says (warm.go), else PodName's.
+func (p *Provider) podNameOf(key string) string {
+	if p.cfg.Storage.Mode == StorageHostPath {
+		if name := p.claimedPod(key); name != "" {
+			return name
+		}
+	}
+	return PodName(p.cfg.PodPrefix, key)
+}
+
+// mounts are the mounts of every sandbox beside the thread's directories:
+// skills, and the configured ones.
+func (p *Provider) mounts() []sandbox.Mount {
+	var mounts []sandbox.Mount
+	if p.cfg.SkillsDir != "" {
+		mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
+	}
+	return append(mounts, p.cfg.Mounts...)
 }
 
 // threadDir is the node directory of a thread's files (host_path mode).
@@ -224,6 +260,9 @@ func (p *Provider) threadDir(key string) string {
 // single-node cluster, or the server's Pod mounting it).
 func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox, error) {
 	return p.threads.Acquire(thread, func() (*Sandbox, func(), error) {
+		// A new thread takes a warm Pod when there is one: its
+		// directory becomes the thread's.
+		claimed := p.pool.claim(ctx, thread)
 		var mounts []sandbox.Mount
 		for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
 			m := sandbox.Mount{Virtual: d}
@@ -235,11 +274,14 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 			}
 			mounts = append(mounts, m)
 		}
-		if p.cfg.SkillsDir != "" {
-			mounts = append(mounts, sandbox.Mount{Virtual: sandbox.SkillsDir, Host: p.cfg.SkillsDir, ReadOnly: true})
+		mounts = append(mounts, p.mounts()...)
+		name := claimed
+		if name == "" {
+			// Read once the thread's directory is there: a warm Pod
+			// another replica claimed for it meanwhile is its Pod.
+			name = p.podNameOf(thread)
 		}
-		mounts = append(mounts, p.cfg.Mounts...)
-		sb := newSandbox(p, thread, mounts)
+		sb := newSandbox(p, thread, name, mounts)
 		return sb, func() {
 			sb.Close() // the channel ends; the Pod stays warm
 			p.released(sb)
@@ -327,7 +369,7 @@ func (p *Provider) Discard(ctx context.Context, thread string) error {
 	if err := sandbox.ValidThreadKey(thread); err != nil {
 		return err
 	}
-	name := PodName(p.cfg.PodPrefix, thread)
+	name := p.podNameOf(thread)
 	unlock, err := p.locks.Lock(ctx, "pod\x00"+name)
 	if err != nil {
 		return err
@@ -393,6 +435,11 @@ func (p *Provider) Close() error {
 		<-p.done
 	}
 	p.threads.Close()
+	if p.pool != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		p.pool.close(ctx)
+		cancel()
+	}
 	gone := p.boxes.Clear()
 	if !p.cfg.RemoveOnExit {
 		return nil

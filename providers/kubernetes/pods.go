@@ -202,6 +202,17 @@ func running(pod *corev1.Pod) bool {
 // runs. admit is called before a Pod is made (not for one found, which
 // runs already or is another replica's to start): its error is the call's.
 func (p *Provider) startPod(ctx context.Context, sb *Sandbox, admit func() error) (types.UID, error) {
+	if uid, ok := p.pool.claimedHere(sb.name); ok {
+		// A warm Pod just claimed here, known running: it counts under
+		// the cap from now on. (Gone since, the dial finds out and comes
+		// back.) When nothing may go for it, it goes, unused: the
+		// thread's next call makes its Pod under the cap as any.
+		if err := admit(); err != nil {
+			p.deletePod(context.WithoutCancel(ctx), sb.name, uid)
+			return "", err
+		}
+		return uid, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
 	defer cancel()
 	pods := p.cs.CoreV1().Pods(p.cfg.Namespace)
@@ -494,6 +505,13 @@ func (p *Provider) labels() map[string]string {
 
 // podSpec is the hardened Pod of a thread.
 func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
+	return p.podFor(sb.name, sb.key, p.threadDir(sb.key))
+}
+
+// podFor is the hardened Pod named name of thread key ("" for a warm Pod,
+// which belongs to no thread yet), its files from node directory dataDir
+// in host_path mode (from the claim of its name in pvc mode).
+func (p *Provider) podFor(name, key, dataDir string) *corev1.Pod {
 	yes, no := true, false
 	uid := p.cfg.User
 	grace := int64(1)
@@ -523,19 +541,19 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 	switch p.cfg.Storage.Mode {
 	case StorageHostPath:
 		dir := corev1.HostPathDirectory
-		volumes = append(volumes, corev1.Volume{Name: "user-data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p.threadDir(sb.key), Type: &dir}}})
+		volumes = append(volumes, corev1.Volume{Name: "user-data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dataDir, Type: &dir}}})
 	default:
-		volumes = append(volumes, corev1.Volume{Name: "user-data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(sb.name)}}})
+		volumes = append(volumes, corev1.Volume{Name: "user-data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(name)}}})
 	}
 	mounts = append(mounts, corev1.VolumeMount{Name: "user-data", MountPath: sandbox.UserDataDir})
-	for i, m := range sb.mounts {
+	for i, m := range p.mounts() {
 		if sandbox.Within(m.Virtual, sandbox.UserDataDir) || m.Host == "" {
 			continue
 		}
 		dir := corev1.HostPathDirectory
-		name := fmt.Sprintf("mount-%d", i)
-		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.Host, Type: &dir}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: m.Virtual, ReadOnly: m.ReadOnly})
+		vol := fmt.Sprintf("mount-%d", i)
+		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.Host, Type: &dir}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: m.Virtual, ReadOnly: m.ReadOnly})
 	}
 	hardened := func(readOnlyRoot bool) *corev1.SecurityContext {
 		return &corev1.SecurityContext{
@@ -550,21 +568,27 @@ func (p *Provider) podSpec(sb *Sandbox) *corev1.Pod {
 		rc := p.cfg.RuntimeClass
 		runtimeClass = &rc
 	}
+	labels := p.labels()
+	annotations := map[string]string{
+		// kubectl exec, logs and cp pick the sandbox, not the
+		// installer, without -c.
+		annDefaultContainer: containerName,
+	}
+	if key != "" {
+		now := time.Now().UTC().Format(time.RFC3339Nano)
+		labels[labelThread] = threadHash(key)
+		annotations[annThread] = key
+		annotations[annLastUsed] = now
+		// Its maker's first call: no replica takes it from Running to
+		// that call's own annotations (use).
+		annotations[p.inUseKey()] = now
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      sb.name,
-			Namespace: p.cfg.Namespace,
-			Labels:    p.labels(),
-			Annotations: map[string]string{
-				annThread:   sb.key,
-				annLastUsed: time.Now().UTC().Format(time.RFC3339Nano),
-				// Its maker's first call: no replica takes it from
-				// Running to that call's own annotations (use).
-				p.inUseKey(): time.Now().UTC().Format(time.RFC3339Nano),
-				// kubectl exec, logs and cp pick the sandbox, not the
-				// installer, without -c.
-				annDefaultContainer: containerName,
-			},
+			Name:        name,
+			Namespace:   p.cfg.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken:  &no,
@@ -682,8 +706,7 @@ type ourPod struct {
 // listOurs lists the live (not deleting) sandbox Pods of this prefix, with
 // their last use: the later of the annotation and this replica's own view.
 func (p *Provider) listOurs(ctx context.Context) ([]ourPod, error) {
-	sel := labelManagedBy + "=" + managedBy + "," + labelPrefix + "=" + p.cfg.PodPrefix
-	list, err := p.cs.CoreV1().Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := p.cs.CoreV1().Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: p.selector()})
 	if err != nil {
 		return nil, err
 	}
@@ -696,10 +719,19 @@ func (p *Provider) listOurs(ctx context.Context) ([]ourPod, error) {
 	return out, nil
 }
 
+// selector selects the sandbox Pods of this prefix, warm ones included.
+func (p *Provider) selector() string {
+	return labelManagedBy + "=" + managedBy + "," + labelPrefix + "=" + p.cfg.PodPrefix
+}
+
 // ourPod is how the reaper and the replicas cap see pod, unless it is
-// deleting or not of this prefix.
+// deleting, not of this prefix, or a warm Pod no thread claimed (the
+// pool's: neither idle nor counted under replicas).
 func (p *Provider) ourPod(pod *corev1.Pod) (ourPod, bool) {
 	if pod.DeletionTimestamp != nil || !strings.HasPrefix(pod.Name, p.cfg.PodPrefix+"-") {
+		return ourPod{}, false
+	}
+	if pod.Labels[labelWarm] != "" && pod.Annotations[annThread] == "" {
 		return ourPod{}, false
 	}
 	o := ourPod{name: pod.Name, key: pod.Annotations[annThread], uid: pod.UID, rv: pod.ResourceVersion, lastUsed: pod.CreationTimestamp.Time}
@@ -788,6 +820,9 @@ func (p *Provider) reap() {
 			if !o.busy && time.Since(o.lastUsed) >= p.cfg.IdleTimeout && !p.inUse(ctx, o) {
 				p.deleteIfUnchanged(ctx, o, "idle")
 			}
+		}
+		if p.pool == nil {
+			p.removeStaleWarm(ctx)
 		}
 		cancel()
 	}

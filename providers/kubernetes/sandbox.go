@@ -43,8 +43,8 @@ var (
 
 // newSandbox returns the thread's sandbox; its Pod is made on first use.
 // Its mounts' Host is the node directory behind one (empty for a claim).
-func newSandbox(p *Provider, thread string, mounts []sandbox.Mount) *Sandbox {
-	sb := &Sandbox{p: p, key: thread, name: PodName(p.cfg.PodPrefix, thread), mounts: mounts}
+func newSandbox(p *Provider, thread, name string, mounts []sandbox.Mount) *Sandbox {
+	sb := &Sandbox{p: p, key: thread, name: name, mounts: mounts}
 	sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Image: p.cfg.Image,
 		Egress: p.cfg.Egress, Name: sb.name, Provider: p.Name()})
 	return sb

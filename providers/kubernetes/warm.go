@@ -1,0 +1,732 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
+)
+
+// The warm Pods (kubernetes.warm: N, SPEC §14): N Pods started, hardened
+// and answering, made with this server's settings, that belong to no
+// thread yet. A new thread's first call claims one instead of waiting for
+// a Pod to be scheduled, its images' containers made and its supervisor
+// installed.
+//
+// A Pod's volumes are fixed when it is made, so a warm Pod cannot mount
+// the directory of a thread to come. Each is made with user-data
+// directories of its own, <host_path>/warm/<pod>/user-data, mounted at
+// /mnt/user-data as a thread's are, and a record, <host_path>/warm/<pod>/pod,
+// naming it (out of the Pod's reach). The claim renames
+// <host_path>/warm/<pod> to the thread's <host_path>/threads/<key> — a bind
+// mount follows its directory, not its path — so those very directories
+// become the thread's, and the record with them. Only a thread with no
+// directory yet claims: a thread that has files keeps them where they are
+// and its Pod is made as before. The rename (RENAME_NOREPLACE) is what
+// makes one Pod per thread across replicas: of two claims for one thread,
+// or a claim and a first call that made the thread's directory, one
+// rename fails, and its Pod goes.
+//
+// A claimed Pod keeps its name, <pod_prefix>-warm-<16 hex>: the record in
+// the thread's directory names it, and every replica names the thread's
+// Pod by it from then on (podNameOf) — a Pod made again for the thread
+// after an idle one went included, which mounts the thread's directory
+// as any thread's Pod does. The claim also writes the thread on the Pod
+// (its annotation, which mine checks, and the thread label), so that the
+// thread's Pod is found by label as by name.
+//
+// The pool is the replicas': warm Pods are listed by label, and any
+// replica with the same settings (labelWarm, a hash of the Pod spec)
+// claims any of them. Two replicas claiming one Pod meet at the API: the
+// claim is a patch with the Pod's resourceVersion as precondition, so one
+// wins and the other tries the next Pod or falls back. Each replica keeps
+// the pool at N by what it lists (two refilling at once may make one Pod
+// too many each; the last ones by name then go), refreshes the warm-alive
+// annotation of the Pods of its settings, and removes those whose
+// annotation went stale: Pods of settings no live server has. A replica
+// dials the supervisors of the Pods it made as they start, so that its
+// own claim hands the thread a channel already open. A replica that stops
+// removes the unclaimed Pods it made; one that died leaves them to the
+// others (or to the next server).
+//
+// A warm Pod serves one thread, once: it never goes back to the pool, so
+// nothing of one thread reaches another through it.
+const (
+	labelWarm    = "sandbox-mcp/warm"       // a warm Pod: the hash of its settings (warmSpec)
+	annWarmAlive = "sandbox-mcp/warm-alive" // when a server of its settings last said it keeps it
+	annWarmMaker = "sandbox-mcp/warm-maker" // the replica that made it (its id)
+
+	maxWarm    = 64    // bounds kubernetes.warm
+	warmRecord = "pod" // the file beside user-data naming a claimed Pod
+)
+
+// How often a replica refreshes the warm-alive annotation of the Pods of
+// its settings, and how old it is when no server keeps them (variables:
+// the tests shorten them).
+var (
+	warmAliveEvery = 15 * time.Second
+	warmStale      = 90 * time.Second
+)
+
+type pool struct {
+	p    *Provider
+	size int
+	spec string // labelWarm's value for this server's settings
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	mu      sync.Mutex
+	ready   map[string]warmPod   // running, unclaimed, of these settings, as last listed
+	made    map[string]types.UID // made here, not known claimed
+	conns   map[string]warmConn  // channels dialed to Pods made here
+	dialing map[string]bool
+	taking  map[string]bool      // being claimed here
+	claimed map[string]types.UID // claimed here, not used yet
+	handed  map[string]warmConn  // channels of Pods claimed here, for their first call
+	swept   time.Time
+	stopped bool
+}
+
+type warmPod struct {
+	uid types.UID
+	rv  string
+}
+
+type warmConn struct {
+	c   *supervisor.Conn
+	uid types.UID
+	at  time.Time // claimed (handed)
+}
+
+func newPool(p *Provider, size int) *pool {
+	return &pool{p: p, size: size, spec: p.warmSpec(),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		ready: map[string]warmPod{}, made: map[string]types.UID{}, conns: map[string]warmConn{},
+		dialing: map[string]bool{}, taking: map[string]bool{}, claimed: map[string]types.UID{}, handed: map[string]warmConn{}}
+}
+
+// warmSpec hashes what makes two servers' warm Pods alike: the Pod spec
+// but for the Pod's own directory.
+func (p *Provider) warmSpec() string {
+	pod := p.podFor("x", "", "")
+	b, _ := json.Marshal(pod.Spec)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// warmRoot is the node directory of the warm Pods' directories.
+func (p *Provider) warmRoot() string { return filepath.Join(p.cfg.Storage.HostPath, "warm") }
+
+// isWarmName says whether name is one this prefix's warm Pods have.
+func (p *Provider) isWarmName(name string) bool {
+	rest, ok := strings.CutPrefix(name, p.cfg.PodPrefix+"-warm-")
+	if !ok || len(rest) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(rest)
+	return err == nil && strings.ToLower(rest) == rest
+}
+
+// claimedPod is the warm Pod thread key claimed, as the record in its
+// directory says; "" when it claimed none.
+func (p *Provider) claimedPod(key string) string {
+	if sandbox.ValidThreadKey(key) != nil {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(p.threadDir(key)), warmRecord))
+	if err != nil {
+		return ""
+	}
+	if name := strings.TrimSpace(string(b)); p.isWarmName(name) {
+		return name
+	}
+	return ""
+}
+
+// agentSandboxInstalled says whether the cluster serves the agent-sandbox
+// extensions' SandboxWarmPool and SandboxClaim.
+func agentSandboxInstalled(ctx context.Context, d discovery.DiscoveryInterface) bool {
+	list, err := d.ServerResourcesForGroupVersion("extensions.agents.x-k8s.io/v1alpha1")
+	if err != nil || list == nil {
+		return false
+	}
+	found := 0
+	for _, r := range list.APIResources {
+		if r.Name == "sandboxwarmpools" || r.Name == "sandboxclaims" {
+			found++
+		}
+	}
+	return found == 2
+}
+
+// run keeps the pool full: a pass at once, again after each claim, soon
+// while Pods are starting, and every warmAliveEvery otherwise. A pass that
+// fails is tried again after a pause that grows, so a broken cluster or
+// image is not hammered.
+func (w *pool) run() {
+	defer close(w.done)
+	pause := time.Second
+	for {
+		next, err := w.pass()
+		if err != nil {
+			w.p.log.Warn("kubernetes provider: warm Pods", "err", err)
+			next = pause
+			pause = min(2*pause, time.Minute)
+		} else {
+			pause = time.Second
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-w.kick:
+		case <-time.After(next):
+		}
+	}
+}
+
+// pass looks at the warm Pods of this prefix once: removes those no
+// server keeps, those that cannot start and those beyond N, refreshes the
+// others' warm-alive annotation, dials the supervisors of the ones made
+// here, and makes as many as are missing. It says when to look again.
+func (w *pool) pass() (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods := w.p.cs.CoreV1().Pods(w.p.cfg.Namespace)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: w.p.selector() + "," + labelWarm})
+	if err != nil {
+		return 0, apiError(err)
+	}
+	listed := map[string]bool{}
+	claimed := map[string]bool{}
+	var ours []*corev1.Pod // unclaimed, of these settings
+	var broken error
+	for i := range list.Items {
+		pod := &list.Items[i]
+		listed[pod.Name] = true
+		switch {
+		case pod.DeletionTimestamp != nil || !w.p.isWarmName(pod.Name):
+		case pod.Annotations[annThread] != "":
+			claimed[pod.Name] = true // a thread's Pod now
+		case pod.Labels[labelWarm] != w.spec:
+			if time.Since(warmAlive(pod)) >= warmStale {
+				w.p.removeWarm(ctx, pod, "no server of its settings keeps it")
+			}
+		case initFailed(pod) != "" || sandboxEnded(pod) || stuckWaiting(pod) != "":
+			why := initFailed(pod) + " " + stuckWaiting(pod)
+			if sandboxEnded(pod) {
+				why += " " + ended(pod)
+			}
+			broken = fmt.Errorf("a warm Pod cannot start (image %s, kubernetes.supervisor_image %s): %s", w.p.cfg.Image, w.p.cfg.SupervisorImage, oneLine(why))
+			w.p.removeWarm(ctx, pod, "it cannot start")
+		case !running(pod) && time.Since(pod.CreationTimestamp.Time) > w.p.cfg.StartTimeout:
+			broken = fmt.Errorf("a warm Pod is not running after %s: %s", w.p.cfg.StartTimeout, pod.Status.Phase)
+			w.p.removeWarm(ctx, pod, "not running after kubernetes.start_timeout")
+		default:
+			if time.Since(warmAlive(pod)) >= warmAliveEvery {
+				w.p.refreshWarm(ctx, pod)
+			}
+			ours = append(ours, pod)
+		}
+	}
+	// Beyond N, the last by name go: every replica picks the same ones.
+	sort.Slice(ours, func(i, j int) bool { return ours[i].Name < ours[j].Name })
+	for _, pod := range ours[min(len(ours), w.size):] {
+		w.p.removeWarm(ctx, pod, "beyond kubernetes.warm")
+	}
+	ours = ours[:min(len(ours), w.size)]
+	ready := map[string]warmPod{}
+	starting := false
+	for _, pod := range ours {
+		if running(pod) {
+			ready[pod.Name] = warmPod{uid: pod.UID, rv: pod.ResourceVersion}
+		} else {
+			starting = true
+		}
+	}
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return 0, nil
+	}
+	for name := range ready {
+		if w.taking[name] || w.claimed[name] != "" {
+			delete(ready, name) // listed before this replica's claim
+		}
+	}
+	w.ready = ready
+	var closing []*supervisor.Conn
+	for name, c := range w.conns {
+		if _, ok := ready[name]; !ok && !w.taking[name] {
+			closing = append(closing, c.c) // claimed by another replica, or gone
+			delete(w.conns, name)
+		}
+	}
+	for name, c := range w.handed {
+		if time.Since(c.at) > time.Minute {
+			closing = append(closing, c.c) // its thread made no call
+			delete(w.handed, name)
+		}
+	}
+	for name := range w.made {
+		if !listed[name] || claimed[name] {
+			delete(w.made, name)
+		}
+	}
+	dial := map[string]types.UID{}
+	for name, wp := range ready {
+		if w.made[name] != "" && w.conns[name].c == nil && !w.dialing[name] {
+			w.dialing[name] = true
+			dial[name] = wp.uid
+		}
+	}
+	sweep := time.Since(w.swept) > 30*time.Second
+	if sweep {
+		w.swept = time.Now()
+	}
+	w.mu.Unlock()
+	for _, c := range closing {
+		c.Close()
+	}
+	for name, uid := range dial {
+		go w.dial(name, uid)
+	}
+	if broken != nil {
+		return 0, broken // made again after a pause that grows
+	}
+	for n := len(ours); n < w.size; n++ {
+		if err := w.make(ctx); err != nil {
+			return 0, err
+		}
+		starting = true
+	}
+	if sweep {
+		w.sweep(listed)
+	}
+	if starting {
+		return 200 * time.Millisecond, nil
+	}
+	return warmAliveEvery, nil
+}
+
+// warmAlive is when a server last said it keeps warm Pod pod.
+func warmAlive(pod *corev1.Pod) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, pod.Annotations[annWarmAlive])
+	if err != nil || t.Before(pod.CreationTimestamp.Time) {
+		return pod.CreationTimestamp.Time
+	}
+	return t
+}
+
+// stuckWaiting says why the Pod's sandbox container waits for good, or "".
+func stuckWaiting(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && stuck[w.Reason] {
+			return w.Reason + ": " + w.Message
+		}
+	}
+	return ""
+}
+
+// make makes one warm Pod: its directories and record, then the Pod.
+func (w *pool) make(ctx context.Context) error {
+	b := make([]byte, 8)
+	rand.Read(b)
+	name := w.p.cfg.PodPrefix + "-warm-" + hex.EncodeToString(b)
+	dir := filepath.Join(w.p.warmRoot(), name)
+	if err := w.p.makeWarmDir(dir, name); err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("kubernetes.storage.host_path: %w", err)
+	}
+	pod := w.p.podFor(name, "", filepath.Join(dir, "user-data"))
+	pod.Labels[labelWarm] = w.spec
+	pod.Annotations[annWarmAlive] = time.Now().UTC().Format(time.RFC3339Nano)
+	pod.Annotations[annWarmMaker] = w.p.id
+	if w.p.mutatePod != nil {
+		w.p.mutatePod(pod)
+	}
+	created, err := w.p.cs.CoreV1().Pods(w.p.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		os.RemoveAll(dir)
+		return apiError(err)
+	}
+	w.mu.Lock()
+	w.made[name] = created.UID
+	w.mu.Unlock()
+	w.p.log.Debug("kubernetes provider: warm Pod created", "pod", name)
+	return nil
+}
+
+// makeWarmDir makes warm Pod name's directory: user-data with its three
+// directories, owned by the Pods' user, and the record naming the Pod.
+func (p *Provider) makeWarmDir(dir, name string) error {
+	if err := os.MkdirAll(p.warmRoot(), 0o700); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	dirs := []string{dir, filepath.Join(dir, "user-data")}
+	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
+		dirs = append(dirs, filepath.Join(dir, "user-data", filepath.Base(d)))
+	}
+	for _, d := range dirs[1:] {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if os.Geteuid() == 0 {
+		for _, d := range dirs {
+			if err := os.Lchown(d, int(p.cfg.User), int(p.cfg.User)); err != nil {
+				return err
+			}
+		}
+	}
+	return writeSmallFile(filepath.Join(dir, warmRecord), name)
+}
+
+// writeSmallFile writes s to a new file at path, whole or not at all.
+func writeSmallFile(path, s string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(s+"\n"), 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// dial opens a channel to the supervisor of warm Pod name, made here, and
+// keeps it for the claim (channel).
+func (w *pool) dial(name string, uid types.UID) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := w.p.connect(ctx, name, w.p.wrapRelay)
+	w.mu.Lock()
+	delete(w.dialing, name)
+	if err == nil && !w.stopped && w.conns[name].c == nil && (w.ready[name].uid == uid || w.taking[name]) {
+		w.conns[name] = warmConn{c: c, uid: uid}
+		c = nil
+	}
+	w.mu.Unlock()
+	if err != nil {
+		w.p.log.Debug("kubernetes provider: warm Pod's supervisor", "pod", name, "err", err)
+	}
+	if c != nil {
+		c.Close()
+	}
+}
+
+// refreshWarm says that a server of its settings keeps warm Pod pod.
+func (p *Provider) refreshWarm(ctx context.Context, pod *corev1.Pod) {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": pod.ResourceVersion,
+		"annotations":     map[string]any{annWarmAlive: time.Now().UTC().Format(time.RFC3339Nano)},
+	}})
+	got, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err == nil {
+		*pod = *got
+	}
+}
+
+// removeWarm deletes an unclaimed warm Pod, unless it changed since it was
+// listed (claimed meanwhile), and its directory.
+func (p *Provider) removeWarm(ctx context.Context, pod *corev1.Pod, why string) {
+	grace := int64(1)
+	uid, rv := pod.UID, pod.ResourceVersion
+	err := p.cs.CoreV1().Pods(p.cfg.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &grace,
+		Preconditions:      &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+	})
+	switch {
+	case err == nil:
+		p.log.Info("kubernetes provider: warm Pod deleted ("+why+")", "pod", pod.Name)
+	case apierrors.IsNotFound(err):
+	default:
+		if !apierrors.IsConflict(err) {
+			p.log.Warn("kubernetes provider: delete warm Pod", "pod", pod.Name, "err", err)
+		}
+		return
+	}
+	// Unclaimed until it went (a claim renames the directory only after
+	// its patch, which the precondition would have seen).
+	if p.cfg.Storage.Mode == StorageHostPath && p.isWarmName(pod.Name) {
+		os.RemoveAll(filepath.Join(p.warmRoot(), pod.Name))
+	}
+}
+
+// removeStaleWarm, for a server that keeps no warm Pods, removes those no
+// server keeps any more.
+func (p *Provider) removeStaleWarm(ctx context.Context) {
+	list, err := p.cs.CoreV1().Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: p.selector() + "," + labelWarm})
+	if err != nil {
+		return
+	}
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if pod.DeletionTimestamp == nil && pod.Annotations[annThread] == "" && p.isWarmName(pod.Name) && time.Since(warmAlive(pod)) >= warmStale {
+			p.removeWarm(ctx, pod, "no server of its settings keeps it")
+		}
+	}
+}
+
+// sweep removes the directories of warm Pods that are no more (a server
+// that died between making one and its Pod, or a Pod claimed by a server
+// that died before the rename, and since deleted).
+func (w *pool) sweep(listed map[string]bool) {
+	ents, _ := os.ReadDir(w.p.warmRoot())
+	for _, e := range ents {
+		if !e.IsDir() || !w.p.isWarmName(e.Name()) || listed[e.Name()] {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 2*time.Minute {
+			os.RemoveAll(filepath.Join(w.p.warmRoot(), e.Name()))
+		}
+	}
+}
+
+// claim hands a warm Pod to thread key, a thread with no directory yet,
+// and returns its name; "" when the thread has a directory or no warm Pod
+// could be claimed (the thread's Pod is then made as without a pool).
+func (w *pool) claim(ctx context.Context, key string) string {
+	if w == nil || sandbox.ValidThreadKey(key) != nil {
+		return ""
+	}
+	target := filepath.Dir(w.p.threadDir(key))
+	if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	defer w.refill()
+	for attempt := 0; attempt < 3; attempt++ {
+		name, wp, ok := w.next()
+		if !ok {
+			return ""
+		}
+		uid, ok := w.take(ctx, name, wp, key)
+		if !ok {
+			w.untake(name)
+			continue
+		}
+		// Its directory becomes the thread's, unless the thread got one
+		// meanwhile (another replica's claim, or a first call without a
+		// warm Pod): then this Pod is no one's, and goes.
+		err := w.p.makeThreadDir(filepath.Dir(target))
+		if err == nil {
+			err = renameNoReplace(filepath.Join(w.p.warmRoot(), name), target)
+		}
+		if err != nil {
+			if !errors.Is(err, fs.ErrExist) {
+				w.p.log.Warn("kubernetes provider: a warm Pod could not be claimed", "pod", name, "err", err)
+			}
+			w.p.deletePod(context.WithoutCancel(ctx), name, uid)
+			os.RemoveAll(filepath.Join(w.p.warmRoot(), name))
+			w.drop(name)
+			w.untake(name)
+			return ""
+		}
+		w.mu.Lock()
+		delete(w.taking, name)
+		w.claimed[name] = uid
+		delete(w.made, name)
+		if c := w.conns[name]; c.c != nil {
+			c.at = time.Now()
+			w.handed[name] = c
+			delete(w.conns, name)
+		}
+		w.mu.Unlock()
+		w.p.log.Info("kubernetes provider: warm Pod claimed", "pod", name, "thread", key)
+		return name
+	}
+	return ""
+}
+
+// renameNoReplace renames directory from to to, failing (fs.ErrExist) if
+// to exists, even empty. Where the file system cannot say so
+// (RENAME_NOREPLACE unsupported), a plain rename, which fails onto a
+// thread's directory once it holds user-data.
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		if _, err := os.Lstat(to); err == nil {
+			return fs.ErrExist
+		}
+		err = os.Rename(from, to)
+		if errors.Is(err, unix.ENOTEMPTY) {
+			return fs.ErrExist
+		}
+		return err
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+	}
+	return nil
+}
+
+// next takes a ready Pod off the pool's list: one with a channel open
+// first.
+func (w *pool) next() (string, warmPod, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	best := ""
+	for name := range w.ready {
+		if best == "" || (w.conns[name].c != nil && w.conns[best].c == nil) || (w.conns[name].c != nil) == (w.conns[best].c != nil) && name < best {
+			best = name
+		}
+	}
+	if best == "" {
+		return "", warmPod{}, false
+	}
+	wp := w.ready[best]
+	delete(w.ready, best)
+	w.taking[best] = true
+	return best, wp, true
+}
+
+// take claims warm Pod name for thread key at the API: a patch that names
+// the thread, with the resourceVersion it was listed at as precondition;
+// written since (a warm-alive refresh, or another replica's claim), it
+// is looked at again. It reports the Pod's uid, and whether it is key's.
+func (w *pool) take(ctx context.Context, name string, wp warmPod, key string) (types.UID, bool) {
+	pods := w.p.cs.CoreV1().Pods(w.p.cfg.Namespace)
+	for attempt := 0; attempt < 3; attempt++ {
+		now := time.Now().UTC().Format(time.RFC3339Nano)
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": wp.rv,
+			"labels":          map[string]any{labelThread: threadHash(key)},
+			"annotations":     map[string]any{annThread: key, annLastUsed: now, w.p.inUseKey(): now},
+		}})
+		got, err := pods.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err == nil {
+			return got.UID, got.UID == wp.uid
+		}
+		if !apierrors.IsConflict(err) {
+			w.drop(name)
+			return "", false
+		}
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil || pod.UID != wp.uid || pod.DeletionTimestamp != nil || pod.Annotations[annThread] != "" || !running(pod) {
+			w.drop(name)
+			return "", false // claimed by another replica, or going
+		}
+		wp.rv = pod.ResourceVersion
+	}
+	return "", false
+}
+
+// untake: Pod name is no longer being claimed here.
+func (w *pool) untake(name string) {
+	w.mu.Lock()
+	delete(w.taking, name)
+	w.mu.Unlock()
+}
+
+// drop forgets warm Pod name's channel (closed).
+func (w *pool) drop(name string) {
+	w.mu.Lock()
+	c := w.conns[name].c
+	delete(w.conns, name)
+	w.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// claimedHere returns the uid of Pod name when it was just claimed here
+// and not used yet: its first use needs not ask the API.
+func (w *pool) claimedHere(name string) (types.UID, bool) {
+	if w == nil {
+		return "", false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	uid, ok := w.claimed[name]
+	delete(w.claimed, name)
+	return uid, ok
+}
+
+// channel returns the channel this replica dialed to Pod name with uid
+// while it was warm, if it is still open: a claim's first call only uses
+// it.
+func (w *pool) channel(name string, uid types.UID) *supervisor.Conn {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	c := w.handed[name]
+	delete(w.handed, name)
+	w.mu.Unlock()
+	if c.c == nil {
+		return nil
+	}
+	if c.uid != uid || c.c.Err() != nil {
+		c.c.Close()
+		return nil
+	}
+	return c.c
+}
+
+// refill wakes run.
+func (w *pool) refill() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Ready is how many warm Pods are running, claimed by nobody, as last
+// listed here.
+func (w *pool) Ready() int {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ready)
+}
+
+// close stops the pool, closes its channels and removes the unclaimed
+// Pods made here (the other replicas refill).
+func (w *pool) close(ctx context.Context) {
+	w.once.Do(func() {
+		close(w.stop)
+		<-w.done
+		w.mu.Lock()
+		w.stopped = true
+		conns, made := w.conns, w.made
+		for name, c := range w.handed {
+			conns[name+"\x00handed"] = c
+		}
+		w.conns, w.made, w.ready, w.handed = map[string]warmConn{}, map[string]types.UID{}, map[string]warmPod{}, map[string]warmConn{}
+		w.mu.Unlock()
+		for _, c := range conns {
+			c.c.Close()
+		}
+		pods := w.p.cs.CoreV1().Pods(w.p.cfg.Namespace)
+		for name, uid := range made {
+			pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+			if err == nil && pod.UID == uid && pod.Annotations[annThread] == "" {
+				w.p.removeWarm(ctx, pod, "its server stops")
+			}
+		}
+	})
+}

@@ -1,0 +1,452 @@
+package kubernetes
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// warmState is how many warm Pods p's pool holds running, and how many of
+// them it has a channel open to.
+func warmState(p *Provider) (ready, dialed int) {
+	w := p.pool
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name := range w.ready {
+		ready++
+		if w.conns[name].c != nil {
+			dialed++
+		}
+	}
+	return ready, dialed
+}
+
+// waitWarm waits until p's pool holds n running warm Pods, and, with
+// dialed, has a channel open to n of them (the Pods it made itself).
+func waitWarm(t testing.TB, p *Provider, n int, dialed bool) {
+	t.Helper()
+	waitFor(t, 2*time.Minute, "warm Pods ready", func() bool {
+		r, d := warmState(p)
+		return r >= n && (!dialed || d >= n)
+	})
+}
+
+// warmPods lists the live warm Pods of cfg's prefix no thread claimed.
+func (f *fixture) warmPods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	var out []corev1.Pod
+	for _, pod := range f.pods(t) {
+		if pod.Labels[labelWarm] != "" && pod.Annotations[annThread] == "" {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+func warmConfig(t *testing.T, n int) Config {
+	cfg := newConfig(t)
+	cfg.Warm = n
+	cfg.Replicas = -1
+	return cfg
+}
+
+func TestWarmConfig(t *testing.T) {
+	t.Parallel()
+	base := Config{Storage: Storage{Mode: StorageHostPath, HostPath: "/srv/x"}}
+	for _, c := range []struct {
+		warm int
+		mode string
+		want string
+	}{
+		{-1, StorageHostPath, "kubernetes.warm -1: want 0"},
+		{65, StorageHostPath, "kubernetes.warm 65: at most 64"},
+		{1, StoragePVC, "kubernetes.warm 1: needs kubernetes.storage.mode host_path"},
+		{1, "", "kubernetes.warm 1: needs kubernetes.storage.mode host_path"},
+		{64, StorageHostPath, ""},
+	} {
+		cfg := base
+		cfg.Warm, cfg.Storage.Mode = c.warm, c.mode
+		err := cfg.Validate()
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("warm %d mode %q: %v, want %q", c.warm, c.mode, err, c.want)
+		}
+	}
+}
+
+// renameNoReplace never replaces a directory, not even an empty one (a
+// plain rename would: a thread's directory made a moment ago, before its
+// user-data).
+func TestRenameNoReplace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "from"), filepath.Join(dir, "to")
+	for _, d := range []string{from, to} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := renameNoReplace(from, to); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("onto an empty directory: %v, want it to exist", err)
+	}
+	os.Remove(to)
+	if err := renameNoReplace(from, to); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(from); !os.IsNotExist(err) {
+		t.Fatalf("the source is still there: %v", err)
+	}
+}
+
+// The agent-sandbox CRDs are looked for by discovery: both kinds of the
+// extensions group, or none.
+func TestAgentSandboxDiscovery(t *testing.T) {
+	t.Parallel()
+	fake := &fakediscovery.FakeDiscovery{Fake: &k8stesting.Fake{}}
+	if agentSandboxInstalled(t.Context(), fake) {
+		t.Fatal("found on a cluster without the group")
+	}
+	fake.Resources = []*metav1.APIResourceList{{GroupVersion: "extensions.agents.x-k8s.io/v1alpha1",
+		APIResources: []metav1.APIResource{{Name: "sandboxtemplates"}, {Name: "sandboxclaims"}}}}
+	if agentSandboxInstalled(t.Context(), fake) {
+		t.Fatal("found without sandboxwarmpools")
+	}
+	fake.Resources[0].APIResources = append(fake.Resources[0].APIResources, metav1.APIResource{Name: "sandboxwarmpools"})
+	if !agentSandboxInstalled(t.Context(), fake) {
+		t.Fatal("not found with both kinds")
+	}
+	requireCluster(t)
+	if agentSandboxInstalled(t.Context(), cluster.cs.Discovery()) {
+		t.Log("the test cluster serves the agent-sandbox CRDs")
+	}
+}
+
+// A new thread's first call claims a warm Pod, over the channel its maker
+// opened: its commands run there, with the thread's own directory at the
+// virtual paths (what a command writes is in the thread's node directory
+// and read by the file tools, and the other way round); the Pod names the
+// thread (annotation, label). The pool refills; the next thread claims the
+// new Pod and sees nothing of the first, in its files or in the Pod.
+func TestWarmClaim(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig(t, 1)
+	p := newProviderT(t, cfg)
+	f := &fixture{p: p, cfg: cfg}
+	waitWarm(t, p, 1, true)
+	first := f.warmPods(t)[0]
+
+	ta := "wa-" + randomHex(4)
+	a := acquire(t, p, ta)
+	if a.PodName() != first.Name {
+		t.Fatalf("thread %s got Pod %s, want the warm Pod %s", ta, a.PodName(), first.Name)
+	}
+	if out, res := execOut(t, a, "echo from-a > /mnt/user-data/workspace/a.txt; echo secret-a > /tmp/a; id -u"); res.ExitCode != 0 || out != "1000\n" {
+		t.Fatalf("in the claimed Pod: %q %+v", out, res)
+	}
+	if n := relays(t, a); n != 1 {
+		t.Fatalf("%d relays in the claimed Pod, want the one its maker dialed", n)
+	}
+	host := filepath.Join(p.threadDir(ta), "workspace", "a.txt")
+	if b, err := os.ReadFile(host); err != nil || string(b) != "from-a\n" {
+		t.Fatalf("the thread's node file: %q %v", b, err)
+	}
+	writeFile(t, a, sandbox.UploadsDir+"/up.txt", []byte("uploaded\n"))
+	if out, _ := execOut(t, a, "cat /mnt/user-data/uploads/up.txt"); out != "uploaded\n" {
+		t.Fatalf("a file the file tools wrote, read in the Pod: %q", out)
+	}
+	pod, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(t.Context(), first.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.UID != first.UID || pod.Annotations[annThread] != ta || pod.Labels[labelThread] != threadHash(ta) {
+		t.Fatalf("the claimed Pod's thread: annotation %q label %q", pod.Annotations[annThread], pod.Labels[labelThread])
+	}
+	if got := p.podNameOf(ta); got != first.Name {
+		t.Fatalf("thread %s's Pod is named %s, want %s", ta, got, first.Name)
+	}
+	if _, err := os.Stat(filepath.Join(p.warmRoot(), first.Name)); !os.IsNotExist(err) {
+		t.Fatalf("the claimed Pod's warm directory is still there: %v", err)
+	}
+
+	waitWarm(t, p, 1, true)
+	second := f.warmPods(t)
+	if len(second) != 1 || second[0].Name == first.Name {
+		t.Fatalf("the pool refilled with %d Pods", len(second))
+	}
+	tb := "wb-" + randomHex(4)
+	b := acquire(t, p, tb)
+	if b.PodName() != second[0].Name {
+		t.Fatalf("thread %s got Pod %s, want the new warm Pod %s", tb, b.PodName(), second[0].Name)
+	}
+	if out, _ := execOut(t, b, "ls -A /mnt/user-data/workspace /mnt/user-data/uploads; cat /tmp/a 2>&1 || true"); strings.Contains(out, "a.txt") || strings.Contains(out, "up.txt") || strings.Contains(out, "secret-a") {
+		t.Fatalf("thread %s sees thread %s's files: %q", tb, ta, out)
+	}
+	if out, _ := execOut(t, a, "cat /mnt/user-data/workspace/a.txt /tmp/a"); out != "from-a\nsecret-a\n" {
+		t.Fatalf("thread %s's Pod changed: %q", ta, out)
+	}
+}
+
+// An empty pool falls back to making the thread's Pod by its own name; a
+// thread that already has files never takes a warm Pod.
+func TestWarmFallbacks(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig(t, 1)
+	p := newProviderT(t, cfg)
+	f := &fixture{p: p, cfg: cfg}
+	waitWarm(t, p, 1, false)
+	warm := f.warmPods(t)[0]
+	old := "old-" + randomHex(4)
+	dir := filepath.Join(p.threadDir(old), "workspace")
+	if err := p.makeThreadDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kept.txt"), []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	so := acquire(t, p, old)
+	if out, _ := execOut(t, so, "cat /mnt/user-data/workspace/kept.txt"); out != "kept\n" {
+		t.Fatalf("a thread with files: %q", out)
+	}
+	if so.PodName() != PodName(cfg.PodPrefix, old) {
+		t.Fatalf("a thread with files took the warm Pod %s", so.PodName())
+	}
+	if pods := f.warmPods(t); len(pods) != 1 || pods[0].UID != warm.UID {
+		t.Fatalf("a thread with files cost the pool its warm Pod (%d warm Pods)", len(pods))
+	}
+	// Two new threads at once with one warm Pod: one claims it, the
+	// other's Pod is made.
+	n1, n2 := "n1-"+randomHex(4), "n2-"+randomHex(4)
+	var s1, s2 *Sandbox
+	var wg sync.WaitGroup
+	wg.Go(func() { s1 = acquire(t, p, n1) })
+	wg.Go(func() { s2 = acquire(t, p, n2) })
+	wg.Wait()
+	for _, s := range []*Sandbox{s1, s2} {
+		if out, res := execOut(t, s, "echo ok"); out != "ok\n" || res.ExitCode != 0 {
+			t.Fatalf("thread %s: %q", s.key, out)
+		}
+	}
+	if p.isWarmName(s1.PodName()) == p.isWarmName(s2.PodName()) {
+		t.Fatalf("with one warm Pod, want one thread to claim it: %s, %s", s1.PodName(), s2.PodName())
+	}
+}
+
+// Two replicas share the pool: two new threads, one on each, race for one
+// warm Pod — one claims it, the other falls back; and one new thread on
+// both at once, with a warm Pod for each, ends with one Pod that both
+// replicas use (the loser's warm Pod goes).
+func TestWarmReplicasRace(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig(t, 1)
+	a, b := newProviderT(t, cfg), newProviderT(t, cfg)
+	f := &fixture{p: a, cfg: cfg}
+	waitWarm(t, a, 1, false)
+	waitWarm(t, b, 1, false)
+	if n := len(f.warmPods(t)); n != 1 {
+		t.Fatalf("two replicas with warm 1 keep %d warm Pods, want 1 between them", n)
+	}
+	x, y := "rx-"+randomHex(4), "ry-"+randomHex(4)
+	var sx, sy *Sandbox
+	var wg sync.WaitGroup
+	wg.Go(func() { sx = acquire(t, a, x); execOut(t, sx, "true") })
+	wg.Go(func() { sy = acquire(t, b, y); execOut(t, sy, "true") })
+	wg.Wait()
+	if a.isWarmName(sx.PodName()) == a.isWarmName(sy.PodName()) {
+		t.Fatalf("one warm Pod raced for by two replicas: want exactly one claim, got %s and %s", sx.PodName(), sy.PodName())
+	}
+	execOut(t, sx, "echo x > /mnt/user-data/workspace/x.txt")
+	if out, _ := execOut(t, sy, "ls -A /mnt/user-data/workspace"); out != "" {
+		t.Fatalf("thread %s sees %q", y, out)
+	}
+
+	// One thread, both replicas, a warm Pod each.
+	cfg2 := warmConfig(t, 2)
+	c, d := newProviderT(t, cfg2), newProviderT(t, cfg2)
+	f2 := &fixture{p: c, cfg: cfg2}
+	waitWarm(t, c, 2, false)
+	waitWarm(t, d, 2, false)
+	z := "rz-" + randomHex(4)
+	var sc, sd *Sandbox
+	wg.Go(func() { sc = acquire(t, c, z) })
+	wg.Go(func() { sd = acquire(t, d, z) })
+	wg.Wait()
+	if sc.PodName() != sd.PodName() {
+		t.Fatalf("one thread on two replicas got two Pods: %s and %s", sc.PodName(), sd.PodName())
+	}
+	execOut(t, sc, "echo z > /mnt/user-data/workspace/z.txt")
+	if out, _ := execOut(t, sd, "cat /mnt/user-data/workspace/z.txt"); out != "z\n" {
+		t.Fatalf("the other replica reads %q", out)
+	}
+	n := 0
+	for _, pod := range f2.pods(t) {
+		if pod.Annotations[annThread] == z {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d Pods name thread %s", n, z)
+	}
+}
+
+// The pool refills after claims; its Pods are neither idle nor counted
+// under replicas; a claimed Pod idles out as any, and the thread's next
+// Pod, made by the same name, has the thread's files.
+func TestWarmRefillAndIdle(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig(t, 1)
+	cfg.IdleTimeout = 4 * time.Second
+	cfg.Replicas = 1
+	p := newProviderT(t, cfg)
+	f := &fixture{p: p, cfg: cfg}
+	waitWarm(t, p, 1, true)
+	th := "idle-" + randomHex(4)
+	sb := acquireNow(t, p, th)
+	name := sb.PodName()
+	if !p.isWarmName(name) {
+		t.Fatalf("thread %s did not claim the warm Pod: %s", th, name)
+	}
+	writeFile(t, sb, sandbox.WorkspaceDir+"/kept.txt", []byte("kept\n"))
+	t0 := time.Now()
+	waitWarm(t, p, 1, true)
+	t.Logf("the pool refilled in %s", time.Since(t0).Round(time.Millisecond))
+	warm := f.warmPods(t)[0]
+	p.Release(th)
+	waitFor(t, time.Minute, "the claimed Pod idled out", func() bool {
+		for _, pod := range f.pods(t) {
+			if pod.Name == name {
+				return false
+			}
+		}
+		return true
+	})
+	// Idle twice over, the warm Pod is still there, never counted.
+	if pods := f.warmPods(t); len(pods) != 1 || pods[0].UID != warm.UID {
+		t.Fatalf("the unclaimed warm Pod went with idle: %d warm Pods", len(pods))
+	}
+	sb = acquire(t, p, th)
+	if sb.PodName() != name {
+		t.Fatalf("thread %s came back in %s, want %s", th, sb.PodName(), name)
+	}
+	if got := readFile(t, sb, sandbox.WorkspaceDir+"/kept.txt"); string(got) != "kept\n" {
+		t.Fatalf("after idle: %q", got)
+	}
+	if out, _ := execOut(t, sb, "cat /mnt/user-data/workspace/kept.txt"); out != "kept\n" {
+		t.Fatalf("bash after idle: %q", out)
+	}
+	if pods := f.warmPods(t); len(pods) != 1 || pods[0].UID != warm.UID {
+		t.Fatalf("a thread coming back took a warm Pod: %d warm Pods", len(pods))
+	}
+	// Discard finds the thread's Pod by the name its directory records.
+	if err := p.Discard(t.Context(), th); err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range f.pods(t) {
+		if pod.Name == name {
+			t.Fatalf("Pod %s outlived its thread's Discard", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Dir(p.threadDir(th))); !os.IsNotExist(err) {
+		t.Fatalf("the thread's directory outlived its Discard: %v", err)
+	}
+}
+
+// A server that stops removes the unclaimed warm Pods it made, never a
+// claimed one; one that dies leaves them to the next server of its
+// settings, which keeps them; a server of other settings removes them once
+// no server keeps them (warm-alive stale), and their directories.
+func TestWarmRestart(t *testing.T) {
+	cfg := warmConfig(t, 1)
+	p1 := newProviderT(t, cfg)
+	f := &fixture{p: p1, cfg: cfg}
+	waitWarm(t, p1, 1, true)
+	th := "kept-" + randomHex(4)
+	sb := acquireNow(t, p1, th)
+	execOut(t, sb, "echo here > /mnt/user-data/workspace/here.txt")
+	claimed := sb.PodName()
+	waitWarm(t, p1, 1, true)
+	unclaimed := f.warmPods(t)[0].Name
+	p1.Release(th)
+	p1.Close()
+	waitFor(t, 30*time.Second, "the stopped server's warm Pod deleted", func() bool { return len(f.warmPods(t)) == 0 })
+	if _, err := os.Stat(filepath.Join(p1.warmRoot(), unclaimed)); !os.IsNotExist(err) {
+		t.Fatalf("its directory: %v", err)
+	}
+
+	// A server that dies: its pool stops without its Close.
+	p2 := newProviderT(t, cfg)
+	waitWarm(t, p2, 1, true)
+	orphan := f.warmPods(t)[0]
+	close(p2.pool.stop)
+	<-p2.pool.done
+	p2.pool.once.Do(func() {})
+	p3 := newProviderT(t, cfg)
+	waitWarm(t, p3, 1, false)
+	if pods := f.warmPods(t); len(pods) != 1 || pods[0].UID != orphan.UID {
+		t.Fatalf("the next server made its own warm Pod instead of keeping the dead one's")
+	}
+	sb3 := acquire(t, p3, th)
+	if sb3.PodName() != claimed {
+		t.Fatalf("thread %s after a restart: Pod %s, want %s", th, sb3.PodName(), claimed)
+	}
+	if out, _ := execOut(t, sb3, "cat /mnt/user-data/workspace/here.txt"); out != "here\n" {
+		t.Fatalf("after a restart: %q", out)
+	}
+	p3.Release(th)
+	p3.pool.close(t.Context())
+	if len(f.warmPods(t)) != 1 {
+		t.Fatal("a server removed a warm Pod it did not make")
+	}
+
+	// A server of other settings (no pool) removes it once it is stale.
+	stale := warmStale
+	t.Cleanup(func() { warmStale = stale })
+	warmStale = 2 * time.Second
+	other := cfg
+	other.Warm = 0
+	other.IdleTimeout = 2 * time.Second
+	newProviderT(t, other)
+	waitFor(t, time.Minute, "the stale warm Pod removed", func() bool { return len(f.warmPods(t)) == 0 })
+	waitFor(t, 10*time.Second, "its directory removed", func() bool {
+		_, err := os.Stat(filepath.Join(p1.warmRoot(), orphan.Name))
+		return os.IsNotExist(err)
+	})
+}
+
+// A warm Pod of another server's settings is never claimed.
+func TestWarmOtherSettingsNotClaimed(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig(t, 1)
+	cfg2 := cfg
+	cfg2.Environment = map[string]string{"OTHER": "1"}
+	p2 := newProviderT(t, cfg2)
+	f := &fixture{p: p2, cfg: cfg2}
+	waitWarm(t, p2, 1, false)
+	foreign := f.warmPods(t)[0].Name
+	p := newProviderT(t, cfg)
+	if p.pool.spec == p2.pool.spec {
+		t.Fatal("two settings, one warm spec")
+	}
+	th := "other-" + randomHex(4)
+	if sb := acquire(t, p, th); sb.PodName() == foreign {
+		t.Fatalf("thread %s took warm Pod %s of other settings", th, foreign)
+	}
+	p.pool.close(t.Context())
+	found := false
+	for _, pod := range f.warmPods(t) {
+		found = found || pod.Name == foreign
+	}
+	if !found {
+		t.Fatal("a server removed a live warm Pod of other settings")
+	}
+}
