@@ -525,3 +525,46 @@ func TestPackDirHostileEntries(t *testing.T) {
 		t.Errorf("the fifo in packs/ survived a prune: %v", err)
 	}
 }
+
+// A restore leaves a racy file whose content is already the checkpoint's
+// in place (read and compared, not rewritten: its inode stays), and
+// rewrites one whose content changed after the scan read it.
+func TestRestoreRacyUnchangedFiles(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	spec := map[string]node{"other/x": file(0o644, "x")}
+	for i := range 20 {
+		spec["d/f"+strconv.Itoa(i)] = file(0o644, "content of file "+strconv.Itoa(i))
+	}
+	build(t, root, spec)
+	s := openStore(t, t.TempDir(), Options{NoSync: true})
+	s.racy = int64(time.Hour) // every file racy
+	save(t, s, root, "one")
+	want := snapshot(t, root)
+	inode := func(rel string) uint64 {
+		fi, err := os.Stat(filepath.Join(root, rel))
+		must(t, err)
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	inodes := map[string]uint64{}
+	for p := range spec {
+		inodes[p] = inode(p)
+	}
+	must(t, os.WriteFile(filepath.Join(root, "d/f3"), []byte("changed"), 0o644))
+	// d/f5 changes between the scan and its check, keeping its size.
+	s.hook = func(point, rel string) {
+		if point == "restore-fix-file" && rel == "d/f5" {
+			must(t, os.WriteFile(filepath.Join(root, rel), []byte("CONTENT OF FILE 5"), 0o644))
+		}
+	}
+	res := restore(t, s, root, "1")
+	if len(res.Changes) != 1 || res.Changes[0].Path != "d/f3" {
+		t.Errorf("changes %+v, want d/f3 only", res.Changes)
+	}
+	sameSnap(t, "restored", want, snapshot(t, root))
+	for p := range spec {
+		if rewritten, want := inode(p) != inodes[p], p == "d/f3" || p == "d/f5"; rewritten != want {
+			t.Errorf("%s: rewritten %v, want %v", p, rewritten, want)
+		}
+	}
+}
