@@ -463,6 +463,23 @@ func TestExportMakesParents(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(base, "made")); !os.IsNotExist(err) {
 		t.Errorf("a failed export left its parents: %v", err)
 	}
+	// A destination written with a trailing slash: the failed export
+	// removes what it made, not the (empty) parent that was there.
+	parent := filepath.Join(base, "empty-parent")
+	must(t, os.Mkdir(parent, 0o755))
+	s.hook = func(point, rel string) {
+		if point == "restore-open-dir" && rel == "d" {
+			d := filepath.Join(parent, "x", "d")
+			must(t, os.Remove(d))
+			must(t, os.Symlink(base, d))
+		}
+	}
+	if err := s.Export(t.Context(), "1", parent+"/x/"); err == nil {
+		t.Fatal("Export into a directory swapped for a symlink succeeded")
+	}
+	if ents, err := os.ReadDir(parent); err != nil || len(ents) != 0 {
+		t.Errorf("the parent after a failed export: %d entries, %v", len(ents), err)
+	}
 }
 
 // A store saved many times and never pruned for room has its small packs

@@ -208,7 +208,7 @@ func (s *Store) Export(ctx context.Context, id, dir string) error {
 	created := "" // the topmost directory Export made, removed on failure
 	switch err := os.Mkdir(dir, 0o700); {
 	case err == nil:
-		created = dir
+		created = filepath.Clean(dir)
 	case errors.Is(err, fs.ErrNotExist):
 		if created, err = mkdirAll(dir); err != nil {
 			return errorf("export: %v", bare(err))
@@ -239,7 +239,8 @@ func (s *Store) Export(ctx context.Context, id, dir string) error {
 
 // removeUp removes the empty parents of dir up to top, which mkdirAll made.
 func removeUp(dir, top string) {
-	for p := filepath.Clean(dir); p != top; {
+	top = filepath.Clean(top)
+	for p := filepath.Clean(dir); p != top && p != filepath.Dir(p); {
 		p = filepath.Dir(p)
 		if os.Remove(p) != nil {
 			return
