@@ -60,10 +60,10 @@
 // save's pack only when the hash is new (a goroutine appends them to the
 // pack's temporary file, so that reading and hashing overlap writing);
 // large ones copied to a temporary object file while hashed. What is
-// stored is what was hashed, even when a job writes the file meanwhile. FIFOs, sockets and devices are never
-// opened (and files are opened with O_NONBLOCK|O_NOFOLLOW, in case one
-// was swapped in): they are recorded as skipped, as are unreadable paths,
-// and Restore leaves such paths alone. A directory's new tree goes to the
+// stored is what was hashed, even when a job writes the file meanwhile.
+// FIFOs, sockets and devices are never opened (and files are opened with
+// O_NONBLOCK|O_NOFOLLOW, in case one was swapped in): they are recorded as
+// skipped, as are unreadable paths, and Restore leaves such paths alone. A directory's new tree goes to the
 // pack as soon as its walk ends; a save that then finds nothing changed (a
 // touched file) still writes its pack, whose trees the stat cache names,
 // and Prune removes what no checkpoint names.
@@ -113,8 +113,12 @@
 // opened with O_NOFOLLOW from the root down, so a symlink planted where a
 // directory was is removed and replaced, never followed; each file
 // written to a temporary file beside it and renamed into place, under the
-// caller's per-path lock (Locker). RestoreOptions.SaveFirst saves the tree
-// as it was first, so that a restore can be undone.
+// caller's per-path lock (Locker). A file in a directory that differs
+// whose content the walk found to be the checkpoint's keeps its inode
+// (its metadata fixed in place); when the walk could not vouch for it (a
+// racy file), it is read again and compared, and rewritten only if it
+// differs. RestoreOptions.SaveFirst saves the tree as it was first, so
+// that a restore can be undone.
 //
 // Modes are kept exactly, except setuid (never) and setgid (directories
 // only); owners are recorded and restored when running as root;
