@@ -58,10 +58,15 @@ func (fc *fsCall) fail() {
 // onInfo takes a read's stat.
 func (fc *fsCall) onInfo(f wire.Frame) error {
 	var m wire.FSInfo
-	if fc.op != wire.OpRead || fc.info != nil {
+	open := fc.op == ckptOpen
+	if fc.op != wire.OpRead && !open || fc.info != nil {
 		return wire.Errorf("stream %d: unexpected stat", f.Stream)
 	}
 	if err := json.Unmarshal(f.Payload, &m); err != nil || m.Size < 0 {
+		return wire.Errorf("stream %d: bad stat", f.Stream)
+	}
+	// A checkpoint open's entry: a regular file, of the size the stat says.
+	if open != (m.Entry != nil) || open && (m.Entry.Mode.Type() != 0 || m.Entry.Size != m.Size || !validEntry(m.Entry, m.Entry.Path)) {
 		return wire.Errorf("stream %d: bad stat", f.Stream)
 	}
 	fc.info = &m
@@ -72,11 +77,11 @@ func (fc *fsCall) onInfo(f wire.Frame) error {
 // within the credit.
 func (fc *fsCall) onData(f wire.Frame) error {
 	switch {
-	case fc.op == wire.OpGrep || fc.op == wire.OpGlob:
+	case fc.op == wire.OpGrep || fc.op == wire.OpGlob || ckptData[fc.op]:
 		if fc.pending+len(f.Payload) > wire.Window {
 			return wire.Errorf("stream %d sent more data than its credit", f.Stream)
 		}
-	case fc.op != wire.OpRead || fc.info == nil:
+	case fc.op != wire.OpRead && fc.op != ckptOpen || fc.info == nil:
 		return wire.Errorf("stream %d: unexpected data", f.Stream)
 	case fc.got+int64(len(f.Payload)) > fc.info.Size:
 		return wire.Errorf("stream %d: more bytes than the file's size", f.Stream)
@@ -112,7 +117,7 @@ func (fc *fsCall) onEntries(f wire.Frame) error {
 // onCredit takes a write's credit: room for more bytes.
 func (fc *fsCall) onCredit(f wire.Frame) error {
 	n, err := wire.ParseCredit(f.Payload)
-	if fc.op != wire.OpWrite || err != nil {
+	if fc.op != wire.OpWrite && fc.op != ckptImport || err != nil {
 		return wire.Errorf("stream %d: unexpected credit", f.Stream)
 	}
 	credit := fc.credit + int(n)
@@ -137,6 +142,9 @@ func (fc *fsCall) onEnd(f wire.Frame) error {
 	}
 	if m.Digest != nil && (fc.op != wire.OpDigest || !validDigest(m.Digest)) {
 		return wire.Errorf("stream %d: unexpected digest", f.Stream)
+	}
+	if m.Ckpt != nil && !strings.HasPrefix(fc.op, "ckpt-") {
+		return wire.Errorf("stream %d: unexpected checkpoint answer", f.Stream)
 	}
 	m.Err, m.Msg = wire.CapText(m.Err, 32), wire.CapText(m.Msg, 200)
 	fc.end = &m
@@ -164,7 +172,14 @@ func (c *Conn) startFS(req wire.FSRequest) (uint32, *fsCall, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	fc := &fsCall{op: req.Op, notify: make(chan struct{}, 1)}
+	return c.startStream(wire.KindFS, req.Op, body)
+}
+
+// startStream opens a stream of kind (a file operation's, a checkpoint
+// request's) answered with the file operations' frames; op is what onFS
+// checks them against.
+func (c *Conn) startStream(kind wire.Kind, op string, body []byte) (uint32, *fsCall, error) {
+	fc := &fsCall{op: op, notify: make(chan struct{}, 1)}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -175,7 +190,7 @@ func (c *Conn) startFS(req wire.FSRequest) (uint32, *fsCall, error) {
 	id := c.next
 	c.fs[id] = fc
 	c.mu.Unlock()
-	if err := c.send(wire.KindFS, id, body); err != nil {
+	if err := c.send(kind, id, body); err != nil {
 		c.endFS(id, fc)
 		return 0, nil, &ChannelError{Err: c.Err(), NotStarted: true}
 	}
@@ -244,6 +259,9 @@ func (c *Conn) do(ctx context.Context, req wire.FSRequest) (*wire.FSEnd, []wire.
 // endError is the error an operation's end reports: a sandbox sentinel
 // where there is one.
 func endError(e *wire.FSEnd) error {
+	if err := ckptEndError(e); err != nil {
+		return err
+	}
 	switch e.Err {
 	case "":
 		return nil

@@ -23,6 +23,7 @@ var handlers = map[wire.Kind]func(c *channel, f wire.Frame) error{
 	wire.KindNetData:  (*channel).pipeData,
 	wire.KindNetEOF:   (*channel).pipeEOF,
 	wire.KindNetEnd:   (*channel).pipeEnd,
+	wire.KindCkpt:     (*channel).startCkpt,
 }
 
 // handle acts on one frame from the server.

@@ -77,13 +77,13 @@ func (c *channel) startFS(f wire.Frame) error {
 	return nil
 }
 
-// writeFS takes a write's bytes, or its commit.
+// writeFS takes a write's (or a checkpoint import's) bytes, or its commit.
 func (c *channel) writeFS(f wire.Frame) error {
 	st := c.fsStream(f.Stream)
 	if st == nil {
 		return nil // a write that already ended (failed, or killed)
 	}
-	if st.op != wire.OpWrite {
+	if st.op != wire.OpWrite && st.op != ckptOp(wire.CkptImport) {
 		return wire.Errorf("write data on a %s stream", st.op)
 	}
 	st.mu.Lock()

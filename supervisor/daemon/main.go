@@ -57,6 +57,12 @@ func Run(args []string, stdin io.Reader, stdout io.Writer) int {
 	}
 	switch {
 	case o.install != "":
+		for _, d := range o.mkdirs {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				fmt.Fprintln(os.Stderr, Name+" --install: --mkdir:", err)
+				return 1
+			}
+		}
 		if err := install(o.install); err != nil {
 			fmt.Fprintln(os.Stderr, Name+" --install:", err)
 			return 1
@@ -85,6 +91,9 @@ func Run(args []string, stdin io.Reader, stdout io.Writer) int {
 		keepOnly(o.keepEnv)
 	}
 	s := newSupervisor(o.listen)
+	if o.ckptDir != "" {
+		s.ckpt = &ckptStore{dir: o.ckptDir, root: o.userData}
+	}
 	if o.listen == "" {
 		// The channel is stdout: a write after the server died would
 		// have Go kill this process for the broken pipe (fd 1), before

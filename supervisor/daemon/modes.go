@@ -18,17 +18,26 @@ import (
 
 // options are the supervise subcommand's flags.
 type options struct {
-	listen  string   // --listen SOCK: serve every connection to the unix socket SOCK
-	mkdirs  []string // --mkdir DIR (with --listen): made first, errors ignored
+	listen string // --listen SOCK: serve every connection to the unix socket SOCK
+	// --mkdir DIR: made first; with --listen errors are ignored, with
+	// --install (the kubernetes installer, which makes the directories the
+	// sandbox container mounts as its user before that container starts)
+	// an error fails it.
+	mkdirs  []string
 	keepEnv []string // --keep-env "A B": commands get only these variables
 	keepSet bool
 	install string // --install DEST: copy this binary to DEST and exit
 	hold    bool   // --hold (with --install): then wait until terminated
 	await   string // --await DEST: wait until DEST exists
 	connect string // --connect SOCK: relay stdin and stdout to the socket SOCK
+	// --checkpoints STORE --user-data ROOT (serving: with or without
+	// --listen): the checkpoint store and the user-data root it saves
+	// (checkpoints.go); both or neither, clean absolute paths, the store
+	// not inside the root.
+	ckptDir, userData string
 }
 
-const usage = "usage: " + Name + " [supervise] [--listen SOCKET [--mkdir DIR]... [--keep-env NAMES]] | --install DEST [--hold] | --await DEST | --connect SOCKET | --version"
+const usage = "usage: " + Name + " [supervise] [--listen SOCKET [--mkdir DIR]... [--keep-env NAMES]] [--checkpoints STORE --user-data ROOT] | --install DEST [--mkdir DIR]... [--hold] | --await DEST | --connect SOCKET | --version"
 
 func parseArgs(args []string) (options, error) {
 	var o options
@@ -55,6 +64,10 @@ func parseArgs(args []string) (options, error) {
 			o.await = v
 		case "--connect":
 			o.connect = v
+		case "--checkpoints":
+			o.ckptDir = v
+		case "--user-data":
+			o.userData = v
 		default:
 			return o, errors.New(usage)
 		}
@@ -66,11 +79,25 @@ func parseArgs(args []string) (options, error) {
 			modes++
 		}
 	}
-	if modes > 1 || (o.listen == "" && (len(o.mkdirs) > 0 || o.keepSet)) || (o.hold && o.install == "") {
+	if modes > 1 || (o.listen == "" && o.install == "" && len(o.mkdirs) > 0) || (o.listen == "" && o.keepSet) || (o.hold && o.install == "") {
 		return o, errors.New(usage)
+	}
+	if o.ckptDir != "" || o.userData != "" {
+		switch {
+		case modes > 0 && o.listen == "":
+			return o, errors.New(usage)
+		case !cleanAbs(o.ckptDir) || !cleanAbs(o.userData):
+			return o, errors.New(Name + ": --checkpoints and --user-data: want both, each a clean absolute path")
+		case o.ckptDir == o.userData || strings.HasPrefix(o.ckptDir, strings.TrimSuffix(o.userData, "/")+"/") ||
+			strings.HasPrefix(o.userData, strings.TrimSuffix(o.ckptDir, "/")+"/"):
+			return o, errors.New(Name + ": --checkpoints and --user-data may not lie one inside the other (the store would save itself)")
+		}
 	}
 	return o, nil
 }
+
+// cleanAbs reports whether p is a clean absolute path.
+func cleanAbs(p string) bool { return p != "" && filepath.IsAbs(p) && filepath.Clean(p) == p }
 
 // keepOnly unsets every variable of this process but names: what the
 // runtime adds to a container's environment (KUBERNETES_SERVICE_HOST, ...)

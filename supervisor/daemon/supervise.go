@@ -37,6 +37,7 @@ type supervisor struct {
 	state *shellState     // shellstate.go
 	proxy proxy           // net.go
 	boot  string          // wire.Hello.Boot
+	ckpt  *ckptStore      // checkpoints.go; nil: none
 }
 
 // proc is one started command, by its pid (its process group).

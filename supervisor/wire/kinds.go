@@ -3,6 +3,7 @@ package wire
 import (
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/checkpoint"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/search"
 )
@@ -57,10 +58,10 @@ const (
 //	         order found gets them. KindKill stops the search.
 const (
 	KindFS        Kind = 8  // c→s: start a file operation as the stream: FSRequest
-	KindFSInfo    Kind = 9  // s→c: a read's stat, before its bytes: FSInfo
-	KindFSData    Kind = 10 // both: a read's or a search's bytes (s→c), a write's bytes (c→s)
+	KindFSInfo    Kind = 9  // s→c: a read's stat, before its bytes: FSInfo (a checkpoint open's: FSInfo{Entry})
+	KindFSData    Kind = 10 // both: a read's, a search's or a checkpoint answer's bytes (s→c), a write's or an import's bytes (c→s)
 	KindFSEntries Kind = 11 // s→c: directory entries, binary (AppendEntry)
-	KindFSCommit  Kind = 12 // c→s: a write's bytes are all sent: FSCommit
+	KindFSCommit  Kind = 12 // c→s: a write's (or an import's) bytes are all sent: FSCommit
 	KindFSEnd     Kind = 13 // s→c: the operation ended: FSEnd; its last frame
 )
 
@@ -167,6 +168,102 @@ const (
 	KindNetEnd  Kind = 21 // both: NetEnd: a request's answer; on a pipe, its end both ways
 )
 
+// Checkpoints (SPEC §18) of a box whose user-data lives in it (a Pod's
+// volume): the supervisor runs the checkpoint engine on its one store and
+// its one user-data root, both given on its command line (--checkpoints
+// STORE --user-data ROOT); a request names neither, and a supervisor
+// started without them answers every request NOCKPT. A request is a
+// stream answered with the file operations' frames:
+//
+//	save     Ckpt{save, Message, Auto, Force, MaxBytes} → FSEnd{Ckpt{Info,
+//	         Saved, Skipped}}: Save, then (MaxBytes > 0) Prune to MaxBytes.
+//	list     Ckpt{list} → Data… → FSEnd: checkpoint.Info, one JSON value a
+//	         line, oldest first.
+//	changes  Ckpt{changes, From, To} → Data… → FSEnd: checkpoint.Change, one
+//	         a line (To "": the live tree); over MaxCkptChanges: TOOMANY.
+//	open     Ckpt{open, ID, Path} → FSInfo{Entry} → Data… → FSEnd: the
+//	         regular file Path (relative to user-data) as checkpoint ID
+//	         holds it, exactly Entry.Size bytes within the credit; checked
+//	         against its hash as it is read (a mismatch: CORRUPT).
+//	restore  Ckpt{restore, ID, UndoMessage} → Data… → FSEnd{Ckpt{Undo,
+//	         Skipped, Cut}}: Restore with SaveFirst, under the per-path
+//	         locks the supervisor's own writes take; Data lists the changes
+//	         made (the first MaxCkptChanges; Cut says how many more).
+//	export   Ckpt{export, ID} → Data… → FSEnd: checkpoint.Store.ExportTar.
+//	import   Ckpt{import, Message} → Credit ; Data… → Commit → FSEnd{Ckpt{Info}}:
+//	         checkpoint.Store.ImportTar of the bytes, as a write takes
+//	         them (within the credit granted); the stream's bytes must
+//	         match Commit's size and sha256 before anything is restored.
+//
+// KindKill stops any of them (a restore stops between two files). Errors
+// are FSEnd.Err codes: NOCKPT, NOTFOUND (no such checkpoint or path),
+// CORRUPT (the store failed its checks), NOTEMPTY (import), BADARCHIVE,
+// TOOMANY, CANCELLED, or EIO with Msg.
+const (
+	KindCkpt Kind = 22 // c→s: a checkpoint request as the stream: CkptRequest
+)
+
+// Checkpoint request operations (CkptRequest.Op).
+const (
+	CkptSave    = "save"
+	CkptList    = "list"
+	CkptChanges = "changes"
+	CkptOpen    = "open"
+	CkptRestore = "restore"
+	CkptExport  = "export"
+	CkptImport  = "import"
+)
+
+// CkptRequest is one checkpoint request.
+type CkptRequest struct {
+	Op          string `json:"op"`
+	ID          string `json:"id,omitempty"`   // open, restore, export
+	From        string `json:"from,omitempty"` // changes
+	To          string `json:"to,omitempty"`   // changes: "" is the live tree
+	Path        string `json:"path,omitempty"` // open: relative to user-data
+	Message     string `json:"message,omitempty"`
+	Auto        bool   `json:"auto,omitempty"`
+	Force       bool   `json:"force,omitempty"`
+	MaxBytes    int64  `json:"max_bytes,omitempty"`    // save: then prune to this; 0: no bound
+	UndoMessage string `json:"undo_message,omitempty"` // restore
+}
+
+// CkptEnd is a checkpoint request's answer, in FSEnd.Ckpt.
+type CkptEnd struct {
+	Info    *checkpoint.Info  `json:"info,omitempty"`  // save (the new or latest), import
+	Saved   bool              `json:"saved,omitempty"` // save
+	Skipped []checkpoint.Skip `json:"skipped,omitempty"`
+	Undo    *checkpoint.Info  `json:"undo,omitempty"` // restore
+	Cut     int               `json:"cut,omitempty"`  // restore: changes made beyond those listed
+}
+
+// Codes of FSEnd.Err for checkpoint requests (beside CodeTooMany,
+// CodeCancelled, EIO).
+const (
+	CodeNoCkpt     = "NOCKPT"     // the supervisor keeps no checkpoints
+	CodeNotFound   = "NOTFOUND"   // no such checkpoint, or no such path in it
+	CodeCorrupt    = "CORRUPT"    // the store failed its checks
+	CodeNotEmpty   = "NOTEMPTY"   // import: user-data holds files
+	CodeNotFile    = "NOTFILE"    // open: not a regular file
+	CodeBadArchive = "BADARCHIVE" // import: not a stream ImportTar takes
+)
+
+// The bounds of a checkpoint answer: what the server holds of one.
+const (
+	// MaxCkptChanges bounds the changes a changes or restore request lists.
+	MaxCkptChanges = 1 << 18
+	// MaxCkptList bounds the checkpoints a list answers.
+	MaxCkptList = 1 << 16
+	// MaxCkptLine bounds one JSON value of a list, changes or restore
+	// answer (a path is at most a few KiB; a message is cut to
+	// MaxCkptMessage).
+	MaxCkptLine = 1 << 20
+	// MaxCkptMessage bounds a checkpoint's message, in bytes.
+	MaxCkptMessage = 4 << 10
+	// MaxCkptSkipped bounds an answer's Skipped list.
+	MaxCkptSkipped = 1 << 12
+)
+
 // DaemonStream is set in the id of every stream the supervisor opens
 // (accepted connections), and in no stream id the server opens.
 const DaemonStream uint32 = 1 << 31
@@ -263,6 +360,9 @@ type FSInfo struct {
 	Mode    uint32 `json:"mode"` // raw st_mode
 	Size    int64  `json:"size"`
 	MtimeNS int64  `json:"mtime_ns"`
+	// Entry: a checkpoint open's file, as the checkpoint holds it (Size
+	// is its Size).
+	Entry *checkpoint.Entry `json:"entry,omitempty"`
 }
 
 // FSCommit ends a write's bytes: how many were sent and their sha256.
@@ -281,6 +381,8 @@ type FSEnd struct {
 	Total int     `json:"total,omitempty"` // glob's count of matching paths
 	// digest's answer
 	Digest *FSDigest `json:"digest,omitempty"`
+	// a checkpoint request's answer
+	Ckpt *CkptEnd `json:"ckpt,omitempty"`
 }
 
 // FSDigest is a file's digest. SHA256 "" says the file was over the

@@ -4,7 +4,7 @@ import "runtime/debug"
 
 // Protocol is the version of this protocol; a supervisor that speaks
 // another is refused.
-const Protocol = 9
+const Protocol = 10
 
 // version is the release's version, set at build time in both binaries
 // (scripts/release.sh: -ldflags "-X .../supervisor/wire.version=V").
