@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -86,9 +88,12 @@ func (s *Store) refreshPacks() error {
 			continue
 		}
 		p, err := loadPack(s.packDir(), name)
-		if err != nil {
-			s.bad[name] = true // its objects are missing: ErrCorrupt where needed
+		if errors.Is(err, ErrCorrupt) {
+			s.bad[name] = true // its objects are missing: ErrCorrupt where needed; Prune removes it
 			continue
+		}
+		if err != nil { // not the pack's fault (EIO, EMFILE): never taken for damage
+			return errorf("store: %v", bare(err))
 		}
 		s.addPackLocked(p)
 	}
@@ -217,9 +222,15 @@ func readPackIndex(f readerAt, name string, size int64) (*packFile, error) {
 	if size < int64(len(packMagic)+packTrailer) {
 		return nil, bad("too short")
 	}
+	readErr := func(err error) error {
+		if errors.Is(err, io.EOF) {
+			return bad("cut short")
+		}
+		return err
+	}
 	var tr [packTrailer]byte
 	if _, err := f.ReadAt(tr[:], size-packTrailer); err != nil {
-		return nil, bad("unreadable")
+		return nil, readErr(err)
 	}
 	if string(tr[packTrailer-len(packMagic):]) != packMagic {
 		return nil, bad("no trailer")
@@ -237,13 +248,16 @@ func readPackIndex(f readerAt, name string, size int64) (*packFile, error) {
 	}
 	idx := make([]byte, size-packTrailer-ioff)
 	if _, err := f.ReadAt(idx, ioff); err != nil {
-		return nil, bad("unreadable")
+		return nil, readErr(err)
 	}
 	if sha256.Sum256(idx) != sum {
 		return nil, bad("index checksum")
 	}
 	var head [len(packMagic)]byte
-	if _, err := f.ReadAt(head[:], 0); err != nil || string(head[:]) != packMagic {
+	if _, err := f.ReadAt(head[:], 0); err != nil {
+		return nil, readErr(err)
+	}
+	if string(head[:]) != packMagic {
 		return nil, bad("magic")
 	}
 	p := &packFile{name: name, size: size, index: make([]packEntry, count)}
