@@ -194,7 +194,9 @@ func TestCheckpointsInPod(t *testing.T) {
 	if _, err := sb.RestoreCheckpoint(ctx, "1", ""); err != nil { // back to the files of 1
 		t.Fatal(err)
 	}
-	tamper := `n=0; for f in $(find /.sandbox-mcp-checkpoints/objects -type f -size -11c); do if [ "$(tr -d '\000' < $f)" = "package x" ] && [ $(wc -c < $f) = 10 ]; then chmod u+w $f; printf 'package y\n' > $f; n=$((n+1)); fi; done 2>/dev/null; echo $n`
+	// The object is a file of its own (objects/) or inside a pack
+	// (packs/, the engine's layout since packs), the same length either way.
+	tamper := `n=0; for f in $(find /.sandbox-mcp-checkpoints/objects -type f -size -11c); do if [ "$(tr -d '\000' < $f)" = "package x" ] && [ $(wc -c < $f) = 10 ]; then chmod u+w $f; printf 'package y\n' > $f; n=$((n+1)); fi; done 2>/dev/null; for f in $(find /.sandbox-mcp-checkpoints/packs -type f 2>/dev/null); do if grep -q 'package x' $f; then sed -i 's/package x/package y/' $f; n=$((n+1)); fi; done; echo $n`
 	if out, res := execOut(t, sb, tamper); strings.TrimSpace(out) != "1" {
 		t.Fatalf("tampering: %q %+v", out, res)
 	}
