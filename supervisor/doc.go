@@ -18,5 +18,7 @@
 // directory and exported variables the last Shell command
 // (ExecRequest.Shell) left when it exited in the foreground, which the
 // next Shell command and every Shell job start from
-// (supervisor/daemon/shellstate.go says how it is taken).
+// (supervisor/daemon/shellstate.go says how it is taken). The next Shell
+// command's bash is started ahead from it, as the last one's answer
+// leaves, and waits for the command's text (supervisor/daemon/spare.go).
 package supervisor
