@@ -275,9 +275,8 @@ func run(ctx context.Context) error {
 	var loads, peerLoads []loadResult
 	if want("density") {
 		progress("density: %d idle threads on the local provider", *density)
-		// One token (none) holds every thread: its share is raised to them.
-		cfg := filepath.Join(tmp, "density.yaml")
-		if err := os.WriteFile(cfg, fmt.Appendf(nil, "limits:\n  threads_per_token: %d\nhttp:\n  max_sessions: %d\n", *density, *density), 0o644); err != nil {
+		cfg, err := oneTokenConfig(tmp, "density", *density)
+		if err != nil {
 			return err
 		}
 		before, after, took, err := measureDensity(ctx, func() (*httpProc, error) {
@@ -301,8 +300,12 @@ func run(ctx context.Context) error {
 		}
 		for i, n := range counts {
 			progress("HTTP, %d sessions × %d calls", n, *calls)
+			cfg, err := oneTokenConfig(tmp, fmt.Sprintf("http%d", i), n)
+			if err != nil {
+				return err
+			}
 			o, err := measureLoad(ctx, func() (*httpProc, error) {
-				return startHTTP(*serverBin, append([]string{"--http", "127.0.0.1:0"}, serverArgs(fmt.Sprintf("http%d", i))...)...)
+				return startHTTP(*serverBin, append([]string{"--http", "127.0.0.1:0", "--config", cfg}, serverArgs(fmt.Sprintf("http%d", i))...)...)
 			}, "read_file", n, *calls)
 			if err != nil {
 				return err
@@ -328,8 +331,12 @@ func run(ctx context.Context) error {
 				row{figure: fig + ": client CPU per call (the harness, same machine)", ours: float64(o.clientCPU / time.Duration(len(o.lat))),
 					peer: float64(p.clientCPU / time.Duration(len(p.lat))), unit: "time"},
 			)
+			rawCfg, err := oneTokenConfig(tmp, "http-raw", o.sessions)
+			if err != nil {
+				return err
+			}
 			ro, err := measureRawLoad(ctx, func() (*httpProc, error) {
-				return startHTTP(*serverBin, append([]string{"--http", "127.0.0.1:0"}, serverArgs("http-raw")...)...)
+				return startHTTP(*serverBin, append([]string{"--http", "127.0.0.1:0", "--config", rawCfg}, serverArgs("http-raw")...)...)
 			}, "read_file", o.sessions, o.calls)
 			if err != nil {
 				return err
@@ -473,4 +480,14 @@ func goSrc() string {
 		return ""
 	}
 	return src
+}
+
+// oneTokenConfig writes a config under which one token (none: the harness
+// has no auth) may hold n threads and sessions: the bounds of SPEC §16
+// give a token a share of the server, and the harness is every client at
+// once.
+func oneTokenConfig(dir, name string, n int) (string, error) {
+	cfg := filepath.Join(dir, name+".yaml")
+	err := os.WriteFile(cfg, fmt.Appendf(nil, "limits:\n  threads_per_token: %d\nhttp:\n  max_sessions: %d\n", n, n), 0o644)
+	return cfg, err
 }

@@ -4,6 +4,7 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
@@ -185,23 +186,29 @@ func (a *applier) file(pfd int, rel string, e, le *entry) error {
 	var st unix.Stat_t
 	err := fstatat(pfd, e.name, &st)
 	if err == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFREG && le != nil && le.kind == kindFile &&
-		!a.racy[rel] && le.hash == e.hash && le.size == st.Size && le.mtime == st.Mtim.Nano() &&
+		le.hash == e.hash && le.size == st.Size && le.mtime == st.Mtim.Nano() &&
 		le.ctime == st.Ctim.Nano() && le.ino == uint64(st.Ino) {
 		// The same content as scanned: only metadata may differ. Fixed in
 		// place unless another name shares the inode (a hard link, maybe
-		// from outside the root): then rewritten like a changed file.
+		// from outside the root): then rewritten like a changed file. A
+		// racy file (its stat cannot vouch for a write in the same clock
+		// tick as the scan's read) is read again and compared first:
+		// cheaper than a rewrite, which a restore just after the agent's
+		// writes (or another restore) would otherwise pay for each.
 		if st.Nlink == 1 {
-			return a.fixFile(pfd, rel, e, &st)
+			return a.fixFile(pfd, rel, e, &st, a.racy[rel])
 		}
 	}
 	return a.writeFile(pfd, rel, e)
 }
 
-func (a *applier) fixFile(pfd int, rel string, e *entry, st *unix.Stat_t) error {
+// fixFile sets the metadata of a file whose content is e's; with verify,
+// it reads the file first and rewrites it when the content differs.
+func (a *applier) fixFile(pfd int, rel string, e *entry, st *unix.Stat_t, verify bool) error {
 	chmod := uint32(st.Mode)&0o7777 != e.mode&modeMask(kindFile)
 	chown := a.root && (st.Uid != e.uid || st.Gid != e.gid)
 	touch := st.Mtim.Nano() != e.mtime
-	if !chmod && !chown && !touch {
+	if !chmod && !chown && !touch && !verify {
 		return nil
 	}
 	unlock, err := a.lock(rel)
@@ -215,7 +222,8 @@ func (a *applier) fixFile(pfd int, rel string, e *entry, st *unix.Stat_t) error 
 		return a.writeFileLocked(pfd, rel, e)
 	}
 	var now unix.Stat_t
-	if unix.Fstat(fd, &now) != nil || now.Ino != st.Ino || now.Nlink != 1 || uint32(now.Mode)&unix.S_IFMT != unix.S_IFREG {
+	if unix.Fstat(fd, &now) != nil || now.Ino != st.Ino || now.Nlink != 1 || uint32(now.Mode)&unix.S_IFMT != unix.S_IFREG ||
+		verify && !hasContent(fd, e) {
 		unix.Close(fd)
 		return a.writeFileLocked(pfd, rel, e)
 	}
@@ -233,6 +241,31 @@ func (a *applier) fixFile(pfd int, rel string, e *entry, st *unix.Stat_t) error 
 		return a.setTimes(pfd, e.name, rel, e.mtime)
 	}
 	return nil
+}
+
+// hasContent reports whether the file fd holds e's content: its size, and
+// bytes that hash to e's hash.
+func hasContent(fd int, e *entry) bool {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	h := sha256.New()
+	var total int64
+	for {
+		n, err := readFull(fd, *bp)
+		if err != nil {
+			return false
+		}
+		h.Write((*bp)[:n])
+		total += int64(n)
+		if total > e.size {
+			return false
+		}
+		if n < len(*bp) {
+			break
+		}
+	}
+	var sum hash
+	return total == e.size && [sha256.Size]byte(h.Sum(sum[:0])) == e.hash
 }
 
 func (a *applier) writeFile(pfd int, rel string, e *entry) error {

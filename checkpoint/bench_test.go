@@ -30,6 +30,53 @@ func benchStore(b *testing.B, opts Options) (s *Store, root string, files []stri
 	return s, root, files
 }
 
+// meter measures what the timed part of a benchmark costs besides wall
+// time, which a busy machine stretches: the process's CPU time (user and
+// system, every goroutine's), and the files it made in the store.
+type meter struct {
+	dir   string
+	cpu   time.Duration
+	files int
+	t0    time.Duration
+	f0    int
+}
+
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// storeFiles counts the files of the store at dir: checkpoints, objects,
+// packs (what a save must create, fsync and rename).
+func storeFiles(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+// start and stop read the CPU time nearest the timed part (the count of
+// files takes time of its own).
+func (m *meter) start() {
+	m.f0 = storeFiles(m.dir)
+	m.t0 = cpuTime()
+}
+
+func (m *meter) stop() {
+	m.cpu += cpuTime() - m.t0
+	m.files += storeFiles(m.dir) - m.f0
+}
+
+func (m *meter) report(b *testing.B) {
+	b.ReportMetric(float64(m.cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(m.files)/float64(b.N), "newfiles/op")
+}
+
 // change rewrites n of the files (same size class, new content).
 func change(b testing.TB, files []string, n, round int) {
 	b.Helper()
@@ -45,11 +92,15 @@ func BenchmarkSave(b *testing.B) {
 		name := map[bool]string{true: "fsync", false: "nosync"}[sync]
 		b.Run("unchanged/"+name, func(b *testing.B) {
 			s, root, _ := benchStore(b, Options{NoSync: !sync})
+			m := &meter{dir: s.dir}
+			m.start()
 			for b.Loop() {
 				if r := save(b, s, root, "x"); r.Saved {
 					b.Fatal("saved with nothing changed")
 				}
 			}
+			m.stop()
+			m.report(b)
 			b.ReportMetric(float64(s.reads), "reads/op")
 		})
 		// As an agent works: ten files changed, then the save; the next
@@ -57,16 +108,21 @@ func BenchmarkSave(b *testing.B) {
 		// files are read.
 		b.Run("10changed/"+name, func(b *testing.B) {
 			s, root, files := benchStore(b, Options{NoSync: !sync})
+			m := &meter{dir: s.dir}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				time.Sleep(time.Duration(racyWindow) + 50*time.Millisecond)
 				change(b, files, 10, i)
+				m.start()
 				b.StartTimer()
 				if r := save(b, s, root, "x"); !r.Saved || r.Info.Modified != 10 {
 					b.Fatalf("save: %+v", r.Info)
 				}
+				b.StopTimer()
+				m.stop()
 			}
+			m.report(b)
 			b.ReportMetric(float64(s.reads), "reads/op")
 		})
 	}
@@ -116,27 +172,36 @@ func BenchmarkSave(b *testing.B) {
 func BenchmarkRestore(b *testing.B) {
 	b.Run("10changed", func(b *testing.B) {
 		s, root, files := benchStore(b, Options{})
+		m := &meter{dir: s.dir}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			change(b, files, 10, i)
+			m.start()
 			b.StartTimer()
 			res := restore(b, s, root, "1")
 			if len(res.Changes) != 10 {
 				b.Fatalf("restore changed %d paths, want 10", len(res.Changes))
 			}
+			b.StopTimer()
+			m.stop()
 		}
+		m.report(b)
 	})
 	b.Run("all", func(b *testing.B) {
 		s, root, _ := benchStore(b, Options{})
+		m := &meter{dir: s.dir}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			must(b, os.RemoveAll(filepath.Join(root, "workspace")))
+			m.start()
 			b.StartTimer()
 			restore(b, s, root, "1")
+			b.StopTimer()
+			m.stop()
 		}
-		b.StopTimer()
+		m.report(b)
 		if _, err := os.Stat(filepath.Join(root, "workspace/src/pkg00/file00000.go")); err != nil {
 			b.Fatal(err)
 		}

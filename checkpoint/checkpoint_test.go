@@ -375,9 +375,7 @@ func TestCorruptObjectFailsCleanly(t *testing.T) {
 	must(t, err)
 	var h hash
 	copy(h[:], mustHex(t, e.Hash))
-	obj := s.objPath(h)
-	must(t, os.Chmod(obj, 0o600))
-	must(t, os.WriteFile(obj, []byte("tampered b"), 0o600))
+	overwrite(t, s, h, []byte("tampered b"))
 
 	_, err = s.Restore(t.Context(), root, "1", RestoreOptions{})
 	if !errors.Is(err, ErrCorrupt) {
@@ -389,9 +387,9 @@ func TestCorruptObjectFailsCleanly(t *testing.T) {
 	sameSnap(t, "after a failed restore", before, snapshot(t, root))
 
 	// A missing tree too.
-	must(t, os.WriteFile(obj, []byte("original b"), 0o600))
+	overwrite(t, s, h, []byte("original b"))
 	r, _ := s.record("1")
-	must(t, os.Remove(s.objPath(r.root)))
+	removeObject(t, s, r.root)
 	s2 := openStore(t, s.dir, Options{NoSync: true}) // knows nothing in memory
 	if _, err := s2.Restore(t.Context(), root, "1", RestoreOptions{}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Restore with a missing tree: %v, want ErrCorrupt", err)

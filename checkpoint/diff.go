@@ -147,7 +147,9 @@ func (s *Store) rootOf(id string) (*tree, error) {
 }
 
 // scanLive walks the tree at root, hashing without storing, with the
-// stat cache; it also returns the walk's racy paths.
+// stat cache; it also returns the walk's racy paths. The walk becomes the
+// stat cache: the next save reads again only what changed since it (and
+// what it could not vouch for), not what changed since the latest save.
 func (s *Store) scanLive(ctx context.Context, root string) (*tree, map[string]bool, error) {
 	cache := s.cache
 	if cache == nil {
@@ -162,6 +164,8 @@ func (s *Store) scanLive(ctx context.Context, root string) (*tree, map[string]bo
 		return nil, nil, err
 	}
 	s.addTrees(scan.trees)
+	s.cache = &statCache{root: scan.root, racy: scan.racy}
+	s.reads = scan.reads
 	return scan.root, scan.racy, nil
 }
 

@@ -141,8 +141,9 @@ func sameSnap(t testing.TB, what string, want, got map[string]snapEntry) {
 	}
 }
 
-// checkObjects checks that every object of the store hashes to its name,
-// and returns how many there are.
+// checkObjects checks that every object of the store, loose or packed,
+// hashes to its name, and that every pack's index is whole; it returns how
+// many objects there are.
 func checkObjects(t testing.TB, dir string) int {
 	t.Helper()
 	n := 0
@@ -162,7 +163,56 @@ func checkObjects(t testing.TB, dir string) int {
 			n++
 		}
 	}
+	packs := filepath.Join(dir, "packs")
+	ents, err := os.ReadDir(packs)
+	must(t, err)
+	for _, e := range ents {
+		p, err := loadPack(packs, e.Name())
+		if err != nil {
+			t.Errorf("pack %s: %v", e.Name(), err)
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(packs, e.Name()))
+		must(t, err)
+		for _, o := range p.index {
+			if sha256.Sum256(b[o.off:o.off+o.n]) != o.h {
+				t.Errorf("pack %s: object %x does not match its hash", e.Name(), o.h[:6])
+			}
+			n++
+		}
+	}
 	return n
+}
+
+// objectAt is where object h's bytes lie, loose or packed, as the store
+// sees it now.
+func objectAt(t testing.TB, s *Store, h hash) (path string, off int64, packed bool) {
+	t.Helper()
+	must(t, s.refreshPacks())
+	if l, ok := s.locate(h); ok {
+		return filepath.Join(s.packDir(), l.p.name), l.off, true
+	}
+	return s.objPath(h), 0, false
+}
+
+// overwrite replaces object h's bytes in place with data, of the same
+// length: a damaged store.
+func overwrite(t testing.TB, s *Store, h hash, data []byte) {
+	t.Helper()
+	p, off, _ := objectAt(t, s, h)
+	must(t, os.Chmod(p, 0o600))
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteAt(data, off)
+	must(t, err)
+	must(t, f.Close())
+}
+
+// removeObject makes object h missing: its file, or the pack holding it.
+func removeObject(t testing.TB, s *Store, h hash) {
+	t.Helper()
+	p, _, _ := objectAt(t, s, h)
+	must(t, os.Remove(p))
 }
 
 func openStore(t testing.TB, dir string, opts Options) *Store {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -21,18 +22,23 @@ func (s *Store) objPath(h hash) string {
 
 func shortHash(h hash) string { return hex.EncodeToString(h[:6]) }
 
-// objWriter adds objects to the store during one save: each is written to
-// a temporary file, fsynced (in the background, many at once, so that the
-// file system commits them together) and renamed to its hash's name. Its
-// name is the hash of what was written, so an object file is complete or
-// absent, whatever stops the process. wait returns once every object is
-// durable under its name.
+// objWriter adds objects to the store during one save. Small objects
+// (file contents up to smallFile, trees) go to one pack (see pack.go),
+// appended by a background goroutine so that reading and hashing go on
+// while it writes; larger ones, copied to a temporary file while hashed,
+// become loose objects: fsynced in the background, many at once, and
+// renamed to their hash's name. Either way an object's name is the hash of
+// what was written, and a pack or an object file is complete or absent,
+// whatever stops the process. waitFiles returns once every object is
+// durable under its name (but for the fsync of the directories, which
+// syncDirs does).
 type objWriter struct {
 	s       *Store
 	sync    bool
 	mu      sync.Mutex
 	claimed map[hash]bool // objects this save has written or found present
 	dirs    map[string]bool
+	pack    *packWriter // the pack being written, nil until the first small object
 	err     error
 	wg      sync.WaitGroup
 	sem     chan struct{} // bounds background fsyncs
@@ -54,8 +60,7 @@ func (w *objWriter) claim(h hash) bool {
 	}
 	w.claimed[h] = true
 	w.mu.Unlock()
-	_, err := os.Lstat(w.s.objPath(h))
-	return err != nil
+	return !w.s.hasObject(h)
 }
 
 // present reports whether object h is in the store or being written.
@@ -63,11 +68,7 @@ func (w *objWriter) present(h hash) bool {
 	w.mu.Lock()
 	ok := w.claimed[h]
 	w.mu.Unlock()
-	if ok {
-		return true
-	}
-	_, err := os.Lstat(w.s.objPath(h))
-	return err == nil
+	return ok || w.s.hasObject(h)
 }
 
 func (w *objWriter) fail(err error) {
@@ -87,18 +88,22 @@ func (w *objWriter) temp() (*os.File, error) {
 	return f, nil
 }
 
-// putBytes writes object h, whose content is data.
+// putBytes writes object h, whose content is data, to the save's pack.
+// data is copied: the caller may reuse it at once.
 func (w *objWriter) putBytes(h hash, data []byte) error {
-	f, err := w.temp()
-	if err != nil {
-		return err
+	w.mu.Lock()
+	p := w.pack
+	if p == nil {
+		var err error
+		if p, err = w.newPack(); err != nil {
+			w.mu.Unlock()
+			return err
+		}
+		w.pack = p
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return errorf("store: %v", bare(err))
-	}
-	w.finish(f, h, int64(len(data)))
+	w.mu.Unlock()
+	w.added.Add(int64(len(data)))
+	p.ch <- packObj{h: h, data: slices.Clone(data)}
 	return nil
 }
 
@@ -158,8 +163,27 @@ func (w *objWriter) wait() error {
 	return w.syncDirs()
 }
 
-// waitFiles waits for every object to be written, fsynced and renamed.
+// waitFiles waits for every object to be written, fsynced and renamed:
+// the loose ones, and the pack, which it seals. Objects put afterwards go
+// to another pack.
 func (w *objWriter) waitFiles() error {
+	w.mu.Lock()
+	p := w.pack
+	w.pack = nil
+	w.mu.Unlock()
+	if p != nil {
+		pf, err := w.seal(p)
+		if err != nil {
+			w.fail(err)
+		} else if pf != nil {
+			w.s.addPack(pf)
+			if w.sync {
+				w.mu.Lock()
+				w.dirs[w.s.packDir()] = true
+				w.mu.Unlock()
+			}
+		}
+	}
 	w.wg.Wait()
 	return w.err
 }
@@ -196,10 +220,23 @@ func syncDir(dir string) error {
 
 // readObject reads object h whole and checks its hash.
 func (s *Store) readObject(h hash) ([]byte, error) {
-	b, err := os.ReadFile(s.objPath(h))
+	var b []byte
+	var err error
+	if l, ok := s.locate(h); ok {
+		var f *os.File
+		if f, err = s.packFD(l.p); err == nil {
+			b = make([]byte, l.n)
+			_, err = f.ReadAt(b, l.off)
+		}
+	} else {
+		b, err = os.ReadFile(s.objPath(h))
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errorf("%w: object %s is missing", ErrCorrupt, shortHash(h))
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, errorf("%w: object %s is cut short", ErrCorrupt, shortHash(h))
 		}
 		return nil, errorf("store: %v", bare(err))
 	}
@@ -210,28 +247,38 @@ func (s *Store) readObject(h hash) ([]byte, error) {
 }
 
 // openObject opens object h for reading; the reader fails instead of
-// ending when what it read does not hash to h or is not size bytes.
+// ending when what it read does not hash to h or is not size bytes. It has
+// its own descriptor: it stays readable whatever happens to the store.
 func (s *Store) openObject(h hash, size int64) (*objReader, error) {
-	f, err := os.Open(s.objPath(h))
+	path, off, n := s.objPath(h), int64(0), int64(-1)
+	if l, ok := s.locate(h); ok {
+		path, off, n = filepath.Join(s.packDir(), l.p.name), l.off, l.n
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errorf("%w: object %s is missing", ErrCorrupt, shortHash(h))
 		}
 		return nil, errorf("store: %v", bare(err))
 	}
-	return &objReader{f: f, want: h, left: size, h: sha256.New()}, nil
+	r := &objReader{f: f, r: f, want: h, left: size, h: sha256.New()}
+	if n >= 0 {
+		r.r = io.NewSectionReader(f, off, n)
+	}
+	return r, nil
 }
 
 // objReader reads an object and checks it as it goes.
 type objReader struct {
 	f    *os.File
+	r    io.Reader // f, or the object's section of a pack
 	want hash
 	left int64
 	h    gohash.Hash
 }
 
 func (r *objReader) Read(p []byte) (int, error) {
-	n, err := r.f.Read(p)
+	n, err := r.r.Read(p)
 	r.h.Write(p[:n])
 	r.left -= int64(n)
 	if r.left < 0 {

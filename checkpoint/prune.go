@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +13,9 @@ import (
 // checkpoint files) is at most maxBytes, always keeping the newest, and
 // removes every object no remaining checkpoint holds (also those a killed
 // save left behind). While the size last recorded is within maxBytes it
-// only clears temporary files: cheap enough to call after every save.
+// only clears temporary files, and merges the small packs of many saves
+// once there are more than maxSmallPacks: cheap enough to call after every
+// save.
 func (s *Store) Prune(ctx context.Context, maxBytes int64) (PruneResult, error) {
 	unlock, err := s.lock(ctx)
 	if err != nil {
@@ -22,6 +25,9 @@ func (s *Store) Prune(ctx context.Context, maxBytes int64) (PruneResult, error) 
 	defer s.retain()
 	if u := s.usage(); u >= 0 && u <= maxBytes {
 		s.cleanTmp()
+		if err := s.consolidate(); err != nil {
+			return PruneResult{}, err
+		}
 		return PruneResult{Bytes: u}, nil
 	}
 	return s.prune(ctx, maxBytes)
@@ -98,10 +104,135 @@ func (s *Store) prune(ctx context.Context, maxBytes int64) (PruneResult, error) 
 			}
 		}
 	}
+	freed, err := s.repack(marked)
+	res.Freed += freed
+	if err != nil {
+		return res, err
+	}
 	s.cleanTmp()
 	s.writeUsage(total)
 	res.Bytes = total
 	return res, nil
+}
+
+// repack drops the packed objects not in keep: a pack all of whose
+// objects are kept stays as it is; the kept objects of the others are
+// copied to one new pack (see rewrite); a pack whose index is damaged
+// goes too. It returns the bytes freed.
+func (s *Store) repack(keep map[hash]int64) (int64, error) {
+	s.packMu.RLock()
+	var drop []*packFile
+	copyFrom := map[hash]bool{}
+	kept := map[hash]bool{}
+	for _, p := range s.packs {
+		all := true
+		for _, e := range p.index {
+			if _, ok := keep[e.h]; !ok {
+				all = false
+				break
+			}
+		}
+		if all {
+			for _, e := range p.index {
+				kept[e.h] = true
+			}
+			continue
+		}
+		drop = append(drop, p)
+		for _, e := range p.index {
+			if _, ok := keep[e.h]; ok {
+				copyFrom[e.h] = true
+			}
+		}
+	}
+	for h := range kept {
+		delete(copyFrom, h)
+	}
+	bad := make([]string, 0, len(s.bad))
+	for name := range s.bad {
+		bad = append(bad, name)
+	}
+	s.packMu.RUnlock()
+
+	freed, err := s.rewrite(drop, copyFrom)
+	if err != nil {
+		return freed, err
+	}
+	for _, name := range bad {
+		if fi, err := os.Lstat(filepath.Join(s.packDir(), name)); err == nil && os.Remove(filepath.Join(s.packDir(), name)) == nil {
+			freed += fi.Size()
+		}
+	}
+	return freed, nil
+}
+
+// Packs below smallPack are merged into one when there are more than
+// maxSmallPacks of them (Prune's cheap path), so that a store that is
+// never pruned for room still has few packs to read the indexes of.
+const (
+	smallPack     = 1 << 20
+	maxSmallPacks = 32
+)
+
+// consolidate merges the small packs into one when there are too many.
+func (s *Store) consolidate() error {
+	s.packMu.RLock()
+	var small []*packFile
+	for _, p := range s.packs {
+		if p.size < smallPack {
+			small = append(small, p)
+		}
+	}
+	s.packMu.RUnlock()
+	if len(small) <= maxSmallPacks {
+		return nil
+	}
+	all := map[hash]bool{}
+	for _, p := range small {
+		for _, e := range p.index {
+			all[e.h] = true
+		}
+	}
+	_, err := s.rewrite(small, all)
+	return err
+}
+
+// rewrite copies the objects copyFrom (each checked against its hash: a
+// damaged one is left out) to one new pack, made durable before the packs
+// drop are deleted. It returns the bytes freed.
+func (s *Store) rewrite(drop []*packFile, copyFrom map[hash]bool) (int64, error) {
+	var freed int64
+	if len(copyFrom) > 0 {
+		w := s.newWriter()
+		for h := range copyFrom {
+			b, err := s.readObject(h)
+			if err != nil {
+				if errors.Is(err, ErrCorrupt) {
+					continue // damaged: not carried over
+				}
+				w.waitFiles()
+				return 0, err
+			}
+			if err := w.putBytes(h, b); err != nil {
+				w.waitFiles()
+				return 0, err
+			}
+		}
+		if err := w.wait(); err != nil {
+			return 0, err
+		}
+		freed -= w.added.Load()
+	}
+	s.at("prune-repacked", "")
+	defer s.dropPacks(drop)
+	for _, p := range drop {
+		s.at("prune-drop", p.name)
+		if err := os.Remove(filepath.Join(s.packDir(), p.name)); err != nil && !os.IsNotExist(err) {
+			return freed, errorf("prune: %v", bare(err))
+		}
+		freed += p.size
+	}
+	return freed, nil
 }
 
 // mark adds to out every object reachable from tree h that neither seen
@@ -158,7 +289,7 @@ func (s *Store) Usage(ctx context.Context) (int64, error) {
 		return u, nil
 	}
 	var n int64
-	for _, sub := range []string{"objects", "checkpoints"} {
+	for _, sub := range []string{"objects", "packs", "checkpoints"} {
 		filepath.WalkDir(filepath.Join(s.dir, sub), func(_ string, d os.DirEntry, err error) error {
 			if err == nil && d.Type().IsRegular() {
 				if info, err := d.Info(); err == nil {

@@ -177,8 +177,8 @@ func (s *Store) verify(ctx context.Context, need map[hash]int64) (map[hash][]byt
 }
 
 // Export writes checkpoint id's tree into dir, which must not exist or be
-// an empty directory (a new thread's user-data). On failure, what Export
-// created is removed.
+// an empty directory (a new thread's user-data); missing parents are made
+// (mode 0700). On failure, what Export created is removed.
 func (s *Store) Export(ctx context.Context, id, dir string) error {
 	unlock, err := s.lock(ctx)
 	if err != nil {
@@ -205,10 +205,14 @@ func (s *Store) Export(ctx context.Context, id, dir string) error {
 	if err != nil {
 		return err
 	}
-	created := false
+	created := "" // the topmost directory Export made, removed on failure
 	switch err := os.Mkdir(dir, 0o700); {
 	case err == nil:
-		created = true
+		created = filepath.Clean(dir)
+	case errors.Is(err, fs.ErrNotExist):
+		if created, err = mkdirAll(dir); err != nil {
+			return errorf("export: %v", bare(err))
+		}
 	case errors.Is(err, fs.ErrExist):
 		d, err := os.Open(dir)
 		if err != nil {
@@ -224,12 +228,44 @@ func (s *Store) Export(ctx context.Context, id, dir string) error {
 	}
 	a := &applier{s: s, ctx: ctx, blobs: blobs}
 	if err := a.run(dir, target, nil); err != nil {
-		if created {
+		if created != "" {
 			os.RemoveAll(dir)
+			removeUp(dir, created)
 		}
 		return err
 	}
 	return nil
+}
+
+// removeUp removes the empty parents of dir up to top, which mkdirAll made.
+func removeUp(dir, top string) {
+	top = filepath.Clean(top)
+	for p := filepath.Clean(dir); p != top && p != filepath.Dir(p); {
+		p = filepath.Dir(p)
+		if os.Remove(p) != nil {
+			return
+		}
+	}
+}
+
+// mkdirAll makes dir and its missing parents (mode 0700), and returns the
+// topmost it made. A parent that is a symlink is followed: dir is the
+// caller's path, not one from inside a tree.
+func mkdirAll(dir string) (string, error) {
+	dir = filepath.Clean(dir)
+	top := dir
+	for p := filepath.Dir(dir); p != top; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		top = p
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		os.Remove(dir)
+		removeUp(dir, top) // what was made before the failure, if any
+		return "", err
+	}
+	return top, nil
 }
 
 // Fork starts a new thread from checkpoint id: Export into root (the new
@@ -268,8 +304,10 @@ func (s *Store) reachable(ctx context.Context, id string) (map[hash]int64, error
 	return out, s.mark(r.root, out, out)
 }
 
-// adopt hard-links objects of src into s, best effort: a link that fails
-// (another file system) leaves the object for the next save to write.
+// adopt hard-links the loose objects of src (the large files) into s,
+// best effort: a link that fails (another file system) leaves the object
+// for the next save to write, as it writes the small, packed ones (into
+// one pack of s: the save reads every file anyway, having no stat cache).
 func (s *Store) adopt(ctx context.Context, src *Store, objs map[hash]int64) error {
 	unlock, err := s.lock(ctx)
 	if err != nil {
@@ -279,6 +317,9 @@ func (s *Store) adopt(ctx context.Context, src *Store, objs map[hash]int64) erro
 	var added int64
 	dirs := map[string]bool{}
 	for h, size := range objs {
+		if size < smallFile {
+			continue // packed, or a tree (a failed link costs nothing else)
+		}
 		dst := s.objPath(h)
 		if _, err := os.Lstat(dst); err == nil {
 			continue

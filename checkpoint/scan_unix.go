@@ -107,6 +107,7 @@ type dirNode struct {
 	idx     int
 	cached  *tree
 	entries []entry // a subdirectory gone before it was opened has kind 0
+	absent  bool    // hashing only: a file content not known to be in the store
 	pending atomic.Int32
 	files   atomic.Int64
 	size    atomic.Int64
@@ -288,6 +289,12 @@ func (sc *scanner) walk(fd int, rel string, depth int, parent *dirNode, idx int,
 			if e.kind == kindFile {
 				files++
 				size += e.size
+				// Hashing only, the walk learns whether each content is
+				// stored, so that its trees can serve the next save as
+				// stat cache (Store.scanLive).
+				if sc.w == nil && !n.absent && !(trusted && ce != nil && ce.kind == kindFile && ce.hash == e.hash) && !sc.s.hasObject(e.hash) {
+					n.absent = true
+				}
 			}
 		case unix.S_IFDIR:
 			if depth+1 > maxDepth {
@@ -374,6 +381,11 @@ func (sc *scanner) finish(n *dirNode) *tree {
 		if known := sc.s.trees[t.hash]; known != nil {
 			t = known
 		}
+		sc.s.treeMu.Unlock()
+	}
+	if sc.w == nil && !n.absent {
+		sc.s.treeMu.Lock()
+		t.present = true
 		sc.s.treeMu.Unlock()
 	}
 	if sc.w != nil {

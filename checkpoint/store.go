@@ -41,6 +41,8 @@ type Store struct {
 
 	treeMu sync.Mutex     // guards trees; scans load trees from several goroutines
 	trees  map[hash]*tree // decoded trees by hash, trimmed after each operation
+
+	packState
 }
 
 // at calls the test hook, if any, at a point where another process may
@@ -119,7 +121,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, sub := range []string{"objects", "checkpoints", "tmp"} {
+	for _, sub := range []string{"objects", "packs", "checkpoints", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, errorf("open store: %v", bare(err))
 		}
@@ -129,7 +131,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, errorf("open store: %v", bare(err))
 	}
 	s := &Store{dir: dir, opts: opts, exclude: ex, sem: make(chan struct{}, 1), lockf: f, racy: racyWindow,
-		records: map[int]*record{}, trees: map[hash]*tree{}}
+		records: map[int]*record{}, trees: map[hash]*tree{},
+		packState: packState{packs: map[string]*packFile{}, bad: map[string]bool{}, locs: map[hash]objLoc{}, fds: map[*packFile]*os.File{}}}
 	// Temporary files left by a process killed mid-save go now if nobody
 	// holds the store, or at the next Prune.
 	if filelock.TryLock(f) == nil {
@@ -151,6 +154,7 @@ func (s *Store) Close() error {
 	if s.lockf == nil {
 		return nil
 	}
+	s.closePacks()
 	err := s.lockf.Close()
 	s.lockf = nil
 	return err
@@ -188,6 +192,7 @@ func (s *Store) lock(ctx context.Context) (unlock func(), err error) {
 		}
 	}
 	unlock = func() {
+		s.closePacks()
 		filelock.Unlock(s.lockf)
 		<-s.sem
 	}
@@ -209,6 +214,9 @@ func (s *Store) refresh() error {
 	if string(gen) != s.gen {
 		s.gen = string(gen)
 		s.forgetStored()
+	}
+	if err := s.refreshPacks(); err != nil {
+		return err
 	}
 	ents, err := os.ReadDir(filepath.Join(s.dir, "checkpoints"))
 	if err != nil {
@@ -313,12 +321,14 @@ func (s *Store) writeRecord(r *record, w *objWriter) error {
 	}
 	dir := filepath.Join(s.dir, "checkpoints")
 	if err == nil {
+		s.at("record-written", "")
 		err = os.Rename(f.Name(), filepath.Join(dir, r.ID))
 	}
 	if err != nil {
 		os.Remove(f.Name())
 		return errorf("store: %v", bare(err))
 	}
+	s.at("record-renamed", "")
 	if !s.opts.NoSync {
 		if err := syncDir(dir); err != nil {
 			return errorf("store: %v", bare(err))

@@ -8,8 +8,12 @@
 // command or file operation, and AlreadyExists means another replica (or a
 // concurrent call) made it: that one is used. The thread's files live
 // outside the Pod — in a host directory (storage mode host_path) or a
-// PersistentVolumeClaim per thread (mode pvc) — mounted at /mnt/user-data,
-// so a Pod may come and go and the files stay.
+// PersistentVolumeClaim per thread (mode pvc) — whose workspace, uploads
+// and outputs are mounted (subPaths) at their virtual paths, so a Pod may
+// come and go and the files stay. The same volume holds the thread's
+// checkpoints (SPEC §18), mounted outside the agent's paths at
+// /.sandbox-mcp-checkpoints, which the Pod's supervisor saves and restores
+// (pods.go says why and how).
 //
 // bash goes through the Pod's supervisor: the Pod's first container, of
 // supervisor_image (the server's own image), copies the binary into an

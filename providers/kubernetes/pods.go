@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -38,15 +40,70 @@ const (
 	installerName = "install-supervisor"
 )
 
+// The thread's volume in the Pod (SPEC §14, §18). It holds the thread's
+// three directories and its checkpoint store, which must outlive the Pod
+// (an idle Pod is deleted, the volume stays) but lie outside what the
+// agent's tools see and outside the tree a checkpoint saves. So the volume
+// is not mounted whole: each directory is a subPath mounted at its virtual
+// path (/mnt/user-data itself is the image's, read-only with the root file
+// system), and the store a subPath mounted at ckptDir.
+//
+//	pvc        the claim's root: workspace, uploads, outputs (the layout of
+//	           claims made before, which keep working) and ckptSubPath
+//	host_path  <host_path>/threads/<thread>: user-data/{workspace,uploads,
+//	           outputs} (as before) and checkpoints (as the local and docker
+//	           providers keep it on the host)
+//
+// The kubelet makes a missing subPath directory as root, which the Pod's
+// user could then not restore the times and modes of: the installer
+// container, which runs as the Pod's user and starts first, mounts the
+// volume whole at installerVolume and makes them (--mkdir) before it
+// installs the supervisor, so they exist, the user's, when the sandbox
+// container's mounts are made.
+//
+// Commands run as the supervisor's user and can reach the store (/proc,
+// the mount): the checkpoint engine checks every object against its hash
+// and every name against its path rules, so a tampered store makes a
+// restore or a read fail, never write outside user-data.
+const (
+	ckptDir         = "/.sandbox-mcp-checkpoints"
+	ckptSubPath     = ".sandbox-mcp-checkpoints"
+	installerVolume = "/.sandbox-mcp-volume"
+)
+
+// volumeSubPaths are the subPaths of the thread's volume: user-data's
+// three directories (by virtual path) and the checkpoint store.
+func (p *Provider) volumeSubPaths() (dirs map[string]string, store string) {
+	prefix, store := "", ckptSubPath
+	if p.cfg.Storage.Mode == StorageHostPath {
+		prefix, store = "user-data/", "checkpoints"
+	}
+	dirs = map[string]string{}
+	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
+		dirs[d] = prefix + path.Base(d)
+	}
+	return dirs, store
+}
+
 // supervisorArgs is the sandbox container's command: the supervisor, which
-// first makes the thread's directories (in pvc mode the claim is mounted at
-// /mnt/user-data, writable for the Pod's user through fsGroup) and keeps
-// only the variables commands may see (the runtime adds
-// KUBERNETES_SERVICE_HOST and others).
+// keeps the thread's checkpoints in the store mounted at ckptDir and only
+// the variables commands may see (the runtime adds KUBERNETES_SERVICE_HOST
+// and others).
 func (p *Provider) supervisorArgs() []string {
 	return []string{supervisorBin, "supervise", "--listen", supervisorSock,
-		"--mkdir", sandbox.WorkspaceDir, "--mkdir", sandbox.UploadsDir, "--mkdir", sandbox.OutputsDir,
+		"--checkpoints", ckptDir, "--user-data", sandbox.UserDataDir,
 		"--keep-env", p.keep}
+}
+
+// installerArgs is the installer container's command: make the volume's
+// subPath directories (as the Pod's user), then install the supervisor.
+func (p *Provider) installerArgs() []string {
+	args := []string{installerBin, "supervise", "--install", supervisorBin}
+	dirs, store := p.volumeSubPaths()
+	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
+		args = append(args, "--mkdir", installerVolume+"/"+dirs[d])
+	}
+	return append(args, "--mkdir", installerVolume+"/"+store, "--hold")
 }
 
 // ensure makes sure the sandbox's Pod runs and marks it busy until done is
@@ -541,11 +598,17 @@ func (p *Provider) podFor(name, key, dataDir string) *corev1.Pod {
 	switch p.cfg.Storage.Mode {
 	case StorageHostPath:
 		dir := corev1.HostPathDirectory
-		volumes = append(volumes, corev1.Volume{Name: "user-data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dataDir, Type: &dir}}})
+		// The thread's directory (or a warm Pod's), user-data's parent:
+		// its subPaths are user-data's three and the checkpoint store.
+		volumes = append(volumes, corev1.Volume{Name: "user-data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Dir(dataDir), Type: &dir}}})
 	default:
 		volumes = append(volumes, corev1.Volume{Name: "user-data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(name)}}})
 	}
-	mounts = append(mounts, corev1.VolumeMount{Name: "user-data", MountPath: sandbox.UserDataDir})
+	dirs, store := p.volumeSubPaths()
+	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
+		mounts = append(mounts, corev1.VolumeMount{Name: "user-data", MountPath: d, SubPath: dirs[d]})
+	}
+	mounts = append(mounts, corev1.VolumeMount{Name: "user-data", MountPath: ckptDir, SubPath: store})
 	for i, m := range p.mounts() {
 		if sandbox.Within(m.Virtual, sandbox.UserDataDir) || m.Host == "" {
 			continue
@@ -618,11 +681,11 @@ func (p *Provider) podFor(name, key, dataDir string) *corev1.Pod {
 				Name:            installerName,
 				Image:           p.cfg.SupervisorImage,
 				ImagePullPolicy: corev1.PullPolicy(p.cfg.ImagePullPolicy),
-				Command:         []string{installerBin, "supervise", "--install", supervisorBin, "--hold"},
+				Command:         p.installerArgs(),
 				Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
 					Exec: &corev1.ExecAction{Command: []string{installerBin, "supervise", "--await", supervisorBin}},
 				}},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "supervisor", MountPath: supervisor.BinaryDir}},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "supervisor", MountPath: supervisor.BinaryDir}, {Name: "user-data", MountPath: installerVolume}},
 				Resources:       p.installerResources(),
 				SecurityContext: hardened(true),
 			}, {

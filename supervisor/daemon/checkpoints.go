@@ -138,8 +138,9 @@ func (c *channel) serveCkpt(ctx context.Context, id uint32, st *fsStream, req wi
 		}
 		lines := newLines(c, id, st)
 		for i := range infos {
+			infos[i].Message = capMessage(infos[i].Message)
 			if !lines.add(infos[i]) {
-				return wire.FSEnd{Err: wire.CodeCancelled}
+				return lines.failed()
 			}
 		}
 		return lines.end()
@@ -154,7 +155,7 @@ func (c *channel) serveCkpt(ctx context.Context, id uint32, st *fsStream, req wi
 		lines := newLines(c, id, st)
 		for i := range changes {
 			if !lines.add(changes[i]) {
-				return wire.FSEnd{Err: wire.CodeCancelled}
+				return lines.failed()
 			}
 		}
 		return lines.end()
@@ -183,7 +184,7 @@ func (c *channel) serveCkpt(ctx context.Context, id uint32, st *fsStream, req wi
 		n := min(len(res.Changes), wire.MaxCkptChanges)
 		for i := range n {
 			if !lines.add(res.Changes[i]) {
-				return wire.FSEnd{Err: wire.CodeCancelled}
+				return lines.failed()
 			}
 		}
 		if e := lines.end(); e.Err != "" {
@@ -262,18 +263,23 @@ func (w dataWriter) Write(p []byte) (int, error) {
 // lines sends JSON values, one a line, gathered into frames of about a
 // chunk.
 type lines struct {
-	w   dataWriter
-	buf []byte
+	w       dataWriter
+	buf     []byte
+	tooLong bool
 }
 
 func newLines(c *channel, id uint32, st *fsStream) *lines {
 	return &lines{w: dataWriter{c, id, st}}
 }
 
+// add sends v (once a chunk is gathered); false when the stream was
+// stopped, or v is over wire.MaxCkptLine (which a path of at most 512
+// names of NAME_MAX and a cut message never are).
 func (l *lines) add(v any) bool {
 	b, _ := json.Marshal(v)
 	if len(b) >= wire.MaxCkptLine {
-		return true // cannot be (paths and messages are bounded): left out rather than break the answer
+		l.tooLong = true
+		return false
 	}
 	l.buf = append(append(l.buf, b...), '\n')
 	if len(l.buf) >= wire.ChunkSize {
@@ -282,6 +288,14 @@ func (l *lines) add(v any) bool {
 		return err == nil
 	}
 	return true
+}
+
+// failed is the end of a request whose add failed.
+func (l *lines) failed() wire.FSEnd {
+	if l.tooLong {
+		return wire.FSEnd{Err: "EIO", Msg: fmt.Sprintf("an entry of the answer is over %d bytes", wire.MaxCkptLine)}
+	}
+	return wire.FSEnd{Err: wire.CodeCancelled}
 }
 
 func (l *lines) end() wire.FSEnd {

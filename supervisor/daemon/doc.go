@@ -15,8 +15,12 @@
 // its own EXIT trap, execs, or is killed leaves it unchanged
 // (shellstate.go says how it is taken).
 //
+// Where the sandbox's user-data lives in it (a Pod's volume), it keeps the
+// thread's checkpoints (SPEC §18): the checkpoint engine run on the one
+// store and user-data root of its command line (checkpoints.go).
+//
 // It is small on purpose, and so is what it imports: the standard library,
-// the protocol, and the search and file-lock mechanisms of this module;
+// the protocol, and the search, file-lock and checkpoint mechanisms of this module;
 // never an MCP SDK, the Docker SDK, client-go, or the server's end of the
 // channel (internal/archtest holds it to that).
 package daemon

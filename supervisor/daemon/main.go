@@ -57,6 +57,12 @@ func Run(args []string, stdin io.Reader, stdout io.Writer) int {
 	}
 	switch {
 	case o.install != "":
+		for _, d := range o.mkdirs {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				fmt.Fprintln(os.Stderr, Name+" --install: --mkdir:", err)
+				return 1
+			}
+		}
 		if err := install(o.install); err != nil {
 			fmt.Fprintln(os.Stderr, Name+" --install:", err)
 			return 1

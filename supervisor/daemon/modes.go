@@ -18,8 +18,12 @@ import (
 
 // options are the supervise subcommand's flags.
 type options struct {
-	listen  string   // --listen SOCK: serve every connection to the unix socket SOCK
-	mkdirs  []string // --mkdir DIR (with --listen): made first, errors ignored
+	listen string // --listen SOCK: serve every connection to the unix socket SOCK
+	// --mkdir DIR: made first; with --listen errors are ignored, with
+	// --install (the kubernetes installer, which makes the directories the
+	// sandbox container mounts as its user before that container starts)
+	// an error fails it.
+	mkdirs  []string
 	keepEnv []string // --keep-env "A B": commands get only these variables
 	keepSet bool
 	install string // --install DEST: copy this binary to DEST and exit
@@ -33,7 +37,7 @@ type options struct {
 	ckptDir, userData string
 }
 
-const usage = "usage: " + Name + " [supervise] [--listen SOCKET [--mkdir DIR]... [--keep-env NAMES]] [--checkpoints STORE --user-data ROOT] | --install DEST [--hold] | --await DEST | --connect SOCKET | --version"
+const usage = "usage: " + Name + " [supervise] [--listen SOCKET [--mkdir DIR]... [--keep-env NAMES]] [--checkpoints STORE --user-data ROOT] | --install DEST [--mkdir DIR]... [--hold] | --await DEST | --connect SOCKET | --version"
 
 func parseArgs(args []string) (options, error) {
 	var o options
@@ -75,7 +79,7 @@ func parseArgs(args []string) (options, error) {
 			modes++
 		}
 	}
-	if modes > 1 || (o.listen == "" && (len(o.mkdirs) > 0 || o.keepSet)) || (o.hold && o.install == "") {
+	if modes > 1 || (o.listen == "" && o.install == "" && len(o.mkdirs) > 0) || (o.listen == "" && o.keepSet) || (o.hold && o.install == "") {
 		return o, errors.New(usage)
 	}
 	if o.ckptDir != "" || o.userData != "" {

@@ -27,7 +27,8 @@ import (
 // supervisor ends: commands then start afresh.
 //
 // How a command's state is taken: bash reads, from a file of its own
-// named by $BASH_ENV, before the command, and any other shell finds
+// named by $BASH_ENV, before the command (a spare shell, from its own
+// script: spare.go), and any other shell finds
 // prefixed to the script on its own first line (so that the shell's "line
 // N" of an error stays the user's N), an EXIT trap (trapCommand) that
 // writes "$PWD" NUL, then the shell's exports, to a file of its own in the
@@ -77,6 +78,7 @@ type shellState struct {
 	cwd  string   // absolute, as the shell's $PWD
 	env  []string // "K=V", without PWD, OLDPWD, SHLVL, _
 	dirs bool     // cwd only: env is the supervisor's own (a trap without cat)
+	gen  uint64   // counts its changes: a spare shell started from another state is not used (spare.go)
 }
 
 // newShellState makes the private directory: beside the socket when the
@@ -139,6 +141,7 @@ type launch struct {
 	env   []string
 	file  string
 	extra []string // wire.Exec.Env: set over env
+	fd3   *os.File // a spare shell's command pipe (spare.go), its fd 3
 
 	orig      []string // the command's own argv
 	save      bool
@@ -154,6 +157,7 @@ type kept struct {
 	cwd  string
 	env  []string
 	dirs bool
+	gen  uint64
 }
 
 // prepare is how command m starts (Exec.Shell, .Reset): from the kept
@@ -165,6 +169,7 @@ func (st *shellState) prepare(argv []string, dir string, extra []string, shell, 
 	if reset {
 		st.mu.Lock()
 		st.have, st.cwd, st.env, st.dirs = false, "", nil, false
+		st.gen++
 		st.mu.Unlock()
 	}
 	if !shell {
@@ -177,10 +182,14 @@ func (st *shellState) prepare(argv []string, dir string, extra []string, shell, 
 	if (len(argv) != 3 && len(argv) != 4) || argv[1] != "-c" {
 		return launch{argv: argv, dir: dir}, errShellArgv
 	}
+	return st.launchFrom(argv, dir, extra, save, st.snapshot()), nil
+}
+
+// snapshot is the kept state now.
+func (st *shellState) snapshot() kept {
 	st.mu.Lock()
-	k := kept{st.have, st.cwd, st.env, st.dirs}
-	st.mu.Unlock()
-	return st.launchFrom(argv, dir, extra, save, k), nil
+	defer st.mu.Unlock()
+	return kept{st.have, st.cwd, st.env, st.dirs, st.gen}
 }
 
 // checkEnv refuses an Exec.Env entry that sets no shell variable.
@@ -221,35 +230,7 @@ func withVars(env, extra []string) []string {
 // bash when that file cannot be made) finds them prefixed to the command
 // on its first line.
 func (st *shellState) launchFrom(argv []string, dir string, extra []string, save bool, k kept) launch {
-	l := launch{argv: argv, dir: dir, orig: argv, save: save, fromState: k.have, extra: extra}
-	var env []string // nil: the supervisor's own
-	if k.have {
-		if fi, err := os.Stat(k.cwd); err == nil && fi.IsDir() && unix.Access(k.cwd, unix.X_OK) == nil {
-			l.dir = k.cwd
-		}
-		env = os.Environ()
-		if !k.dirs {
-			env = k.env
-		}
-		// The shell keeps $PWD (the path as cd'ed, through symlinks)
-		// when it names the directory it starts in.
-		env = append(withoutVar(env, "PWD"), "PWD="+l.dir)
-	}
-	if len(extra) > 0 {
-		if env == nil {
-			env = os.Environ()
-		}
-		env = withVars(env, extra)
-	}
-	bash := filepath.Base(argv[0]) == "bash"
-	src := env
-	if src == nil {
-		src = os.Environ()
-	}
-	out, restore, held := heldVars(src, bash)
-	if env != nil || held {
-		l.env = out
-	}
+	l, out, restore, bash := startEnv(argv, dir, extra, save, k)
 	if !save && len(restore) == 0 {
 		return l
 	}
@@ -287,6 +268,53 @@ func (st *shellState) launchFrom(argv []string, dir string, extra []string, save
 	l.argv = append([]string(nil), argv...)
 	l.argv[2] = strings.Join(script, "; ") + "; " + argv[2]
 	return l
+}
+
+// startEnv is where and with what environment a shell's -c command starts
+// from k (launchFrom), and the statements that give back what its shell
+// must not read at its start (heldVars): l's environment is out.
+func startEnv(argv []string, dir string, extra []string, save bool, k kept) (l launch, out, restore []string, bash bool) {
+	l = launch{argv: argv, dir: dir, orig: argv, save: save, fromState: k.have, extra: extra}
+	var env []string // nil: the supervisor's own
+	if k.have {
+		l.dir, _ = startDir(k, dir)
+		env = os.Environ()
+		if !k.dirs {
+			env = k.env
+		}
+		// The shell keeps $PWD (the path as cd'ed, through symlinks)
+		// when it names the directory it starts in.
+		env = append(withoutVar(env, "PWD"), "PWD="+l.dir)
+	}
+	if len(extra) > 0 {
+		if env == nil {
+			env = os.Environ()
+		}
+		env = withVars(env, extra)
+	}
+	bash = filepath.Base(argv[0]) == "bash"
+	src := env
+	if src == nil {
+		src = os.Environ()
+	}
+	out, restore, held := heldVars(src, bash)
+	if env != nil || held {
+		l.env = out
+	}
+	return l, out, restore, bash
+}
+
+// startDir is the directory a Shell command starts in from k: the state's
+// when it may be entered, else dir; and what it is (nil: dir cannot be
+// stat'ed).
+func startDir(k kept, dir string) (string, os.FileInfo) {
+	if k.have {
+		if fi, err := os.Stat(k.cwd); err == nil && fi.IsDir() && unix.Access(k.cwd, unix.X_OK) == nil {
+			return k.cwd, fi
+		}
+	}
+	fi, _ := os.Stat(dir)
+	return dir, fi
 }
 
 // newFile names a new state file in the private directory (none there).
@@ -420,10 +448,14 @@ func optionName(o string) bool {
 	return true
 }
 
-// removeState removes a command's state file and its BASH_ENV file.
+// removeState removes a command's state file and its BASH_ENV file
+// (whatever a command made of them: a directory too).
 func removeState(file string) {
-	os.Remove(file)
-	os.Remove(file + ".rc")
+	for _, f := range []string{file, file + ".rc"} {
+		if err := unix.Unlink(f); err != nil && err != unix.ENOENT {
+			os.Remove(f)
+		}
+	}
 }
 
 // ensureDir remakes the private directory if a command removed it, or
@@ -473,14 +505,16 @@ func (st *shellState) ensureDir() error {
 func trapCommand(bash bool, file string) string {
 	f := `"` + file + `"`
 	if bash {
+		// One redirection a command, not one for the block: with
+		// BASH_XTRACEFD=1, a block's trace would go into the file.
 		return `builtin trap '{ case ${POSIXLY_CORRECT+s} in s) POSIXLY_CORRECT=$POSIXLY_CORRECT; \unset -f builtin;; ` +
 			`*) POSIXLY_CORRECT=y; \unset -f builtin; \unset POSIXLY_CORRECT;; esac; \builtin umask 077; ` +
 			`\builtin printf "%s\0" "${PWD-}" >|` + f + ` && if \builtin compgen -A function; then ` +
 			`\builtin command -p cat /proc/self/environ >>` + f + ` && \builtin printf "\0" >>` + f + `; ` +
 			`else \builtin printf "` + exportMarker + `\0" >>` + f + ` && \builtin export -p >>` + f + ` && \builtin printf "\0" >>` + f + `; fi; } >/dev/null 2>&1 || :' EXIT`
 	}
-	return `trap '{ \unset -f command; \command umask 077; \command printf "%s\0" "${PWD-}" >|` + f + ` && ` +
-		`\command -p cat /proc/self/environ >>` + f + ` && \command printf "\0" >>` + f + `; } >/dev/null 2>&1 || :' EXIT`
+	return `trap '{ \unset -f command; \command umask 077; { \command printf "%s\0" "${PWD-}" && ` +
+		`\command -p cat /proc/self/environ && \command printf "\0"; } >|` + f + `; } >/dev/null 2>&1 || :' EXIT`
 }
 
 // exportMarker: the state file's exports are bash's `export -p` (no
@@ -530,14 +564,18 @@ func (st *shellState) load(file string, env []string) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	was := kept{st.have, st.cwd, st.env, st.dirs, 0}
 	if !full {
 		if !st.have {
 			st.dirs = true
 		}
 		st.have, st.cwd = true, cwd
-		return
+	} else {
+		st.have, st.cwd, st.env, st.dirs = true, cwd, vars.env, false
 	}
-	st.have, st.cwd, st.env, st.dirs = true, cwd, vars.env, false
+	if was.have != st.have || was.cwd != st.cwd || was.dirs != st.dirs || !slices.Equal(was.env, st.env) {
+		st.gen++
+	}
 }
 
 // readState reads a state file: never through a symlink, never a FIFO or

@@ -18,8 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
-	"github.com/sandbox-mcp/sandbox-mcp/supervisor/internal/procstat"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
@@ -32,12 +33,16 @@ type supervisor struct {
 	procs map[int]*proc
 	busy  int // commands in flight
 
-	paths *filelock.Locks // a mutex per file that writes with a precondition replace
-	jobs  *jobTable       // jobs.go
-	state *shellState     // shellstate.go
-	proxy proxy           // net.go
-	boot  string          // wire.Hello.Boot
-	ckpt  *ckptStore      // checkpoints.go; nil: none
+	paths  *filelock.Locks // a mutex per file that writes with a precondition replace
+	jobs   *jobTable       // jobs.go
+	state  *shellState     // shellstate.go
+	spares spares          // spare.go
+	proxy  proxy           // net.go
+	boot   string          // wire.Hello.Boot
+	ckpt   *ckptStore      // checkpoints.go; nil: none
+
+	cgOnce sync.Once
+	cgs    []cgroupDir // cgroups()
 }
 
 // proc is one started command, by its pid (its process group).
@@ -58,6 +63,7 @@ func newSupervisor(listen string) *supervisor {
 		}
 	}
 	s.devnul, _ = os.Open(os.DevNull)
+	s.spares.cond.L = &s.spares.mu
 	becomeSubreaper()
 	go s.reap()
 	return s
@@ -128,10 +134,14 @@ func (s *supervisor) start(l launch, in, out *os.File, tty bool) (*proc, error) 
 	if tty {
 		attr = ttyAttr()
 	}
+	files := []uintptr{in.Fd(), out.Fd(), out.Fd()}
+	if l.fd3 != nil {
+		files = append(files, l.fd3.Fd())
+	}
 	pid, err := syscall.ForkExec(path, l.argv, &syscall.ProcAttr{
 		Dir:   l.dir,
 		Env:   env,
-		Files: []uintptr{in.Fd(), out.Fd(), out.Fd()},
+		Files: files,
 		Sys:   attr,
 	})
 	if err != nil {
@@ -254,58 +264,26 @@ func (c *channel) run(id uint32, st *stream, m wire.Exec) {
 		b, _ := json.Marshal(e)
 		c.send(wire.KindExit, id, b)
 	}
-	pr, pw, err := os.Pipe()
+	cgs := s.cgroups()
+	ooms := oomKills(cgs)
+	b, code, err := c.begin(m, false)
 	if err != nil {
-		exit(wire.Exit{Code: -1, Error: err.Error()})
+		exit(wire.Exit{Code: code, Error: err.Error()})
 		return
 	}
-	// in: the command's end of its stdin pipe (m.Stdin), inW the end the
-	// job it may become writes to; closed here unless a job took it.
-	var in, inW *os.File
-	if m.Stdin {
-		if in, inW, err = os.Pipe(); err != nil {
-			pr.Close()
-			pw.Close()
-			exit(wire.Exit{Code: -1, Error: err.Error()})
-			return
+	// inW is the end of its stdin pipe (m.Stdin) the job it may become
+	// writes to; closed here unless a job took it.
+	p, l, pr, inW := b.p, b.l, b.pr, b.inW
+	defer func() {
+		if inW != nil {
+			inW.Close()
 		}
-		defer func() {
-			if inW != nil {
-				inW.Close()
-			}
-		}()
-	}
-	l, err := s.state.prepare(m.Argv, m.Dir, m.Env, m.Shell, m.Reset, true)
-	if err != nil {
-		pr.Close()
-		pw.Close()
-		if in != nil {
-			in.Close()
-		}
-		exit(wire.Exit{Code: -1, Error: err.Error()})
-		return
-	}
+	}()
 	defer func() {
 		if l.file != "" {
 			removeState(l.file) // whatever came of the command
 		}
 	}()
-	s.mu.Lock()
-	s.busy++
-	s.mu.Unlock()
-	cgs := boxCgroups()
-	ooms := oomKills(cgs)
-	p, l, err := s.startFrom(l, m, in, pw, false)
-	pw.Close()
-	if in != nil {
-		in.Close()
-	}
-	if err != nil {
-		pr.Close()
-		s.idle()
-		exit(wire.Exit{Code: 127, Error: err.Error()})
-		return
-	}
 	c.send(wire.KindStart, id, nil)
 	var yield <-chan time.Time
 	if m.YieldAfterMS > 0 {
@@ -315,10 +293,10 @@ func (c *channel) run(id uint32, st *stream, m wire.Exec) {
 		yield = t.C
 	}
 	copied := make(chan struct{})
-	go func() {
+	go func(copied chan struct{}, pr *os.File) {
 		defer close(copied)
 		c.copyOut(id, st, pr)
-	}()
+	}(copied, pr)
 	var timeout <-chan time.Time
 	if m.TimeoutMS > 0 {
 		t := time.NewTimer(time.Duration(m.TimeoutMS) * time.Millisecond)
@@ -332,12 +310,36 @@ wait:
 		select {
 		case <-p.done:
 			exited = true
+			if b.spare == nil || !b.spare.unread() {
+				break
+			}
+			// The spare was killed before it read the command (by a
+			// job): the command runs afresh. It printed nothing.
+			b.spare = nil
+			<-copied
+			pr.Close()
+			removeState(l.file)
+			s.idle()
+			if b, code, err = c.begin(m, true); err != nil {
+				exit(wire.Exit{Code: code, Error: err.Error()})
+				return
+			}
+			p, l, pr, inW = b.p, b.l, b.pr, b.inW
+			exited, copied = false, make(chan struct{})
+			go func(copied chan struct{}, pr *os.File) {
+				defer close(copied)
+				c.copyOut(id, st, pr)
+			}(copied, pr)
+			continue
 		case <-timeout:
 			res.TimedOut = true
 		case <-st.kill:
 		case <-yield:
 			yield = nil
 			if job := c.yieldJob(st, m, p, pr, copied, l.file, inW); job != "" {
+				if b.spare != nil {
+					b.spare.in.Close() // it read its command long ago
+				}
 				l.file, inW = "", nil // the job removes it when it ends; its stdin is the job's
 				s.idle()
 				exit(wire.Exit{Job: job, Running: true})
@@ -355,6 +357,9 @@ wait:
 	}
 	syscall.Kill(-p.pid, syscall.SIGKILL) // background children die with the command
 	<-p.done
+	if b.spare != nil && !exited {
+		b.spare.unread() // timed out or killed: what it read no longer matters
+	}
 	select {
 	case <-copied:
 	case <-time.After(wire.DrainGrace):
@@ -379,7 +384,91 @@ wait:
 		res.OOMKills = *now - *ooms
 		res.MemoryMax = memoryMax(cgs)
 	}
+	refill := s.willRefill(m)
 	exit(res)
+	if refill {
+		s.refillSpare(m) // the next command's shell, from the state this one left
+	}
+}
+
+// begun is a started command of run.
+type begun struct {
+	p     *proc
+	l     launch
+	pr    *os.File // the reader of its stdout and stderr
+	inW   *os.File // the writer of its stdin pipe (Exec.Stdin), or nil
+	spare *spare   // the spare shell it runs in, or nil
+}
+
+// begin starts command m — in the spare shell that fits it (spare.go),
+// unless fresh, else afresh — and counts it in flight; or says why it
+// could not, with the exit code that says so.
+func (c *channel) begin(m wire.Exec, fresh bool) (begun, int, error) {
+	s := c.s
+	if sp := s.takeSpare(m); sp != nil && !fresh {
+		s.mu.Lock()
+		s.busy++
+		s.mu.Unlock()
+		sp.run(m.Argv[2])
+		return begun{p: sp.p, l: sp.l, pr: sp.out, spare: sp}, 0, nil
+	} else if sp != nil {
+		s.discard(sp)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return begun{}, -1, err
+	}
+	var in, inW *os.File
+	if m.Stdin {
+		if in, inW, err = os.Pipe(); err != nil {
+			pr.Close()
+			pw.Close()
+			return begun{}, -1, err
+		}
+	}
+	l, err := s.state.prepare(m.Argv, m.Dir, m.Env, m.Shell, m.Reset, true)
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		if in != nil {
+			in.Close()
+			inW.Close()
+		}
+		return begun{}, -1, err
+	}
+	s.mu.Lock()
+	s.busy++
+	s.mu.Unlock()
+	p, l, err := s.startFrom(l, m, in, pw, false)
+	pw.Close()
+	if in != nil {
+		in.Close()
+	}
+	if err != nil {
+		pr.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		if l.file != "" {
+			removeState(l.file)
+		}
+		s.idle()
+		return begun{}, 127, err
+	}
+	return begun{p: p, l: l, pr: pr, inW: inW}, 0, nil
+}
+
+// cgroups are the box's cgroups (boxCgroups), found once: they are
+// bound, or named by /proc/self/cgroup, when the supervisor starts, and
+// no command moves it.
+func (s *supervisor) cgroups() []cgroupDir {
+	s.cgOnce.Do(func() {
+		s.cgs = boxCgroups()
+		for i := range s.cgs {
+			s.cgs[i].at = openDir(s.cgs[i].chain[0])
+		}
+	})
+	return s.cgs
 }
 
 // copyOut sends what the command writes, within the stream's credit.
@@ -431,7 +520,10 @@ func (s *supervisor) killOrphans() {
 			s.mu.Lock()
 			ours := s.procs[pid] != nil
 			s.mu.Unlock()
-			if st := procstat.Fields(pid); len(st) > 3 && !ours {
+			if ours {
+				continue // a command, or the spare shell (spare.go)
+			}
+			if st := procFields(pid); len(st) > 3 {
 				pgid, _ := strconv.Atoi(st[2])
 				sid, _ := strconv.Atoi(st[3])
 				ours = s.jobGroup(pgid) || s.jobSession(sid) // a running job's: it lives
@@ -453,6 +545,7 @@ func (s *supervisor) killOrphans() {
 // removes the shell state's private directory.
 func (s *supervisor) shutdown() {
 	defer s.state.remove()
+	s.stopSpares()
 	s.mu.Lock()
 	for pid := range s.procs {
 		syscall.Kill(-pid, syscall.SIGKILL)
@@ -475,17 +568,17 @@ func (s *supervisor) shutdown() {
 // a few small reads), else by a scan of /proc (every process's stat).
 func childrenOf(self int) []int {
 	var out []int
-	tasks, err := os.ReadDir("/proc/self/task")
+	tasks, err := readDirProc("self/task")
 	if err == nil {
 		for _, t := range tasks {
-			b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+			b, err := readProc("self/task/" + t + "/children")
 			if err != nil {
 				out = nil
 				goto scan
 			}
-			for _, f := range strings.Fields(string(b)) {
+			for _, f := range strings.Fields(b) {
 				if pid, err := strconv.Atoi(f); err == nil {
-					if st := procstat.Fields(pid); len(st) > 0 && st[0] != "Z" {
+					if st := procFields(pid); len(st) > 0 && st[0] != "Z" {
 						out = append(out, pid)
 					}
 				}
@@ -504,9 +597,28 @@ scan:
 		if err != nil {
 			continue
 		}
-		if f := procstat.Fields(p); len(f) > 1 && f[0] != "Z" && f[1] == want {
+		if f := procFields(p); len(f) > 1 && f[0] != "Z" && f[1] == want {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// readDirProc lists the names in /proc/rel.
+func readDirProc(rel string) ([]string, error) {
+	var f *os.File
+	if d := procDir(); d != nil {
+		fd, err := unix.Openat(d.fd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		f = os.NewFile(uintptr(fd), "/proc/"+rel)
+	} else {
+		var err error
+		if f, err = os.Open("/proc/" + rel); err != nil {
+			return nil, err
+		}
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }

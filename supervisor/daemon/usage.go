@@ -4,12 +4,13 @@ package daemon
 
 import (
 	"bufio"
-	"io"
 	"math"
 	"os"
 	"path"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
@@ -24,6 +25,46 @@ import (
 // one that holds).
 type cgroupDir struct {
 	chain []string
+	// at, when set, is a descriptor of chain[0] (the supervisor's cgroups,
+	// opened once: supervise.go), and rel what lies between it and this
+	// directory: files are read relative to it, with no path walk from
+	// the root — in a container over fuse-overlayfs, a round trip to that
+	// daemon for each.
+	at  *dirFD
+	rel string
+}
+
+// read reads file name of the cgroup's own directory.
+func (c cgroupDir) read(name string) (string, error) {
+	if c.at != nil {
+		return readSmallAt(c.at.fd, c.rel+name)
+	}
+	return readSmall(path.Join(c.chain[0], name))
+}
+
+// sub is the cgroup's child directory name.
+func (c cgroupDir) sub(name string) cgroupDir {
+	d := cgroupDir{chain: []string{path.Join(c.chain[0], name)}}
+	if c.at != nil {
+		d.at, d.rel = c.at, c.rel+name+"/"
+	}
+	return d
+}
+
+// readDir lists the cgroup's own directory.
+func (c cgroupDir) readDir() []os.DirEntry {
+	if c.at == nil {
+		ents, _ := os.ReadDir(c.chain[0])
+		return ents
+	}
+	fd, err := unix.Openat(c.at.fd, c.rel+".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), c.chain[0])
+	defer f.Close()
+	ents, _ := f.ReadDir(-1)
+	return ents
 }
 
 // boxCgroups finds the box's cgroups: those bound at wire.BoundCgroups, else
@@ -150,22 +191,11 @@ func unescapeMount(s string) string {
 // cgroups (their own directory, not an ancestor's) that has it.
 func readCgroupFile(cgs []cgroupDir, name string) (string, bool) {
 	for _, c := range cgs {
-		if b, err := readSmall(path.Join(c.chain[0], name)); err == nil {
+		if b, err := c.read(name); err == nil {
 			return strings.TrimSpace(b), true
 		}
 	}
 	return "", false
-}
-
-// readSmall reads at most 64 KiB of a file.
-func readSmall(name string) (string, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
-	return string(b), err
 }
 
 // cgroupInt reads a file of one number.
@@ -284,10 +314,9 @@ func oomKills(cgs []cgroupDir) *int64 {
 		if n == nil {
 			continue
 		}
-		ents, _ := os.ReadDir(c.chain[0])
-		for _, e := range ents {
+		for _, e := range c.readDir() {
 			if e.IsDir() {
-				if m := cgroupKey([]cgroupDir{{chain: []string{path.Join(c.chain[0], e.Name())}}}, "memory.oom_control", "oom_kill"); m != nil {
+				if m := cgroupKey([]cgroupDir{c.sub(e.Name())}, "memory.oom_control", "oom_kill"); m != nil {
 					*n += *m
 				}
 			}
