@@ -75,6 +75,7 @@ type threadCheckpoints struct {
 	dirty   bool          // a call that may change files ended since the last save began
 	jobs    bool          // a job may run
 	pending bool          // a background save is started or queued
+	after   string        // what the dirty state is "after" (the last call ended here); "": unknown
 	bg      chan struct{} // closed when the background save started last ends
 	warned  bool          // a failure was logged as a warning
 }
@@ -130,7 +131,14 @@ func (a *autoCheckpoints) before(ctx context.Context, c *call) {
 	defer func() { <-t.sem }()
 	t.mu.Lock()
 	need, jobs := !t.saved || t.dirty || t.jobs, t.jobs
-	t.dirty = false
+	// The state saved now is the one the last call left, when it ended
+	// here and nothing else may have written since: named after that call,
+	// whether its background save or this call gets here first.
+	message := "before " + callSummary(c)
+	if t.after != "" && !t.jobs {
+		message = t.after
+	}
+	t.dirty, t.after = false, ""
 	t.mu.Unlock()
 	if !need {
 		return
@@ -140,7 +148,7 @@ func (a *autoCheckpoints) before(ctx context.Context, c *call) {
 		t.jobs = false // ended: this save holds what they wrote
 		t.mu.Unlock()
 	}
-	a.save(ctx, t, cp, c.b.thread.ID, "before "+callSummary(c))
+	a.save(ctx, t, cp, c.b.thread.ID, message)
 }
 
 // after notes that the call may have changed files (and started a job),
@@ -152,8 +160,9 @@ func (a *autoCheckpoints) after(c *call, res *tools.Result) {
 		return
 	}
 	t := a.thread(c.b.thread.Key)
+	summary := "after " + callSummary(c)
 	t.mu.Lock()
-	t.dirty = true
+	t.dirty, t.after = true, summary
 	if startedJob(c, res) || c.tool.Def.Name == "bash_input" {
 		t.jobs = true
 	}
@@ -172,7 +181,6 @@ func (a *autoCheckpoints) after(c *call, res *tools.Result) {
 	// anonymous thread's removal) waits for it, and cancels it.
 	b := c.b
 	b.calls.Add(1)
-	summary := "after " + callSummary(c)
 	go func() {
 		defer b.calls.Done()
 		defer close(bg)
@@ -190,11 +198,14 @@ func (a *autoCheckpoints) after(c *call, res *tools.Result) {
 		defer func() { <-t.sem }()
 		t.mu.Lock()
 		t.pending = false
-		dirty := t.dirty
-		t.dirty = false
+		dirty, message := t.dirty, t.after
+		t.dirty, t.after = false, ""
 		t.mu.Unlock()
+		if message == "" {
+			message = summary
+		}
 		if dirty {
-			a.save(ctx, t, cp, b.thread.ID, summary)
+			a.save(ctx, t, cp, b.thread.ID, message)
 		}
 	}()
 }
@@ -230,7 +241,7 @@ func (a *autoCheckpoints) save(ctx context.Context, t *threadCheckpoints, cp too
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil && res.Info.ID == "" {
-		t.dirty = true
+		t.dirty = true // and the next save is named after its own call
 		level := slog.LevelDebug
 		if !t.warned && ctx.Err() == nil {
 			level, t.warned = slog.LevelWarn, true
