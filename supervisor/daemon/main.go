@@ -55,6 +55,9 @@ func Run(args []string, stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	if o.spareIdleSet {
+		spareIdle = o.spareIdle
+	}
 	switch {
 	case o.install != "":
 		for _, d := range o.mkdirs {

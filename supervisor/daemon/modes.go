@@ -35,9 +35,13 @@ type options struct {
 	// (checkpoints.go); both or neither, clean absolute paths, the store
 	// not inside the root.
 	ckptDir, userData string
+	// --spare-idle D (serving): how long a spare shell waits for its
+	// command (spare.go); 0: no spare shells. Unset: spareIdle.
+	spareIdle    time.Duration
+	spareIdleSet bool
 }
 
-const usage = "usage: " + Name + " [supervise] [--listen SOCKET [--mkdir DIR]... [--keep-env NAMES]] [--checkpoints STORE --user-data ROOT] | --install DEST [--mkdir DIR]... [--hold] | --await DEST | --connect SOCKET | --version"
+const usage = "usage: " + Name + " [supervise] [--listen SOCKET [--mkdir DIR]... [--keep-env NAMES]] [--checkpoints STORE --user-data ROOT] [--spare-idle DURATION] | --install DEST [--mkdir DIR]... [--hold] | --await DEST | --connect SOCKET | --version"
 
 func parseArgs(args []string) (options, error) {
 	var o options
@@ -68,6 +72,12 @@ func parseArgs(args []string) (options, error) {
 			o.ckptDir = v
 		case "--user-data":
 			o.userData = v
+		case "--spare-idle":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return o, errors.New(Name + ": --spare-idle: want a duration of 0 or more (0: no spare shells), as 2m")
+			}
+			o.spareIdle, o.spareIdleSet = d, true
 		default:
 			return o, errors.New(usage)
 		}
@@ -79,7 +89,8 @@ func parseArgs(args []string) (options, error) {
 			modes++
 		}
 	}
-	if modes > 1 || (o.listen == "" && o.install == "" && len(o.mkdirs) > 0) || (o.listen == "" && o.keepSet) || (o.hold && o.install == "") {
+	if modes > 1 || (o.listen == "" && o.install == "" && len(o.mkdirs) > 0) || (o.listen == "" && o.keepSet) || (o.hold && o.install == "") ||
+		(o.spareIdleSet && modes > 0 && o.listen == "") {
 		return o, errors.New(usage)
 	}
 	if o.ckptDir != "" || o.userData != "" {

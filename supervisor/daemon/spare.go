@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -46,9 +47,12 @@ import (
 // no spare.
 //
 // A spare is one idle bash per sandbox that ran a Shell command (none
-// before the first). It is one of the supervisor's procs (killOrphans
-// leaves it, shutdown kills it); when the supervisor ends, its pipe's
-// writer is gone and it ends at once, with no state file.
+// before the first), for spareIdle at most: an idle thread then holds no
+// process but its supervisor (a thousand idle threads are not a thousand
+// idle bashes), and its next command starts afresh. It is one of the
+// supervisor's procs (killOrphans leaves it, shutdown kills it); when the
+// supervisor ends, its pipe's writer is gone and it ends at once, with no
+// state file.
 
 // spare is a started shell waiting for its command.
 type spare struct {
@@ -61,8 +65,13 @@ type spare struct {
 	in  *os.File // that pipe's reader, kept: what the spare did not read (unread)
 	out *os.File // the reader of its stdout and stderr
 
-	wrote chan error // the command's write (run)
+	wrote chan error  // the command's write (run)
+	idle  *time.Timer // discards it once unused for spareIdle
 }
+
+// spareIdle is how long a spare waits for its command before it is
+// discarded; 0: no spares (--spare-idle).
+var spareIdle = 2 * time.Minute
 
 // spares holds the supervisor's spare shell.
 type spares struct {
@@ -111,6 +120,9 @@ func (s *supervisor) takeSpare(m wire.Exec) *spare {
 	s.spares.mu.Unlock()
 	if sp == nil {
 		return nil
+	}
+	if sp.idle != nil {
+		sp.idle.Stop()
 	}
 	k := s.state.snapshot()
 	fits := sp.key == key && sp.gen == k.gen
@@ -166,6 +178,9 @@ func (sp *spare) unread() bool {
 
 // discard ends a spare that will not run.
 func (s *supervisor) discard(sp *spare) {
+	if sp.idle != nil {
+		sp.idle.Stop()
+	}
 	syscall.Kill(-sp.p.pid, syscall.SIGKILL)
 	sp.cmd.Close()
 	sp.in.Close()
@@ -177,7 +192,7 @@ func (s *supervisor) discard(sp *spare) {
 // started (refillSpare): the next command waits for it. Called before the
 // answer to m leaves, so that no next command can come before.
 func (s *supervisor) willRefill(m wire.Exec) bool {
-	if spareKey(m) == "" {
+	if spareIdle == 0 || spareKey(m) == "" {
 		return false
 	}
 	s.spares.mu.Lock()
@@ -203,6 +218,7 @@ func (s *supervisor) refillSpare(m wire.Exec) {
 			old = sp // another refill was first, or the supervisor ends
 		default:
 			s.spares.cur = sp
+			sp.idle = time.AfterFunc(spareIdle, func() { s.expireSpare(sp) })
 		}
 		s.spares.filling--
 		s.spares.cond.Broadcast()
@@ -225,6 +241,19 @@ func (s *supervisor) refillSpare(m wire.Exec) {
 		s.discard(old)
 	}
 	sp = s.startSpare(m, key, k)
+}
+
+// expireSpare discards sp if it is still the spare, unused (spareIdle).
+func (s *supervisor) expireSpare(sp *spare) {
+	s.spares.mu.Lock()
+	mine := s.spares.cur == sp
+	if mine {
+		s.spares.cur = nil
+	}
+	s.spares.mu.Unlock()
+	if mine {
+		s.discard(sp)
+	}
 }
 
 // stopSpares discards the spare and makes no more (the supervisor ends).

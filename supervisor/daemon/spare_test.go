@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	client "github.com/sandbox-mcp/sandbox-mcp/supervisor"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/wire"
 )
 
@@ -323,5 +324,77 @@ func TestSpareKey(t *testing.T) {
 	}
 	if spareKey(wire.Exec{Argv: ok.Argv, Dir: "/tmp", Shell: true}) == spareKey(ok) {
 		t.Error("the directory is not in the key")
+	}
+}
+
+// spareOf is the pid of the supervisor pid's spare shell, waited for a
+// while when want; 0 when there is none.
+func spareOf(pid int, want bool) int {
+	for range 100 { // the refill follows the answer
+		for _, k := range childrenOfPID(pid) {
+			if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(k), "cmdline")); strings.Contains(string(b), spareVar) {
+				return k
+			}
+		}
+		if !want {
+			return 0
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0
+}
+
+// A spare left unused for --spare-idle is discarded, and the next command
+// starts afresh; --spare-idle 0 makes none.
+func TestSpareIdleExpires(t *testing.T) {
+	bash := bashPath(t)
+	run := func(c *client.Conn) string {
+		var out syncBuf
+		req := client.ExecRequest{Argv: []string{bash, "-c", inSpare}, Dir: "/", Shell: true, Output: &out}
+		if _, err := c.Exec(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out.String())
+	}
+	start := func(idle string) *client.Conn {
+		c, err := client.StartProcess(t.Context(), supervisortest.Command(t, "supervise", "--spare-idle", idle), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	c := start("400ms")
+	run(c)
+	sp := spareOf(c.Hello().PID, true)
+	if sp == 0 {
+		t.Fatal("no spare shell after a Shell command")
+	}
+	for i := 0; syscall.Kill(sp, 0) == nil; i++ {
+		if i == 500 {
+			t.Fatalf("the spare %d outlived --spare-idle 400ms by 5 s", sp)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := run(c); got != "fresh" {
+		t.Fatalf("after the spare expired the command ran %q, want fresh", got)
+	}
+	// Taken in time, a spare runs the command (the expiry is not the rule).
+	if spareOf(c.Hello().PID, true) == 0 {
+		t.Fatal("no spare after the fresh command")
+	}
+	if got := run(c); got != "spare" {
+		t.Fatalf("a command right after the last ran %q, want spare", got)
+	}
+
+	c0 := start("0")
+	run(c0)
+	time.Sleep(200 * time.Millisecond)
+	if sp := spareOf(c0.Hello().PID, false); sp != 0 {
+		t.Fatalf("--spare-idle 0 made a spare shell (%d)", sp)
+	}
+	if got := run(c0); got != "fresh" {
+		t.Fatalf("with --spare-idle 0 the command ran %q, want fresh", got)
 	}
 }
