@@ -134,12 +134,12 @@ func diffCheckpoints(ctx context.Context, env *Env, a diffArgs) *Result {
 	var out strings.Builder
 	shown := 0
 	for i, l := range lines {
+		if env.Mask != nil { // whole, before a long line is cut (as grep)
+			l = env.Mask(l)
+		}
 		io.WriteString(saved, l+"\n")
 		if i < a.Offset || shown == a.MaxResults {
 			continue
-		}
-		if env.Mask != nil {
-			l = env.Mask(l)
 		}
 		if cut, ok := cutHead(l, grepLineMax); ok {
 			l = cut + " [...]"
