@@ -65,9 +65,12 @@ func startHTTPOn(t *testing.T, cfg server.HTTPConfig, stateless bool, wrap func(
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &httpServer{url: "http://" + ln.Addr().String(), state: state, stop: cancel, done: make(chan error, 1)}
 	go func() {
-		h.done <- srv.ServeHTTP(ctx, ln)
+		err := srv.ServeHTTP(ctx, ln)
+		// Closed before the test's cleanup removes the state dir: the
+		// server's background work (an automatic checkpoint) ends first.
 		srv.Close()
 		p.Close()
+		h.done <- err
 	}()
 	t.Cleanup(func() {
 		cancel()

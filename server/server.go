@@ -67,6 +67,9 @@ type Config struct {
 	// to the sandbox (traces.go); nil: no traces, and nothing on the call
 	// path but a nil check.
 	Tracer trace.TracerProvider
+	// Checkpoints: the automatic checkpoints and the bound of every
+	// thread's (SPEC §18; checkpoints.go). Unset: the defaults.
+	Checkpoints CheckpointsConfig
 }
 
 // Server is the MCP server.
@@ -86,6 +89,7 @@ type Server struct {
 	tasks     taskJobs          // what MCP tasks are made of (tasks.go)
 	tracing   *tracing          // the calls' spans; nil: no traces
 	terminals *terminal.Screens // the screens of terminal jobs (bash tty: true)
+	auto      *autoCheckpoints  // the automatic checkpoints (checkpoints.go)
 
 	inflight  atomic.Int64    // tool calls running
 	open      atomic.Int64    // sessions registered (metrics)
@@ -121,6 +125,8 @@ func New(cfg Config) *Server {
 	s.sessions.countCalls = cfg.Metrics != nil
 	cfg.Metrics.Observe(s.metricsState)
 	s.stopCalls, s.stopAll = context.WithCancel(context.Background())
+	s.auto = newAutoCheckpoints(cfg.Checkpoints, cfg.Logger, s.stopCalls)
+	s.sessions.threadReleased = s.auto.drop
 	hooks := &mcpserver.Hooks{}
 	if cfg.Tracer != nil {
 		s.tracing = newTracing(cfg.Tracer, cfg.Version, hooks)
@@ -297,6 +303,7 @@ func (s *Server) handler(t tools.Tool) mcpserver.ToolHandlerFunc {
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
 		s.takeThreadArgument(ctx, c)
+		s.forkThread(ctx, c)
 		defer s.bindThread(ctx, c)()
 		if c.span != nil {
 			c.bound()
@@ -448,12 +455,16 @@ func (s *Server) callTool(ctx context.Context, c *call) *tools.Result {
 	defer cancel()
 	defer context.AfterFunc(c.b.ctx, cancel)()
 	defer context.AfterFunc(s.stopCalls, cancel)()
-	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req), Network: s.cfg.Network, Tasks: takesTasks(ctx), Terminals: s.terminals}
+	env := &tools.Env{Sandbox: c.b.sb, Limits: s.cfg.Limits, Mask: c.b.mask.Mask, Progress: s.progress(ctx, c.req), Network: s.cfg.Network, Tasks: takesTasks(ctx), Terminals: s.terminals,
+		CheckpointMaxBytes: s.auto.maxBytes}
 	// Previews are the HTTP server's when the call came over HTTP (the
 	// guard named its URL), else stdio's loopback listener's.
 	base, _ := ctx.Value(previewBaseKey{}).(string)
 	env.Previews = previewScope{p: s.previews, thread: c.b.thread, sb: c.b.sb, base: base}
+	s.auto.before(ctx, c)
+	s.auto.settle(ctx, c)
 	res := s.run(ctx, c.tool, env, c.req)
+	s.auto.after(c, res)
 	if slices.ContainsFunc(res.Changed, func(p string) bool { return sandbox.Within(p, sandbox.OutputsDir) }) {
 		s.outputsChanged(ctx, c.b.thread.Key)
 	}

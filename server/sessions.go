@@ -47,6 +47,9 @@ type Sessions struct {
 	// anonymous one, with its session): what it had goes with it (its
 	// previews).
 	threadGone func(key string)
+	// threadReleased, if set, is told when the last user of a thread
+	// bound here lets it go (its sandbox is the provider's to close).
+	threadReleased func(key string)
 
 	mu       sync.Mutex
 	sessions map[string]*binding
@@ -403,6 +406,9 @@ func (r *Sessions) release(b *binding, callsStopped bool) {
 	r.mu.Lock()
 	last, use := r.dropUse(b.thread.Key)
 	r.mu.Unlock()
+	if last && r.threadReleased != nil {
+		r.threadReleased(b.thread.Key)
+	}
 	if !callsStopped || !r.removeAnonymous || !b.thread.Anonymous || !last || use.named || use.existed {
 		return
 	}

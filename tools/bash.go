@@ -42,6 +42,7 @@ func bashTool() Tool {
 		mcp.WithOutputSchema[bashFacts](),
 	)
 	t.RunsCommands = true
+	t.ChangesFiles = true
 	return t
 }
 

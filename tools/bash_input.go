@@ -22,6 +22,7 @@ func bashInputTool() Tool {
 		mcp.WithOutputSchema[jobFacts](),
 	)
 	t.RunsCommands = true
+	t.ChangesFiles = true
 	return t
 }
 

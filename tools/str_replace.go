@@ -13,7 +13,7 @@ import (
 )
 
 func strReplaceTool() Tool {
-	return newTool("str_replace", strReplaceArgs{}, strReplace,
+	t := newTool("str_replace", strReplaceArgs{}, strReplace,
 		mcp.WithDescription("Replace text in a file. old_str must occur exactly once unless replace_all; "+
 			"include enough surrounding lines to make it unique. In a file that is not UTF-8 text the bytes outside the match are kept exactly. The file keeps its line endings (an old_str "+
 			"written with LF matches a CRLF file; the lines of new_str take the file's line ending), BOM, final newline and mode. The write is atomic."),
@@ -21,6 +21,8 @@ func strReplaceTool() Tool {
 		withIcon("pencil"),
 		mcp.WithOutputSchema[replaceFacts](),
 	)
+	t.ChangesFiles = true
+	return t
 }
 
 type strReplaceArgs struct {

@@ -98,6 +98,10 @@ type Env struct {
 	// the server's calls; nil: each call rebuilds the screen it shows from
 	// the job's kept output.
 	Terminals *terminal.Screens
+	// CheckpointMaxBytes bounds the thread's checkpoints: after a save the
+	// oldest are pruned until the store holds at most this many bytes
+	// (checkpoints.max_bytes; 0: no bound).
+	CheckpointMaxBytes int64
 }
 
 // Previews opens and closes the URLs that reach ports listening inside the
@@ -144,13 +148,23 @@ type Tool struct {
 	// RunsCommands: the tool runs commands in the sandbox (bash), so it is
 	// not offered when the provider runs none.
 	RunsCommands bool
-	Handle       func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result
+	// ChangesFiles: the tool may change the thread's files (write_file,
+	// str_replace, bash, bash_input, restore): the server takes an automatic
+	// checkpoint before it when anything changed since the last one
+	// (checkpoints.auto, SPEC §18).
+	ChangesFiles bool
+	// UsesCheckpoints: the tool lists, compares or restores checkpoints:
+	// the server lets the automatic checkpoint of the call before it end
+	// first.
+	UsesCheckpoints bool
+	Handle          func(ctx context.Context, env *Env, req mcp.CallToolRequest) *Result
 }
 
 // All lists the tools in the order they are offered.
 func All() []Tool {
 	return []Tool{bashTool(), lsTool(), globTool(), grepTool(), readFileTool(), writeFileTool(), strReplaceTool(),
-		bashOutputTool(), bashInputTool(), bashKillTool(), exposePortTool(), sandboxInfoTool()}
+		bashOutputTool(), bashInputTool(), bashKillTool(), exposePortTool(), sandboxInfoTool(),
+		checkpointTool(), checkpointsTool(), diffTool(), restoreTool()}
 }
 
 func text(s string) *Result {

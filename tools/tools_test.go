@@ -230,6 +230,11 @@ var specArgs = map[string][]string{
 	"read_file":    {"path*", "start_line", "end_line"},
 	"write_file":   {"path*", "content*", "append"},
 	"str_replace":  {"path*", "old_str*", "new_str*", "replace_all"},
+	// SPEC §18.
+	"checkpoint":  {"message"},
+	"checkpoints": {},
+	"diff":        {"from", "to"},
+	"restore":     {"id*", "force"},
 }
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
@@ -241,15 +246,16 @@ func TestAllStatic(t *testing.T) {
 	for _, tl := range all {
 		names = append(names, tl.Def.Name)
 	}
-	want := []string{"bash", "bash_input", "bash_kill", "bash_output", "expose_port", "glob", "grep", "ls", "read_file", "sandbox_info", "str_replace", "write_file"}
+	want := []string{"bash", "bash_input", "bash_kill", "bash_output", "checkpoint", "checkpoints", "diff", "expose_port", "glob", "grep", "ls", "read_file", "restore", "sandbox_info", "str_replace", "write_file"}
 	got := slices.Sorted(slices.Values(names))
 	if !slices.Equal(got, want) {
 		t.Fatalf("tools.All() names = %v, want exactly %v", names, want)
 	}
 
-	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true, "bash_output": true, "sandbox_info": true}
+	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true, "bash_output": true, "sandbox_info": true,
+		"checkpoints": true, "diff": true}
 	// Neither: it changes no file and ends nothing of the sandbox's.
-	notDestructive := map[string]bool{"expose_port": true}
+	notDestructive := map[string]bool{"expose_port": true, "checkpoint": true}
 	for _, tl := range all {
 		t.Run(tl.Def.Name, func(t *testing.T) {
 			t.Parallel()

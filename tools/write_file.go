@@ -13,13 +13,15 @@ import (
 )
 
 func writeFileTool() Tool {
-	return newTool("write_file", writeFileArgs{}, writeFile,
+	t := newTool("write_file", writeFileArgs{}, writeFile,
 		mcp.WithDescription("Write a file, creating it and its parent directories when needed. The write is atomic "+
 			"(readers never see half a file) and an existing file keeps its mode."),
 		destructive("Write file", false),
 		withIcon("pencil"),
 		mcp.WithOutputSchema[EditedFile](),
 	)
+	t.ChangesFiles = true
+	return t
 }
 
 type writeFileArgs struct {

@@ -44,7 +44,10 @@ type Config struct {
 	Audit      AuditConfig       `yaml:"audit"`
 	Metrics    metrics.Config    `yaml:"metrics"`
 	Telemetry  telemetry.Config  `yaml:"telemetry"`
-	LogLevel   string            `yaml:"log_level"`
+	// Checkpoints: automatic checkpoints and their bound (SPEC §18), the
+	// server's settings, declared there.
+	Checkpoints server.CheckpointsConfig `yaml:"checkpoints"`
+	LogLevel    string                   `yaml:"log_level"`
 
 	// From flags only.
 	Thread string `yaml:"-"`
@@ -356,6 +359,9 @@ func (c *Config) Validate(lookup func(string) (string, bool)) error {
 		return err
 	}
 	if err := c.HTTP.HTTPConfig.Validate(); err != nil {
+		return err
+	}
+	if err := c.Checkpoints.Validate(); err != nil {
 		return err
 	}
 	if c.HTTP.Addr != "" {

@@ -278,8 +278,8 @@ func TestE2EToolsList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true, "bash_output": true}
-	destructive := map[string]bool{"bash": true, "write_file": true, "str_replace": true, "bash_input": true, "bash_kill": true}
+	readOnly := map[string]bool{"ls": true, "glob": true, "grep": true, "read_file": true, "bash_output": true, "checkpoints": true, "diff": true}
+	destructive := map[string]bool{"bash": true, "write_file": true, "str_replace": true, "bash_input": true, "bash_kill": true, "restore": true}
 	var names []string
 	for _, tool := range res.Tools {
 		names = append(names, tool.Name)
@@ -309,7 +309,8 @@ func TestE2EToolsList(t *testing.T) {
 		}
 	}
 	// A fixed order, the most used first (not mcp-go's by name).
-	want := []string{"bash", "ls", "glob", "grep", "read_file", "write_file", "str_replace", "bash_output", "bash_input", "bash_kill", "expose_port", "sandbox_info"}
+	want := []string{"bash", "ls", "glob", "grep", "read_file", "write_file", "str_replace", "bash_output", "bash_input", "bash_kill", "expose_port", "sandbox_info",
+		"checkpoint", "checkpoints", "diff", "restore"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools = %v, want exactly %v in this order", names, want)
 	}

@@ -53,6 +53,9 @@ Usage:
   sandbox-mcp --http 127.0.0.1:8080    serve Streamable HTTP (/mcp) and SSE (/sse, /message)
   sandbox-mcp audit verify FILE        check an audit log's hash chain
   sandbox-mcp doctor [flags]           check what works here; print a client config
+  sandbox-mcp checkpoints THREAD       list a thread's checkpoints (flags as for serving)
+  sandbox-mcp restore THREAD ID        put a thread's files back as checkpoint ID holds them (--force: kill its jobs first)
+  sandbox-mcp fork THREAD@ID NEWTHREAD make a new thread that starts from a checkpoint
   sandbox-mcp supervise [--listen S]   internal: a sandbox's supervisor, where no sandbox-mcp-supervisor is beside this binary
 
 Flags:
@@ -81,6 +84,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, lookup func(s
 	}
 	if len(args) > 0 && args[0] == "doctor" {
 		return doctorCommand(args[1:], stdout, stderr, lookup)
+	}
+	if len(args) > 0 && (args[0] == "checkpoints" || args[0] == "restore" || args[0] == "fork") {
+		return checkpointsCommand(args[0], args[1:], stdout, stderr, lookup)
 	}
 	args = withoutUnfilled(args)
 	fs := flag.NewFlagSet("sandbox-mcp", flag.ContinueOnError)
@@ -351,6 +357,8 @@ func serve(ctx context.Context, cfg *Config, stdin io.Reader, stdout, stderr io.
 		Skills:   cfg.SkillsDir != "",
 		Metrics:  m,
 		Tracer:   tracing.TracerProvider(),
+
+		Checkpoints: cfg.Checkpoints,
 	})
 	defer srv.Close()
 	if m != nil {

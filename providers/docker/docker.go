@@ -622,7 +622,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		}
 		sb := &Sandbox{p: p, key: thread, name: p.boxName(thread), mounts: mounts}
 		sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Host: hfs, Image: p.cfg.Image,
-			Egress: p.cfg.Egress, Name: sb.name, Provider: p.Name()})
+			Egress: p.cfg.Egress, Name: sb.name, Provider: p.Name(), Checkpoints: supervised.HostCheckpoints(p.cfg.StateDir, thread)})
 		// Close ends the channel; the supervisor and its container stay warm.
 		return sb, sb.Close, nil
 	})

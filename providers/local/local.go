@@ -171,7 +171,7 @@ func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox,
 		}
 		sb := &Sandbox{p: p, thread: thread, mounts: mounts}
 		sb.Sandbox = supervised.New(sb, supervised.Config{Thread: thread, Mounts: mounts, Host: hfs, HostOnly: true,
-			Command: sb.command, JobStarted: sb.holdForJobs, Egress: p.cfg.Egress, Name: "local", Provider: "local", UserData: sb.userData()})
+			Command: sb.command, JobStarted: sb.holdForJobs, Egress: p.cfg.Egress, Name: "local", Provider: "local", UserData: sb.userData(), Checkpoints: supervised.HostCheckpoints(p.cfg.StateDir, thread)})
 		return sb, sb.close, nil
 	})
 }

@@ -79,6 +79,7 @@ type Sandbox struct {
 	link  *supervisor.Link
 	boxFS *supervisor.FS // the box's own files; nil with HostOnly
 	net   network        // the proxy listener's variables (network.go)
+	host  hostStore      // the thread's checkpoint store, with Config.Checkpoints (checkpoints_host.go)
 }
 
 var (
@@ -105,6 +106,7 @@ func (s *Sandbox) Link() *supervisor.Link { return s.link }
 func (s *Sandbox) Close() {
 	s.link.Close()
 	s.net.cancel()
+	s.closeCheckpoints()
 	if s.cfg.Host != nil {
 		s.cfg.Host.Close()
 	}
