@@ -22,7 +22,11 @@ func TestE2EHostBashSetsidChildrenReaped(t *testing.T) {
 		p := start(t, opts{isolation: "none"})
 		marker := fmt.Sprintf("E2E_SETSID=%d-%d", os.Getpid(), time.Now().UnixNano())
 		t.Cleanup(func() { killMarked(marker) })
-		cmd := "export " + marker + "; setsid sleep 300 </dev/null >/dev/null 2>&1 & (setsid sh -c 'sleep 300' </dev/null >/dev/null 2>&1 &); sleep 0.2; echo started"
+		// The marker is the children's alone: exported, it would be the
+		// shell state's, and the spare shell started from that state as
+		// the call ends (a process of the sandbox, not a leftover) would
+		// carry it too.
+		cmd := marker + " setsid sleep 300 </dev/null >/dev/null 2>&1 & (" + marker + " setsid sh -c 'sleep 300' </dev/null >/dev/null 2>&1 &); sleep 0.2; echo started"
 		p.want("bash", map[string]any{"command": cmd}, "started\n[exit code 0]", false)
 		waitGone(t, p, marker, "the call returned")
 		p.want("bash", map[string]any{"command": "echo still here"}, "still here\n[exit code 0]", false)

@@ -339,8 +339,11 @@ func spareScript(restore []string) string {
 		spareVar + `=${` + spareVar + `%` + spareEnd + `}`,
 		`exec 3<&-`}
 	script = append(script, restore...)
-	inner := []string{`BASH_EXECUTION_STRING=\$` + spareVar, `builtin unset ` + spareVar, `SECONDS=0`, `builtin : \"\$BASH\"`}
-	script = append(script, `builtin eval "`+strings.Join(inner, "; ")+`; $`+spareVar+`"`)
+	// What bash -c would have set is set before the eval, not in its text:
+	// a syntax error then quotes the agent's line alone. ($_ stays $BASH:
+	// eval does not set it before it runs the text.)
+	script = append(script, `BASH_EXECUTION_STRING=$`+spareVar, `builtin unset `+spareVar, `SECONDS=0`, `builtin : "$BASH"`,
+		`builtin eval "$BASH_EXECUTION_STRING"`)
 	return strings.Join(script, "; ")
 }
 
