@@ -69,6 +69,11 @@ type autoCheckpoints struct {
 // threadCheckpoints is one thread's state.
 type threadCheckpoints struct {
 	sem chan struct{} // one save at a time: held by a save, sync or background
+	// writes: the thread's calls that may change files hold it shared, an
+	// Exclusive one (restore) alone (gate). In this process only: a
+	// restore from the command line, or from another server on the same
+	// state dir, is ordered with writes by the per-file locks alone.
+	writes sync.RWMutex
 
 	mu      sync.Mutex
 	saved   bool          // this process saved the thread (since it was bound)
@@ -94,6 +99,31 @@ func (a *autoCheckpoints) thread(key string) *threadCheckpoints {
 		a.threads[key] = t
 	}
 	return t
+}
+
+// gate orders the call with the thread's other calls that may change
+// files (threadCheckpoints.writes), whether or not automatic checkpoints
+// are on; the returned func ends its hold. An Exclusive call waits for
+// the calls in flight (a bash command may run for minutes) as long as its
+// ctx lets it: the error then says what it waited for.
+func (a *autoCheckpoints) gate(ctx context.Context, c *call) (func(), error) {
+	if !c.tool.ChangesFiles || c.b == nil || c.err != nil {
+		return func() {}, nil
+	}
+	t := a.thread(c.b.thread.Key)
+	if !c.tool.Exclusive {
+		t.writes.RLock()
+		return t.writes.RUnlock, nil
+	}
+	got := make(chan struct{})
+	go func() { t.writes.Lock(); close(got) }()
+	select {
+	case <-got:
+		return t.writes.Unlock, nil
+	case <-ctx.Done():
+		go func() { <-got; t.writes.Unlock() }()
+		return nil, fmt.Errorf("%s waited for the thread's calls that may change files (write_file, str_replace, bash) to end: %w", c.tool.Def.Name, context.Cause(ctx))
+	}
 }
 
 // drop forgets a thread no one holds any more: its sandbox (and the

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/checkpoint"
 	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
@@ -155,5 +158,69 @@ func TestAutoCheckpointFailureNeverFailsTheCall(t *testing.T) {
 	call("checkpoints", `{}`)
 	if n := strings.Count(logs.String(), "automatic checkpoint failed"); n != 1 || !strings.Contains(logs.String(), "disk on fire") {
 		t.Fatalf("%d warnings, want 1:\n%s", n, logs)
+	}
+}
+
+// restore runs alone among the thread's calls that may change files: a
+// restore asked while a bash command runs waits for it to end (else a
+// write landing between the restore's undo checkpoint and its writes is
+// lost to both).
+func TestRestoreWaitsForCallsThatChangeFiles(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	lp, err := local.New(local.Config{StateDir: state, AllowHostBash: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lp.Close() })
+	p := &savesProvider{Provider: lp}
+	off := false
+	srv := server.New(server.Config{Provider: p, Limits: tools.DefaultLimits(), StateDir: state, Checkpoints: server.CheckpointsConfig{Auto: &off}})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	go srv.ServeStdio(ctx, "default", inR, outW)
+	t.Cleanup(func() { cancel(); inW.Close(); srv.Close() })
+	send := func(line string) {
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Error(err)
+		}
+	}
+	replies := bufio.NewReader(outR)
+	read := func() (string, time.Time) {
+		b, err := replies.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), time.Now()
+	}
+	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	read()
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 1.5; echo 3 > a.txt"}}}`)
+	time.Sleep(300 * time.Millisecond)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"restore","arguments":{"id":"1"}}}`)
+	got := map[string]time.Time{}
+	var answers string
+	for range 2 {
+		line, at := read()
+		answers += line
+		for _, id := range []string{`"id":1,`, `"id":2,`} {
+			if strings.Contains(line, id) {
+				got[id] = at
+			}
+		}
+	}
+	if !strings.Contains(answers, "exit code 0") || strings.Count(answers, `"isError":true`) > 0 || len(got) != 2 {
+		t.Fatalf("bash or restore failed:\n%s", answers)
+	}
+	// The bash command's last act is its write: the restore must not have
+	// answered before it (its answer may still come before bash's own).
+	fi, err := os.Stat(filepath.Join(sandbox.ThreadDir(state, "default"), "workspace", "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restored := got[`"id":2,`]; restored.Before(fi.ModTime()) {
+		t.Fatalf("the restore answered %v before the bash command that was writing wrote:\n%s", fi.ModTime().Sub(restored), answers)
 	}
 }

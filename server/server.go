@@ -461,9 +461,14 @@ func (s *Server) callTool(ctx context.Context, c *call) *tools.Result {
 	// guard named its URL), else stdio's loopback listener's.
 	base, _ := ctx.Value(previewBaseKey{}).(string)
 	env.Previews = previewScope{p: s.previews, thread: c.b.thread, sb: c.b.sb, base: base}
+	ungate, err := s.auto.gate(ctx, c)
+	if err != nil {
+		return toolsFail(err)
+	}
 	s.auto.before(ctx, c)
 	s.auto.settle(ctx, c)
 	res := s.run(ctx, c.tool, env, c.req)
+	ungate()
 	s.auto.after(c, res)
 	if slices.ContainsFunc(res.Changed, func(p string) bool { return sandbox.Within(p, sandbox.OutputsDir) }) {
 		s.outputsChanged(ctx, c.b.thread.Key)

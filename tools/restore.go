@@ -35,6 +35,7 @@ func restoreTool() Tool {
 	// it lists ("after restore: ID"), so that undoing the next call is
 	// restoring the newest before it.
 	t.ChangesFiles = true
+	t.Exclusive = true
 	return t
 }
 

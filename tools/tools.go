@@ -153,6 +153,11 @@ type Tool struct {
 	// checkpoint before it when anything changed since the last one
 	// (checkpoints.auto, SPEC §18).
 	ChangesFiles bool
+	// Exclusive: the tool runs alone among the thread's calls that may
+	// change files (restore): the server lets those in flight end first
+	// and holds new ones off until it ends, so that no write lands between
+	// the restore's undo checkpoint and its writes (and is lost to both).
+	Exclusive bool
 	// UsesCheckpoints: the tool lists, compares or restores checkpoints:
 	// the server lets the automatic checkpoint of the call before it end
 	// first.
