@@ -69,7 +69,7 @@ func (a *applier) dir(fd int, rel string, t, lt *tree) error {
 	exists := func(name string) bool { _, ok := slices.BinarySearch(have, name); return ok }
 	for _, name := range have {
 		crel := join(rel, name)
-		if t.find(name) != nil || a.s.exclude[crel] || isWriterTemp(name) {
+		if t.find(name) != nil || a.s.exclude[crel] || writerTempAt(fd, name) {
 			continue
 		}
 		if err := a.remove(fd, name, crel); err != nil {
@@ -428,6 +428,18 @@ func (a *applier) setTimes(pfd int, name, rel string, mtime int64) error {
 		return &pathError{"set times of", rel, err}
 	}
 	return nil
+}
+
+// writerTempAt reports whether name in the directory fd is a writer's
+// temporary file: a regular file named by writerTempName, which Restore
+// leaves alone (a write in flight). A directory, symlink or anything else
+// of that name is user data, restored like any entry.
+func writerTempAt(fd int, name string) bool {
+	if !isWriterTemp(name) {
+		return false
+	}
+	var st unix.Stat_t
+	return fstatat(fd, name, &st) == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFREG
 }
 
 // remove removes name from the directory pfd, with everything below it

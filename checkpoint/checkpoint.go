@@ -254,7 +254,10 @@ func join(dir, name string) string {
 // Temporary files in the saved tree are named like hostfs's: tempPrefix +
 // 16 lowercase hex digits + tempSuffix, flocked while written. Save leaves
 // them out and Restore leaves them alone (a tool's write in flight), and
-// the writers' sweeper removes those a killed process left.
+// the writers' sweeper removes those a killed process left. Only a regular
+// file of such a name is one: a directory, symlink or anything else named
+// so is user data, saved and restored like any entry (else an agent could
+// keep a tree outside every checkpoint).
 const (
 	tempPrefix = ".sandbox-mcp-"
 	tempSuffix = ".tmp"

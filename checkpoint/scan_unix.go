@@ -263,7 +263,7 @@ func (sc *scanner) walk(fd int, rel string, depth int, parent *dirNode, idx int,
 	var files, size int64
 	for _, name := range names {
 		crel := join(rel, name)
-		if sc.s.exclude[crel] || isWriterTemp(name) {
+		if sc.s.exclude[crel] {
 			continue
 		}
 		var st unix.Stat_t
@@ -274,6 +274,9 @@ func (sc *scanner) walk(fd int, rel string, depth int, parent *dirNode, idx int,
 			unix.Close(fd)
 			sc.fail(&pathError{"stat", crel, err})
 			return n
+		}
+		if isWriterTemp(name) && uint32(st.Mode)&unix.S_IFMT == unix.S_IFREG {
+			continue // a write in flight; anything else of that name is user data
 		}
 		e := statEntry(name, &st)
 		ce := cached.find(name)

@@ -203,7 +203,7 @@ func emptyRoot(root string, exclude map[string]bool) (uid, gid uint32, err error
 		}
 		for _, e := range ents {
 			crel := join(rel, e.Name())
-			if exclude[crel] || isWriterTemp(e.Name()) {
+			if exclude[crel] || isWriterTemp(e.Name()) && e.Type().IsRegular() {
 				continue
 			}
 			if !e.IsDir() {
@@ -432,8 +432,8 @@ func (im *importer) add(hdr *tar.Header, content io.Reader) error {
 			return nil
 		}
 	}
-	if isWriterTemp(parts[len(parts)-1]) {
-		return nil
+	if isWriterTemp(parts[len(parts)-1]) && k == kindFile {
+		return nil // a writer's temporary file, as Save leaves out
 	}
 
 	// The parent, made as implied where the stream did not list it.

@@ -311,6 +311,7 @@ func TestImportTarNormalises(t *testing.T) {
 		{tar.Header{Name: "workspace/implied/", Typeflag: tar.TypeDir, Mode: 0o700}, ""}, // listed after its contents
 		reg("outputs/.tool-results/big.txt", "excluded"),
 		reg("workspace/.sandbox-mcp-0123456789abcdef.tmp", "a temp file"),
+		{tar.Header{Name: "workspace/.sandbox-mcp-fedcba9876543210.tmp/", Typeflag: tar.TypeDir, Mode: 0o755}, ""}, // user data: only a regular file is a temp
 	}, true)
 	s := openStore(t, t.TempDir(), Options{NoSync: true, Exclude: []string{"outputs/.tool-results"}})
 	root := freshRoot(t)
@@ -321,16 +322,20 @@ func TestImportTarNormalises(t *testing.T) {
 	must(t, err)
 	got := snapshot(t, root)
 	for p, mode := range map[string]fs.FileMode{
-		"workspace/suid":        0o755,
-		"workspace/sgid":        0o755,
-		"workspace/sgid-dir":    0o775 | fs.ModeSetgid,
-		"workspace/implied":     0o700,
-		"workspace/implied/a":   0o755,
-		"workspace/implied/a/b": 0o644,
+		"workspace/suid":                              0o755,
+		"workspace/sgid":                              0o755,
+		"workspace/sgid-dir":                          0o775 | fs.ModeSetgid,
+		"workspace/implied":                           0o700,
+		"workspace/implied/a":                         0o755,
+		"workspace/implied/a/b":                       0o644,
+		"workspace/.sandbox-mcp-fedcba9876543210.tmp": 0o755,
 	} {
 		if got[p].mode != mode {
 			t.Errorf("%s: mode %v, want %v", p, got[p].mode, mode)
 		}
+	}
+	if e := got["workspace/.sandbox-mcp-fedcba9876543210.tmp"]; e.typ != "dir" {
+		t.Errorf("a directory named like a writer's temporary file was imported as %q, want a directory", e.typ)
 	}
 	for _, p := range []string{"outputs/.tool-results", "outputs/.tool-results/big.txt", "workspace/.sandbox-mcp-0123456789abcdef.tmp"} {
 		if _, ok := got[p]; ok {

@@ -2,13 +2,16 @@ package tools
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
-// lineDiffMaxEdits bounds the work of a line diff (Myers' D): two texts
-// further apart than this are shown as one hunk replacing every line
-// between their common head and tail.
-const lineDiffMaxEdits = 4000
+// lineDiffMaxEdits bounds the work and memory of a line diff (Myers' D):
+// two texts further apart than this are shown as one hunk replacing every
+// line between their common head and tail. myers keeps d+1 int32s per step
+// d, so a diff holds at most about 2*lineDiffMaxEdits^2 bytes (4.5 MB)
+// whatever the input.
+const lineDiffMaxEdits = 1500
 
 // diffOp is one line of an edit script: ' ' kept, '-' removed, '+' added.
 type diffOp struct {
@@ -52,6 +55,10 @@ func lineDiff(a, b []string) []diffOp {
 
 // myers is the edit script of a and b, or, past lineDiffMaxEdits, every
 // line of a removed and every line of b added.
+//
+// Step d keeps only its own band of V: the furthest x on each diagonal
+// k = -d, -d+2, ..., d, at index (k+d)/2, as int32 (a line index of a text
+// under diffFileMax).
 func myers(a, b []string) []diffOp {
 	n, m := len(a), len(b)
 	replace := func() []diffOp {
@@ -64,49 +71,57 @@ func myers(a, b []string) []diffOp {
 		}
 		return ops
 	}
-	if n == 0 || m == 0 {
+	if n == 0 || m == 0 || n >= math.MaxInt32 || m >= math.MaxInt32 {
 		return replace()
 	}
 	maxD := min(n+m, lineDiffMaxEdits)
-	off := maxD + 1
-	v := make([]int, 2*maxD+3)
-	var trace [][]int
+	var trace [][]int32
 	for d := 0; d <= maxD; d++ {
-		trace = append(trace, append([]int(nil), v...))
+		cur := make([]int32, d+1)
 		for k := -d; k <= d; k += 2 {
 			var x int
-			if k == -d || (k != d && v[off+k-1] < v[off+k+1]) {
-				x = v[off+k+1]
-			} else {
-				x = v[off+k-1] + 1
+			switch {
+			case d == 0:
+				x = 0
+			case k == -d || (k != d && bandAt(trace[d-1], d-1, k-1) < bandAt(trace[d-1], d-1, k+1)):
+				x = bandAt(trace[d-1], d-1, k+1)
+			default:
+				x = bandAt(trace[d-1], d-1, k-1) + 1
 			}
 			y := x - k
 			for x < n && y < m && a[x] == b[y] {
 				x, y = x+1, y+1
 			}
-			v[off+k] = x
+			cur[(k+d)/2] = int32(x)
 			if x >= n && y >= m {
-				return backtrack(a, b, trace, off, d)
+				return backtrack(a, b, trace, d)
 			}
 		}
+		trace = append(trace, cur)
 	}
 	return replace()
 }
 
-// backtrack walks the trace of myers back from (len(a), len(b)).
-func backtrack(a, b []string, trace [][]int, off, d int) []diffOp {
+// bandAt is the x of diagonal k in the band of step d.
+func bandAt(band []int32, d, k int) int {
+	return int(band[(k+d)/2])
+}
+
+// backtrack walks the trace of myers (the bands of steps 0..d-1) back
+// from (len(a), len(b)), reached at step d.
+func backtrack(a, b []string, trace [][]int32, d int) []diffOp {
 	x, y := len(a), len(b)
 	var rev []diffOp
 	for ; d > 0; d-- {
-		v := trace[d]
+		prev := trace[d-1]
 		k := x - y
 		var pk int
-		if k == -d || (k != d && v[off+k-1] < v[off+k+1]) {
+		if k == -d || (k != d && bandAt(prev, d-1, k-1) < bandAt(prev, d-1, k+1)) {
 			pk = k + 1
 		} else {
 			pk = k - 1
 		}
-		px := v[off+pk]
+		px := bandAt(prev, d-1, pk)
 		py := px - pk
 		for x > px && y > py {
 			x, y = x-1, y-1
