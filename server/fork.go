@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -20,7 +22,9 @@ import (
 // makes that thread a fork of a checkpoint of another: "THREAD@ID"
 // (SPEC §18). Under auth tokens both threads are the token's own. Later
 // requests may carry it again (a client sets its headers on every
-// request): a thread that is already that fork is left as it is.
+// request): a thread that is already that fork is left as it is, for good
+// (its fork record says so, see forksDir), even once its checkpoint 1 is
+// pruned.
 const ForkHeader = "X-Thread-Fork"
 
 var forkCheckpointID = regexp.MustCompile(`^[1-9][0-9]{0,17}$`)
@@ -53,6 +57,119 @@ func cut(s string, n int) string {
 // also says, to a later request naming the same fork, that it was made.
 func forkMessage(src, id string) string { return "fork of " + src + "@" + id }
 
+// A fork's record: <state>/forks/<dst key>, whose content is "SRC@ID\n"
+// (thread keys), written atomically (a temp file renamed over it) when the
+// fork is made and removed before a new fork of that key is tried. It is
+// what says, for good, that dst was made as that fork: checkpoint 1 (the
+// fork's "fork of SRC@ID") goes once checkpoints.max_bytes prunes it, or
+// past the kubernetes provider's listing bound, and pruning never touches
+// the state dir's forks. It is the server's, not the thread's: a thread of
+// the kubernetes provider keeps its files in its Pod's volume, where the
+// server has no directory of it. With kubernetes replicas each having its
+// own state dir, a replica that did not make the fork has no record, and
+// checkpoint 1 (while it is there) still answers.
+const forksDir = "forks"
+
+// readForkRecord returns dst's record ("" when there is none).
+func readForkRecord(stateDir, dst string) (string, error) {
+	root, err := os.OpenRoot(filepath.Join(stateDir, forksDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", recordError(dst, err)
+	}
+	defer root.Close()
+	b, err := root.ReadFile(filepath.FromSlash(dst))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", recordError(dst, err)
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// writeForkRecord records dst as a fork of src@id, atomically: a reader
+// sees the old record or the whole new one. The temp file's name starts
+// with a dot, which no thread id does (sandbox.ValidThreadID), so it never
+// meets another thread's record; forks of one dst are serialised.
+func writeForkRecord(stateDir, dst, src, id string) error {
+	if err := os.MkdirAll(filepath.Join(stateDir, forksDir), 0o700); err != nil {
+		return recordError(dst, err)
+	}
+	root, err := os.OpenRoot(filepath.Join(stateDir, forksDir))
+	if err != nil {
+		return recordError(dst, err)
+	}
+	defer root.Close()
+	name := filepath.FromSlash(dst)
+	dir, base := filepath.Split(name)
+	if dir != "" {
+		if err := root.MkdirAll(dir, 0o700); err != nil {
+			return recordError(dst, err)
+		}
+	}
+	tmp := filepath.Join(dir, "."+base+".tmp")
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return recordError(dst, err)
+	}
+	_, err = f.WriteString(src + "@" + id + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		root.Remove(tmp)
+		return recordError(dst, err)
+	}
+	// The rename itself lasts a crash once its directory is synced.
+	d, err := root.Open(filepath.Join(dir, "."))
+	if err == nil {
+		err = d.Sync()
+		d.Close()
+	}
+	if err != nil {
+		return recordError(dst, err)
+	}
+	return nil
+}
+
+// recordError says which record failed without the state dir's host path.
+func recordError(dst string, err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return fmt.Errorf("fork record of %s: %w", dst, err)
+}
+
+// removeForkRecord removes dst's record; none is no error.
+func removeForkRecord(stateDir, dst string) error {
+	root, err := os.OpenRoot(filepath.Join(stateDir, forksDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return recordError(dst, err)
+	}
+	defer root.Close()
+	if err := root.Remove(filepath.FromSlash(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return recordError(dst, err)
+	}
+	return nil
+}
+
 // ErrThreadExists: a fork's new thread exists already (and is not that fork).
 var ErrThreadExists = errors.New("thread exists already")
 
@@ -60,9 +177,10 @@ var ErrThreadExists = errors.New("thread exists already")
 // checkpoint id of thread src (keys, as the provider takes them): the
 // checkpoint is streamed out of src's sandbox (ExportCheckpoint) into dst's
 // (ImportCheckpoint), which makes it dst's checkpoint 1. A dst that
-// exists already and is that very fork (its first checkpoint says so) is
-// no error: made is then false. A fork that fails removes what it made of
-// dst. Forks of one dst are serialised across processes on the state dir.
+// exists already and is that very fork (its fork record, or its first
+// checkpoint, says so) is no error: made is then false. A fork made is
+// recorded (forksDir); one that fails removes what it made of dst.
+// Forks of one dst are serialised across processes on the state dir.
 func ForkThread(ctx context.Context, p sandbox.Provider, stateDir, src, id, dst string) (info checkpoint.Info, made bool, err error) {
 	if src == dst {
 		return info, false, fmt.Errorf("fork %s@%s: the new thread must be another thread", src, id)
@@ -81,7 +199,11 @@ func ForkThread(ctx context.Context, p sandbox.Provider, stateDir, src, id, dst 
 		return info, false, err
 	}
 	if exists {
-		return alreadyForked(ctx, p, src, id, dst)
+		return alreadyForked(ctx, p, stateDir, src, id, dst)
+	}
+	// A record left of an earlier thread of that key is no longer true.
+	if err := removeForkRecord(stateDir, dst); err != nil {
+		return info, false, err
 	}
 	if ok, err := p.Exists(ctx, src); err != nil {
 		return info, false, err
@@ -119,6 +241,9 @@ func ForkThread(ctx context.Context, p sandbox.Provider, stateDir, src, id, dst 
 	info, err = importer.ImportCheckpoint(ctx, pr, forkMessage(src, id))
 	pr.CloseWithError(errors.New("import ended"))
 	p.Release(dst)
+	if err == nil {
+		err = writeForkRecord(stateDir, dst, src, id)
+	}
 	if err != nil {
 		if derr := p.Discard(context.WithoutCancel(ctx), dst); derr != nil {
 			err = errors.Join(err, fmt.Errorf("and the half-made thread %s was not removed: %w", dst, derr))
@@ -135,8 +260,13 @@ type checkpointStreams interface {
 }
 
 // alreadyForked answers for a dst that exists: no error when it is the
-// fork asked for (its first checkpoint says so), else ErrThreadExists.
-func alreadyForked(ctx context.Context, p sandbox.Provider, src, id, dst string) (checkpoint.Info, bool, error) {
+// fork asked for, else ErrThreadExists. Its record says so for good
+// (checkpoint 1 may be pruned), unless the thread's checkpoints deny it: a
+// checkpoint 1 that is not the fork's, or none at all (a fork has one
+// at least), is a thread made since under that key. Without a record
+// (another replica's fork, or one made before records), checkpoint 1 must
+// be there and be the fork's.
+func alreadyForked(ctx context.Context, p sandbox.Provider, stateDir, src, id, dst string) (checkpoint.Info, bool, error) {
 	refuse := fmt.Errorf("fork %s@%s: %w: %s (a fork makes a new thread; name one that does not exist)", src, id, ErrThreadExists, dst)
 	sb, err := p.Acquire(ctx, dst)
 	if err != nil {
@@ -147,11 +277,24 @@ func alreadyForked(ctx context.Context, p sandbox.Provider, src, id, dst string)
 	if !ok {
 		return checkpoint.Info{}, false, refuse
 	}
+	record, err := readForkRecord(stateDir, dst)
+	if err != nil {
+		return checkpoint.Info{}, false, err
+	}
 	list, err := cp.ListCheckpoints(ctx)
-	if err != nil || len(list) == 0 || list[0].ID != "1" || list[0].Message != forkMessage(src, id) {
+	if err != nil || len(list) == 0 {
 		return checkpoint.Info{}, false, refuse
 	}
-	return list[0], false, nil
+	if list[0].ID == "1" {
+		if list[0].Message != forkMessage(src, id) {
+			return checkpoint.Info{}, false, refuse
+		}
+		return list[0], false, nil
+	}
+	if record != src+"@"+id {
+		return checkpoint.Info{}, false, refuse
+	}
+	return checkpoint.Info{}, false, nil
 }
 
 // forkThread makes the call's thread a fork when its request carries
