@@ -7,6 +7,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -66,8 +68,30 @@ func checkpointError(id string, err error) *Result {
 }
 
 // oneLine is a message shown on one line.
+// A control character (ESC, BEL, a C1 code: what moves a terminal's
+// cursor or writes its clipboard) is written as \xNN or \uNNNN: the text is
+// the agent's, and the command line prints it to a person's terminal.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return Printable(strings.Join(strings.Fields(s), " "))
+}
+
+// Printable is s with every control character and invalid byte written
+// as an escape, for a person's terminal.
+func Printable(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1, unicode.IsControl(r) && r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
 
 // userDataPath is the virtual path of a path relative to user-data.

@@ -245,7 +245,7 @@ func (c cliCheckpoints) restore(thread, id string, force bool) error {
 	}
 	fmt.Fprintf(c.stdout, "thread %s restored to checkpoint %s: %d path(s) changed\n", thread, id, len(res.Changes))
 	for _, ch := range res.Changes {
-		fmt.Fprintf(c.stdout, "%-8s %s\n", ch.Kind, ch.Path)
+		fmt.Fprintf(c.stdout, "%-8s %s\n", ch.Kind, tools.Printable(ch.Path))
 	}
 	fmt.Fprintf(c.stdout, "undo: sandbox-mcp restore %s %s\n", thread, res.Undo.ID)
 	return nil

@@ -598,3 +598,17 @@ func TestE2EDiffKinds(t *testing.T) {
 		t.Errorf("diff to a missing checkpoint = %q", out)
 	}
 }
+
+// The same undo on kubernetes, where the thread's files live in the Pod's
+// volume and the Pod's supervisor runs the checkpoint engine: through the
+// binary and a real client, checked on the node's directory (host_path).
+func TestE2EKubernetesCheckpoints(t *testing.T) {
+	t.Parallel()
+	cfgFile, dir := k8sE2EConfig(t, os.Getenv("SANDBOX_MCP_K8S_IMAGE"))
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.Command(binary(t), "--config", cfgFile, "--state-dir", filepath.Join(dir, "state"), "--audit-log", "off", "--thread", "kundo")
+	cs, stderr := stdioSession(t, ctx, cmd)
+	defer cs.Close()
+	undoScenario(t, caller(t, ctx, cs, stderr), filepath.Join(dir, "storage", "threads", "kundo", "user-data", "workspace"))
+}

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -558,28 +557,6 @@ func (w *pool) claim(ctx context.Context, key string) string {
 		return name
 	}
 	return ""
-}
-
-// renameNoReplace renames directory from to to, failing (fs.ErrExist) if
-// to exists, even empty. Where the file system cannot say so
-// (RENAME_NOREPLACE unsupported), a plain rename, which fails onto a
-// thread's directory once it holds user-data.
-func renameNoReplace(from, to string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-		if _, err := os.Lstat(to); err == nil {
-			return fs.ErrExist
-		}
-		err = os.Rename(from, to)
-		if errors.Is(err, unix.ENOTEMPTY) {
-			return fs.ErrExist
-		}
-		return err
-	}
-	if err != nil {
-		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
-	}
-	return nil
 }
 
 // next takes a ready Pod off the pool's list: one with a channel open
