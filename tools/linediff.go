@@ -9,9 +9,10 @@ import (
 // lineDiffMaxEdits bounds the work and memory of a line diff (Myers' D):
 // two texts further apart than this are shown as one hunk replacing every
 // line between their common head and tail. myers keeps d+1 int32s per step
-// d, so a diff holds at most about 2*lineDiffMaxEdits^2 bytes (4.5 MB)
-// whatever the input.
-const lineDiffMaxEdits = 1500
+// d, so a diff holds at most about 2*lineDiffMaxEdits^2 bytes (12.5 MB)
+// whatever the input — and still shows hunks for a thousand lines changed
+// in a file (2 000 edits).
+const lineDiffMaxEdits = 2500
 
 // diffOp is one line of an edit script: ' ' kept, '-' removed, '+' added.
 type diffOp struct {
