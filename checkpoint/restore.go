@@ -95,6 +95,16 @@ func (s *Store) Restore(ctx context.Context, root, id string, opts RestoreOption
 	return res, nil
 }
 
+// treeOf is checkpoint id's root tree with every tree below it loaded
+// (and checked); the caller holds the store's lock.
+func (s *Store) treeOf(id string) (*tree, error) {
+	r, err := s.record(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.loadAll(r.root)
+}
+
 // loadAll loads (and checks) every tree reachable from h.
 func (s *Store) loadAll(h hash) (*tree, error) {
 	t, err := s.loadTree(h)
@@ -186,11 +196,7 @@ func (s *Store) Export(ctx context.Context, id, dir string) error {
 	}
 	defer unlock()
 	defer s.retain()
-	r, err := s.record(id)
-	if err != nil {
-		return err
-	}
-	target, err := s.loadAll(r.root)
+	target, err := s.treeOf(id)
 	if err != nil {
 		return err
 	}

@@ -42,11 +42,7 @@ func (s *Store) ExportTar(ctx context.Context, id string, w io.Writer) error {
 	}
 	defer unlock()
 	defer s.retain()
-	r, err := s.record(id)
-	if err != nil {
-		return err
-	}
-	root, err := s.loadAll(r.root)
+	root, err := s.treeOf(id)
 	if err != nil {
 		return err
 	}
