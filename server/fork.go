@@ -322,9 +322,18 @@ func (s *Server) forkThread(ctx context.Context, c *call) {
 	h := c.req.Header.Clone()
 	h.Set(ThreadHeader, src)
 	_, from := s.identify(ctx, h)
+	// A client sends its headers with every request: a fork this process
+	// made or checked is not checked again (a lock, the thread's sandbox
+	// and its list of checkpoints, every call).
+	origin := from.Key + "@" + id
+	if v, ok := s.forks.Load(dst.Key); ok && v == origin {
+		return
+	}
 	if _, _, err := ForkThread(ctx, s.cfg.Provider, s.cfg.StateDir, from.Key, id, dst.Key); err != nil {
 		// Threads by the names the client gave them, not their keys.
 		msg := strings.NewReplacer(from.Key, src, dst.Key, dst.ID).Replace(err.Error())
 		c.fail(fmt.Errorf("%s: %s", ForkHeader, msg))
+		return
 	}
+	s.forks.Store(dst.Key, origin)
 }

@@ -96,6 +96,9 @@ type Server struct {
 	calls     *fairBudget     // caps the tool calls running at once (HTTP); nil: no cap
 	stopCalls context.Context // cancelled to stop every call at once (shutdown)
 	stopAll   context.CancelFunc
+	// forks: the threads this process made or found to be a fork, by
+	// key, and their origin ("SRC@ID" by keys): X-Thread-Fork (fork.go).
+	forks sync.Map
 }
 
 // New builds the server and registers every tool.
