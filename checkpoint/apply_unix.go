@@ -26,6 +26,53 @@ type applier struct {
 	blobs  map[hash][]byte // checked contents, by hash; others are read and checked as written
 	racy   map[string]bool // paths whose content the live walk could not vouch for
 	root   bool            // running as root: owners are restored
+	// guard: a path that is no longer what the live walk found is left as
+	// it is (kept), not overwritten or removed (Restore; see changedSince).
+	guard bool
+	kept  []string
+}
+
+// errKept says that a path was left as it is: another process changed it
+// after the live walk (see changedSince). It stops only that path.
+var errKept = errors.New("changed during the restore")
+
+// keep records rel as left as it is.
+func (a *applier) keep(rel string) error {
+	a.kept = append(a.kept, rel)
+	return errKept
+}
+
+// changedSince reports, for a guarding applier, whether name in the
+// directory pfd is no longer what the live walk found there (le; nil:
+// nothing): a regular file written, made or replaced since, or anything
+// made where the walk found nothing. The walk is what the undo checkpoint
+// holds; the file tools of this process wait for the restore, but a
+// writer the locks do not exclude (a write through another replica's
+// channel, a command line restore beside a server) may have written since
+// — overwriting or removing that would lose it with no checkpoint holding
+// it. Called under the path's lock. Directories and symlinks hold no
+// bytes of their own: only their kind is compared.
+func (a *applier) changedSince(pfd int, name string, le *entry) bool {
+	if !a.guard {
+		return false
+	}
+	var st unix.Stat_t
+	if err := fstatat(pfd, name, &st); err != nil {
+		return false // gone: nothing to lose (an unreadable one fails the write)
+	}
+	if le == nil {
+		return true
+	}
+	now := statEntry(name, &st)
+	if now.kind != le.kind && le.kind != kindSkipped {
+		return true
+	}
+	return now.kind == kindFile && !sameStat(le, &st)
+}
+
+// sameStat reports whether the file's stat is still the walked entry's.
+func sameStat(le *entry, st *unix.Stat_t) bool {
+	return le.size == st.Size && le.mtime == st.Mtim.Nano() && le.ctime == st.Ctim.Nano() && le.ino == uint64(st.Ino)
 }
 
 // run applies target to the directory root; live is the tree that scan
@@ -72,7 +119,7 @@ func (a *applier) dir(fd int, rel string, t, lt *tree) error {
 		if t.find(name) != nil || a.s.exclude[crel] || writerTempAt(fd, name) {
 			continue
 		}
-		if err := a.remove(fd, name, crel); err != nil {
+		if err := a.remove(fd, name, crel, lt.find(name)); err != nil && !errors.Is(err, errKept) {
 			return err
 		}
 	}
@@ -92,14 +139,14 @@ func (a *applier) dir(fd int, rel string, t, lt *tree) error {
 			err = a.subdir(fd, crel, e, le, there)
 		case kindFile:
 			if !there {
-				err = a.writeFile(fd, crel, e)
+				err = a.writeFile(fd, crel, e, le)
 			} else {
 				err = a.file(fd, crel, e, le)
 			}
 		case kindSymlink:
-			err = a.symlink(fd, crel, e, there)
+			err = a.symlink(fd, crel, e, le, there)
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, errKept) {
 			return err
 		}
 	}
@@ -113,7 +160,7 @@ func (a *applier) subdir(pfd int, rel string, e, le *entry, there bool) error {
 		err := fstatat(pfd, e.name, &st)
 		existed = err == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFDIR
 		if err == nil && !existed {
-			if err := a.remove(pfd, e.name, rel); err != nil {
+			if err := a.remove(pfd, e.name, rel, le); err != nil {
 				return err
 			}
 		}
@@ -199,7 +246,7 @@ func (a *applier) file(pfd int, rel string, e, le *entry) error {
 			return a.fixFile(pfd, rel, e, &st, a.racy[rel])
 		}
 	}
-	return a.writeFile(pfd, rel, e)
+	return a.writeFile(pfd, rel, e, le)
 }
 
 // fixFile sets the metadata of a file whose content is e's; with verify,
@@ -219,13 +266,30 @@ func (a *applier) fixFile(pfd int, rel string, e *entry, st *unix.Stat_t, verify
 	a.s.at("restore-fix-file", rel)
 	fd, err := openat(pfd, e.name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
-		return a.writeFileLocked(pfd, rel, e)
+		if a.changedSince(pfd, e.name, nil) {
+			return a.keep(rel) // something else stands there now
+		}
+		return a.writeFileLocked(pfd, rel, e, nil)
 	}
 	var now unix.Stat_t
-	if unix.Fstat(fd, &now) != nil || now.Ino != st.Ino || now.Nlink != 1 || uint32(now.Mode)&unix.S_IFMT != unix.S_IFREG ||
-		verify && !hasContent(fd, e) {
+	if unix.Fstat(fd, &now) != nil || now.Ino != st.Ino || uint32(now.Mode)&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return a.writeFileLocked(pfd, rel, e)
+		if a.changedSince(pfd, e.name, nil) {
+			return a.keep(rel) // replaced since the walk
+		}
+		return a.writeFileLocked(pfd, rel, e, nil)
+	}
+	// st was the walk's stat (file checked it): a file whose stat moved
+	// since, or whose bytes are no longer the walk's (a racy one), was
+	// written after the walk.
+	differs := verify && !hasContent(fd, e)
+	if a.guard && (differs || !sameStat(&entry{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: uint64(st.Ino)}, &now)) {
+		unix.Close(fd)
+		return a.keep(rel)
+	}
+	if now.Nlink != 1 || differs {
+		unix.Close(fd)
+		return a.writeFileLocked(pfd, rel, e, nil)
 	}
 	if chown {
 		err = unix.Fchown(fd, int(e.uid), int(e.gid))
@@ -268,19 +332,24 @@ func hasContent(fd int, e *entry) bool {
 	return total == e.size && [sha256.Size]byte(h.Sum(sum[:0])) == e.hash
 }
 
-func (a *applier) writeFile(pfd int, rel string, e *entry) error {
+// writeFile writes e's content over rel, le being what the live walk
+// found there.
+func (a *applier) writeFile(pfd int, rel string, e, le *entry) error {
 	unlock, err := a.lock(rel)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return a.writeFileLocked(pfd, rel, e)
+	if a.changedSince(pfd, e.name, le) {
+		return a.keep(rel)
+	}
+	return a.writeFileLocked(pfd, rel, e, le)
 }
 
 // writeFileLocked writes e's content to a temporary file in the directory
 // pfd, sets its owner, mode and times, and renames it over e's name (after
 // removing a directory that stands there).
-func (a *applier) writeFileLocked(pfd int, rel string, e *entry) (err error) {
+func (a *applier) writeFileLocked(pfd int, rel string, e, le *entry) (err error) {
 	tmp := writerTempName()
 	var fd int
 	for {
@@ -306,12 +375,12 @@ func (a *applier) writeFileLocked(pfd int, rel string, e *entry) (err error) {
 		err = a.setTimes(pfd, tmp, rel, e.mtime)
 	}
 	if err == nil {
-		err = a.replace(pfd, tmp, e.name, rel)
+		err = a.replace(pfd, tmp, e.name, rel, le)
 	}
 	if err != nil {
 		unix.Unlinkat(pfd, tmp, 0)
 		var pe *pathError
-		if !errors.As(err, &pe) && !errors.Is(err, ErrCorrupt) {
+		if !errors.As(err, &pe) && !errors.Is(err, ErrCorrupt) && !errors.Is(err, errKept) {
 			err = &pathError{"write", rel, bare(err)}
 		}
 		return err
@@ -362,17 +431,18 @@ func writeAll(fd int, b []byte) error {
 }
 
 // replace renames tmp over name in the directory pfd, removing first a
-// directory that stands there (a rename cannot replace one by a file).
-func (a *applier) replace(pfd int, tmp, name, rel string) error {
+// directory that stands there (a rename cannot replace one by a file); le
+// is what the live walk found there.
+func (a *applier) replace(pfd int, tmp, name, rel string, le *entry) error {
 	err := unix.Renameat(pfd, tmp, pfd, name)
 	if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
-		if err = a.removeDir(pfd, name, rel); err == nil {
+		if err = a.removeDir(pfd, name, rel, a.liveTree(le)); err == nil {
 			err = unix.Renameat(pfd, tmp, pfd, name)
 		}
 	}
 	if err != nil {
 		var pe *pathError
-		if errors.As(err, &pe) {
+		if errors.As(err, &pe) || errors.Is(err, errKept) {
 			return err
 		}
 		return &pathError{"rename", rel, err}
@@ -380,7 +450,7 @@ func (a *applier) replace(pfd int, tmp, name, rel string) error {
 	return nil
 }
 
-func (a *applier) symlink(pfd int, rel string, e *entry, there bool) error {
+func (a *applier) symlink(pfd int, rel string, e, le *entry, there bool) error {
 	var st unix.Stat_t
 	if there && fstatat(pfd, e.name, &st) == nil && uint32(st.Mode)&unix.S_IFMT == unix.S_IFLNK {
 		if t, err := readlinkat(pfd, e.name); err == nil && t == e.target {
@@ -400,6 +470,9 @@ func (a *applier) symlink(pfd int, rel string, e *entry, there bool) error {
 		return err
 	}
 	defer unlock()
+	if there && a.changedSince(pfd, e.name, le) {
+		return a.keep(rel)
+	}
 	tmp := writerTempName()
 	if err := unix.Symlinkat(e.target, pfd, tmp); err != nil {
 		return &pathError{"symlink", rel, err}
@@ -411,7 +484,7 @@ func (a *applier) symlink(pfd int, rel string, e *entry, there bool) error {
 		err = a.setTimes(pfd, tmp, rel, e.mtime)
 	}
 	if err == nil {
-		err = a.replace(pfd, tmp, e.name, rel)
+		err = a.replace(pfd, tmp, e.name, rel, le)
 	}
 	if err != nil {
 		unix.Unlinkat(pfd, tmp, 0)
@@ -444,8 +517,10 @@ func writerTempAt(fd int, name string) bool {
 
 // remove removes name from the directory pfd, with everything below it
 // when it is a directory, except excluded paths (and the directories that
-// hold them).
-func (a *applier) remove(pfd int, name, rel string) error {
+// hold them); le is what the live walk found there. A guarding applier
+// keeps what changed since the walk (errKept), and the directories that
+// hold it.
+func (a *applier) remove(pfd int, name, rel string, le *entry) error {
 	var st unix.Stat_t
 	if err := fstatat(pfd, name, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -454,26 +529,42 @@ func (a *applier) remove(pfd int, name, rel string) error {
 		return &pathError{"stat", rel, err}
 	}
 	if uint32(st.Mode)&unix.S_IFMT == unix.S_IFDIR {
-		return a.removeDir(pfd, name, rel)
+		if a.guard && le == nil {
+			return a.keep(rel) // made since the walk
+		}
+		return a.removeDir(pfd, name, rel, a.liveTree(le))
 	}
 	unlock, err := a.lock(rel)
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if a.changedSince(pfd, name, le) {
+		return a.keep(rel)
+	}
 	if err := unix.Unlinkat(pfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		return &pathError{"remove", rel, err}
 	}
 	return nil
 }
 
-func (a *applier) removeDir(pfd int, name, rel string) error {
+// liveTree is the walked tree of the directory entry le (nil: none).
+func (a *applier) liveTree(le *entry) *tree {
+	if le == nil || le.kind != kindDir {
+		return nil
+	}
+	return a.known(le.hash)
+}
+
+// removeDir removes the directory name of pfd and what it holds; lt is
+// its walked tree.
+func (a *applier) removeDir(pfd int, name, rel string, lt *tree) error {
 	fd, err := openDir(pfd, name, true)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil
 	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR):
-		return a.remove(pfd, name, rel) // no longer a directory
+		return a.remove(pfd, name, rel, nil) // no longer a directory: made since the walk
 	case err != nil:
 		return &pathError{"open", rel, err}
 	}
@@ -487,18 +578,23 @@ func (a *applier) removeDir(pfd int, name, rel string) error {
 	if err != nil {
 		return &pathError{"read", rel, err}
 	}
-	kept := false
+	excluded, kept := false, false
 	for _, n := range list {
 		crel := join(rel, n)
 		if a.s.exclude[crel] {
-			kept = true
+			excluded = true
 			continue
 		}
-		if err := a.remove(fd, n, crel); err != nil {
+		if err := a.remove(fd, n, crel, lt.find(n)); errors.Is(err, errKept) {
+			kept = true
+		} else if err != nil {
 			return err
 		}
 	}
-	if kept {
+	switch {
+	case kept:
+		return errKept // what it holds was recorded
+	case excluded:
 		return nil
 	}
 	if err := unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {

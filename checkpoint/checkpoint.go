@@ -165,7 +165,10 @@ type RestoreResult struct {
 	Undo Info
 	// Changes are what the restore changed in the tree.
 	Changes []Change
-	// Skipped lists what SaveFirst could not save.
+	// Skipped lists what SaveFirst could not save, and the paths the
+	// restore left as they were because a writer its locks do not exclude
+	// changed them after its walk (so after the undo checkpoint: replacing
+	// them would lose that write); those are not in Changes.
 	Skipped []Skip
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -88,12 +89,35 @@ func (s *Store) Restore(ctx context.Context, root, id string, opts RestoreOption
 	if err != nil {
 		return RestoreResult{}, err
 	}
-	a := &applier{s: s, ctx: ctx, locker: opts.Locker, blobs: blobs, racy: racy}
-	if err := a.run(root, target, live); err != nil {
-		return res, err
-	}
-	return res, nil
+	s.at("restore-apply", "")
+	a := &applier{s: s, ctx: ctx, locker: opts.Locker, blobs: blobs, racy: racy, guard: true}
+	err = a.run(root, target, live)
+	res.keep(a.kept)
+	return res, err
 }
+
+// keep moves the paths the restore left as they were (changed after its
+// walk by a writer its locks do not exclude) from Changes to Skipped.
+func (res *RestoreResult) keep(kept []string) {
+	if len(kept) == 0 {
+		return
+	}
+	// Not done: a change of a kept path or below it, and the removal (or
+	// replacing by a non-directory) of a directory that holds one.
+	undone := func(c Change) bool {
+		return slices.ContainsFunc(kept, func(k string) bool {
+			return c.Path == k || strings.HasPrefix(c.Path, k+"/") ||
+				strings.HasPrefix(k, c.Path+"/") && (c.New == nil || !c.New.Mode.IsDir())
+		})
+	}
+	res.Changes = slices.DeleteFunc(res.Changes, undone)
+	for _, k := range kept {
+		res.Skipped = append(res.Skipped, Skip{Path: k, Reason: keptReason})
+	}
+}
+
+// keptReason is the Skip reason of a path Restore left as it was.
+const keptReason = "changed during the restore by another writer: left as it is"
 
 // treeOf is checkpoint id's root tree with every tree below it loaded
 // (and checked); the caller holds the store's lock.

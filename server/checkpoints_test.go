@@ -69,7 +69,7 @@ func (s *savesSandbox) CheckpointChanges(context.Context, string, string) ([]che
 func (s *savesSandbox) OpenCheckpointFile(context.Context, string, string) (io.ReadCloser, checkpoint.Entry, error) {
 	return nil, checkpoint.Entry{}, checkpoint.ErrNotFound
 }
-func (s *savesSandbox) RestoreCheckpoint(context.Context, string, string) (checkpoint.RestoreResult, error) {
+func (s *savesSandbox) RestoreCheckpoint(context.Context, string, string, int64) (checkpoint.RestoreResult, error) {
 	return checkpoint.RestoreResult{}, nil
 }
 

@@ -96,13 +96,14 @@ func (k *Checkpoints) Changes(ctx context.Context, from, to string) ([]checkpoin
 }
 
 // Restore puts user-data back as checkpoint id holds it, saving it first
-// (an automatic checkpoint with undoMessage: the result's Undo).
-func (k *Checkpoints) Restore(ctx context.Context, id, undoMessage string) (checkpoint.RestoreResult, error) {
+// (an automatic checkpoint with undoMessage: the result's Undo), then
+// (maxBytes > 0) prunes the oldest to maxBytes.
+func (k *Checkpoints) Restore(ctx context.Context, id, undoMessage string, maxBytes int64) (checkpoint.RestoreResult, error) {
 	var res checkpoint.RestoreResult
 	var end *wire.FSEnd
 	err := k.try(ctx, false, func(c *Conn) (err error) {
 		res.Changes = res.Changes[:0]
-		end, err = c.ckptLines(ctx, wire.CkptRequest{Op: wire.CkptRestore, ID: id, UndoMessage: undoMessage}, changeLine(&res.Changes))
+		end, err = c.ckptLines(ctx, wire.CkptRequest{Op: wire.CkptRestore, ID: id, UndoMessage: undoMessage, MaxBytes: maxBytes}, changeLine(&res.Changes))
 		return err
 	})
 	if err != nil {

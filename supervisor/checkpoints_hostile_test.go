@@ -201,7 +201,7 @@ func TestCheckpointsHostileAnswers(t *testing.T) {
 			{},
 		} {
 			f, k, _ := newCkptFake(t)
-			wait := async(func() error { _, err := k.Restore(ctx, "1", ""); return err })
+			wait := async(func() error { _, err := k.Restore(ctx, "1", "", 0); return err })
 			_, id := f.request(t)
 			f.send(wire.KindFSEnd, id, wire.FSEnd{Ckpt: &end})
 			if err := wait(t); !errors.Is(err, wire.ErrProtocol) {

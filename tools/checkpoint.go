@@ -29,7 +29,7 @@ type Checkpointer interface {
 	ListCheckpoints(ctx context.Context) ([]checkpoint.Info, error)
 	CheckpointChanges(ctx context.Context, from, to string) ([]checkpoint.Change, error)
 	OpenCheckpointFile(ctx context.Context, id, rel string) (io.ReadCloser, checkpoint.Entry, error)
-	RestoreCheckpoint(ctx context.Context, id, undoMessage string) (checkpoint.RestoreResult, error)
+	RestoreCheckpoint(ctx context.Context, id, undoMessage string, maxBytes int64) (checkpoint.RestoreResult, error)
 }
 
 // checkpointMessageMax bounds a checkpoint's message (bytes).

@@ -78,7 +78,7 @@ func restoreCheckpoint(ctx context.Context, env *Env, a restoreArgs) *Result {
 			killed = append(killed, j.ID)
 		}
 	}
-	res, err := cp.RestoreCheckpoint(ctx, a.ID, "before restore of checkpoint "+a.ID)
+	res, err := cp.RestoreCheckpoint(ctx, a.ID, "before restore of checkpoint "+a.ID, env.CheckpointMaxBytes)
 	if err != nil {
 		return checkpointError(a.ID, err)
 	}

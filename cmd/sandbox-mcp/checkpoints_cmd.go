@@ -236,7 +236,7 @@ func (c cliCheckpoints) restore(thread, id string, force bool) error {
 		}
 		fmt.Fprintf(c.stdout, "killed job(s) %s\n", tools.JobNames(run))
 	}
-	res, err := cp.RestoreCheckpoint(c.ctx, id, "before restore of checkpoint "+id+" (command line)")
+	res, err := cp.RestoreCheckpoint(c.ctx, id, "before restore of checkpoint "+id+" (command line)", *c.cfg.Checkpoints.MaxBytes)
 	if errors.Is(err, checkpoint.ErrNotFound) {
 		return fmt.Errorf("no checkpoint %s in thread %s (sandbox-mcp checkpoints %s lists them)", id, thread, thread)
 	}
@@ -246,6 +246,9 @@ func (c cliCheckpoints) restore(thread, id string, force bool) error {
 	fmt.Fprintf(c.stdout, "thread %s restored to checkpoint %s: %d path(s) changed\n", thread, id, len(res.Changes))
 	for _, ch := range res.Changes {
 		fmt.Fprintf(c.stdout, "%-8s %s\n", ch.Kind, tools.Printable(ch.Path))
+	}
+	for _, sk := range res.Skipped {
+		fmt.Fprintf(c.stdout, "skipped  %s (%s)\n", tools.Printable(sk.Path), tools.Printable(sk.Reason))
 	}
 	fmt.Fprintf(c.stdout, "undo: sandbox-mcp restore %s %s\n", thread, res.Undo.ID)
 	return nil

@@ -154,7 +154,7 @@ func TestCheckpointsInPod(t *testing.T) {
 		t.Errorf("OpenCheckpointFile: %q %+v %v", data, e, err)
 	}
 
-	rr, err := sb.RestoreCheckpoint(ctx, "1", "before restoring 1")
+	rr, err := sb.RestoreCheckpoint(ctx, "1", "before restoring 1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestCheckpointsInPod(t *testing.T) {
 	}
 
 	// The restore undone.
-	if _, err := sb.RestoreCheckpoint(ctx, rr.Undo.ID, ""); err != nil {
+	if _, err := sb.RestoreCheckpoint(ctx, rr.Undo.ID, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	sameNodeTree(t, "the restore undone", broken, nodeTree(t, userData))
@@ -191,7 +191,7 @@ func TestCheckpointsInPod(t *testing.T) {
 
 	// A command tampers with the store: the restore is refused, nothing
 	// changes.
-	if _, err := sb.RestoreCheckpoint(ctx, "1", ""); err != nil { // back to the files of 1
+	if _, err := sb.RestoreCheckpoint(ctx, "1", "", 0); err != nil { // back to the files of 1
 		t.Fatal(err)
 	}
 	// The object is a file of its own (objects/) or inside a pack
@@ -202,7 +202,7 @@ func TestCheckpointsInPod(t *testing.T) {
 	}
 	execOut(t, sb, "rm -rf /mnt/user-data/workspace/src")
 	before := nodeTree(t, userData)
-	if _, err := sb.RestoreCheckpoint(ctx, "1", ""); !errors.Is(err, checkpoint.ErrCorrupt) {
+	if _, err := sb.RestoreCheckpoint(ctx, "1", "", 0); !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Fatalf("a restore from a tampered store: %v", err)
 	}
 	sameNodeTree(t, "after a refused restore", before, nodeTree(t, userData))
@@ -361,7 +361,7 @@ func TestCheckpointsPVC(t *testing.T) {
 			}
 			want := nodeTree(t, dir)
 			execOut(t, sb, "rm -rf /mnt/user-data/workspace/* && touch /mnt/user-data/uploads/x")
-			if _, err := sb.RestoreCheckpoint(ctx, "1", ""); err != nil {
+			if _, err := sb.RestoreCheckpoint(ctx, "1", "", 0); err != nil {
 				t.Fatal(err)
 			}
 			got := nodeTree(t, dir)
@@ -424,7 +424,7 @@ func TestCheckpointsWarmClaim(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 	execOut(t, sb, "echo two > /mnt/user-data/workspace/f")
-	if _, err := sb.RestoreCheckpoint(ctx, "1", ""); err != nil {
+	if _, err := sb.RestoreCheckpoint(ctx, "1", "", 0); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := execOut(t, sb, "cat /mnt/user-data/workspace/f"); out != "one\n" {

@@ -180,6 +180,11 @@ func (c *channel) serveCkpt(ctx context.Context, id uint32, st *fsStream, req wi
 		if err != nil {
 			return ckptError(err)
 		}
+		if req.MaxBytes > 0 { // the undo checkpoint counts against the bound too
+			if _, err := store.Prune(ctx, req.MaxBytes); err != nil {
+				return ckptError(err)
+			}
+		}
 		lines := newLines(c, id, st)
 		n := min(len(res.Changes), wire.MaxCkptChanges)
 		for i := range n {

@@ -209,7 +209,7 @@ func TestCheckpointsThroughTheDaemon(t *testing.T) {
 		t.Errorf("Open of no checkpoint: %v", err)
 	}
 
-	rr, err := b.k.Restore(ctx, "1", "before the restore")
+	rr, err := b.k.Restore(ctx, "1", "before the restore", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,11 +219,11 @@ func TestCheckpointsThroughTheDaemon(t *testing.T) {
 	sameTree(t, "restored", want, tree(t, b.root))
 
 	// The restore undone.
-	if _, err := b.k.Restore(ctx, rr.Undo.ID, ""); err != nil {
+	if _, err := b.k.Restore(ctx, rr.Undo.ID, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, "the restore undone", broken, tree(t, b.root))
-	if _, err := b.k.Restore(ctx, "77", ""); !errors.Is(err, checkpoint.ErrNotFound) {
+	if _, err := b.k.Restore(ctx, "77", "", 0); !errors.Is(err, checkpoint.ErrNotFound) {
 		t.Errorf("Restore of no checkpoint: %v", err)
 	}
 }
@@ -361,7 +361,7 @@ func TestTamperedStoreRefused(t *testing.T) {
 	}
 	write(t, filepath.Join(b.root, "workspace", "f"), "changed since", 0o644)
 	before := tree(t, b.root)
-	if _, err := b.k.Restore(ctx, "1", ""); !errors.Is(err, checkpoint.ErrCorrupt) {
+	if _, err := b.k.Restore(ctx, "1", "", 0); !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Fatalf("Restore from a tampered store: %v", err)
 	}
 	// The restore saved the tree first (its undo), and changed nothing.
@@ -460,5 +460,16 @@ func TestWritesDuringSaveLoseNothing(t *testing.T) {
 	}
 	if l, err := b.k.List(ctx); err != nil || len(l) != 1 || l[0].ID != res2.Info.ID {
 		t.Errorf("after a prune to 1 byte: %+v %v", l, err)
+	}
+	// A restore's undo checkpoint counts against the bound too.
+	if err := os.WriteFile(filepath.Join(b.root, "workspace", "f0"), []byte("changed before the restore"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := b.k.Restore(ctx, res2.Info.ID, "undo", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := b.k.List(ctx); err != nil || len(l) != 1 || l[0].ID != rr.Undo.ID {
+		t.Errorf("after a restore bounded to 1 byte: %+v %v (undo %s)", l, err, rr.Undo.ID)
 	}
 }

@@ -185,10 +185,12 @@ const (
 //	         regular file Path (relative to user-data) as checkpoint ID
 //	         holds it, exactly Entry.Size bytes within the credit; checked
 //	         against its hash as it is read (a mismatch: CORRUPT).
-//	restore  Ckpt{restore, ID, UndoMessage} → Data… → FSEnd{Ckpt{Undo,
+//	restore  Ckpt{restore, ID, UndoMessage, MaxBytes} → Data… → FSEnd{Ckpt{Undo,
 //	         Skipped, Cut}}: Restore with SaveFirst, under the per-path
-//	         locks the supervisor's own writes take; Data lists the changes
-//	         made (the first MaxCkptChanges; Cut says how many more).
+//	         locks the supervisor's own writes take, then (MaxBytes > 0)
+//	         Prune to MaxBytes; Data lists the changes made (the first
+//	         MaxCkptChanges; Cut says how many more). A supervisor before
+//	         this field ignores it (no prune).
 //	export   Ckpt{export, ID} → Data… → FSEnd: checkpoint.Store.ExportTar.
 //	import   Ckpt{import, Message} → Credit ; Data… → Commit → FSEnd{Ckpt{Info}}:
 //	         checkpoint.Store.ImportTar of the bytes, as a write takes
@@ -224,7 +226,7 @@ type CkptRequest struct {
 	Message     string `json:"message,omitempty"`
 	Auto        bool   `json:"auto,omitempty"`
 	Force       bool   `json:"force,omitempty"`
-	MaxBytes    int64  `json:"max_bytes,omitempty"`    // save: then prune to this; 0: no bound
+	MaxBytes    int64  `json:"max_bytes,omitempty"`    // save, restore: then prune to this; 0: no bound
 	UndoMessage string `json:"undo_message,omitempty"` // restore
 }
 

@@ -43,7 +43,7 @@ type checkpointer interface {
 	list(ctx context.Context) ([]checkpoint.Info, error)
 	changes(ctx context.Context, from, to string) ([]checkpoint.Change, error)
 	open(ctx context.Context, id, rel string) (io.ReadCloser, checkpoint.Entry, error)
-	restore(ctx context.Context, id, undoMessage string) (checkpoint.RestoreResult, error)
+	restore(ctx context.Context, id, undoMessage string, maxBytes int64) (checkpoint.RestoreResult, error)
 	export(ctx context.Context, id string, w io.Writer) error
 	importTar(ctx context.Context, r io.Reader, message string) (checkpoint.Info, error)
 }
@@ -74,10 +74,11 @@ func (s *Sandbox) OpenCheckpointFile(ctx context.Context, id, rel string) (io.Re
 
 // RestoreCheckpoint puts user-data back as checkpoint id holds it, first
 // saving it as it is (an automatic checkpoint with undoMessage, named in
-// the result's Undo) so that the restore can be undone. Whether jobs run
-// is the caller's to check.
-func (s *Sandbox) RestoreCheckpoint(ctx context.Context, id, undoMessage string) (checkpoint.RestoreResult, error) {
-	return s.checkpoints().restore(ctx, id, undoMessage)
+// the result's Undo) so that the restore can be undone, then prunes the
+// oldest to maxBytes as SaveCheckpoint does. Whether jobs run is the
+// caller's to check.
+func (s *Sandbox) RestoreCheckpoint(ctx context.Context, id, undoMessage string, maxBytes int64) (checkpoint.RestoreResult, error) {
+	return s.checkpoints().restore(ctx, id, undoMessage, maxBytes)
 }
 
 // ExportCheckpoint writes checkpoint id as a tar stream (fork's source).

@@ -64,8 +64,8 @@ func (b boxCheckpoints) open(ctx context.Context, id, rel string) (r io.ReadClos
 	return r, e, err
 }
 
-func (b boxCheckpoints) restore(ctx context.Context, id, undoMessage string) (res checkpoint.RestoreResult, err error) {
-	err = b.in(ctx, func() error { res, err = b.k.Restore(ctx, id, undoMessage); return err })
+func (b boxCheckpoints) restore(ctx context.Context, id, undoMessage string, maxBytes int64) (res checkpoint.RestoreResult, err error) {
+	err = b.in(ctx, func() error { res, err = b.k.Restore(ctx, id, undoMessage, maxBytes); return err })
 	return res, err
 }
 

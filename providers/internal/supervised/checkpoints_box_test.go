@@ -84,7 +84,7 @@ func TestBoxCheckpointsEnterTheBox(t *testing.T) {
 			}
 			return err
 		}},
-		{"restore", func() error { _, err := s.RestoreCheckpoint(ctx, "1", "undo"); return err }},
+		{"restore", func() error { _, err := s.RestoreCheckpoint(ctx, "1", "undo", 0); return err }},
 		{"export", func() error { return s.ExportCheckpoint(ctx, "1", io.Discard) }},
 	}
 	for _, st := range steps {

@@ -110,7 +110,7 @@ func (h hostCheckpoints) open(ctx context.Context, id, rel string) (io.ReadClose
 // restore takes, for every path it writes or removes, the lock the file
 // tools' writes take for it (hostfs.FS.LockPath): a restore never
 // interleaves with a write_file or str_replace of the same file.
-func (h hostCheckpoints) restore(ctx context.Context, id, undoMessage string) (checkpoint.RestoreResult, error) {
+func (h hostCheckpoints) restore(ctx context.Context, id, undoMessage string, maxBytes int64) (checkpoint.RestoreResult, error) {
 	st, err := h.store()
 	if err != nil {
 		return checkpoint.RestoreResult{}, err
@@ -121,7 +121,13 @@ func (h hostCheckpoints) restore(ctx context.Context, id, undoMessage string) (c
 			return host.LockPath(ctx, path.Join(sandbox.UserDataDir, rel))
 		})
 	}
-	return st.Restore(ctx, h.root(), id, opts)
+	res, err := st.Restore(ctx, h.root(), id, opts)
+	if err == nil && maxBytes > 0 {
+		if _, err := st.Prune(ctx, maxBytes); err != nil {
+			return res, fmt.Errorf("restored to checkpoint %s, but the oldest checkpoints could not be pruned: %w", id, err)
+		}
+	}
+	return res, err
 }
 
 func (h hostCheckpoints) export(ctx context.Context, id string, w io.Writer) error {
