@@ -30,6 +30,25 @@ type applier struct {
 	// it is (kept), not overwritten or removed (Restore; see changedSince).
 	guard bool
 	kept  []string
+	// linked: the hard-linked inodes whose ctime the restore itself moved
+	// (it unlinked, or renamed over, one of their names): their other
+	// names are compared without it.
+	linked map[devIno]bool
+}
+
+type devIno struct{ dev, ino uint64 }
+
+// unlinking notes, before the restore unlinks name of pfd or renames
+// over it, the inode there when another name shares it.
+func (a *applier) unlinking(pfd int, name string) {
+	var st unix.Stat_t
+	if !a.guard || fstatat(pfd, name, &st) != nil || uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
+		return
+	}
+	if a.linked == nil {
+		a.linked = map[devIno]bool{}
+	}
+	a.linked[devIno{uint64(st.Dev), uint64(st.Ino)}] = true
 }
 
 // errKept says that a path was left as it is: another process changed it
@@ -51,7 +70,9 @@ func (a *applier) keep(rel string) error {
 // channel, a command line restore beside a server) may have written since
 // — overwriting or removing that would lose it with no checkpoint holding
 // it. Called under the path's lock. Directories and symlinks hold no
-// bytes of their own: only their kind is compared.
+// bytes of their own: only their kind is compared. What the walk skipped
+// (too deep, unreadable, special) it could not vouch for, and no
+// checkpoint holds: it is replaced or removed as ever.
 func (a *applier) changedSince(pfd int, name string, le *entry) bool {
 	if !a.guard {
 		return false
@@ -60,14 +81,24 @@ func (a *applier) changedSince(pfd int, name string, le *entry) bool {
 	if err := fstatat(pfd, name, &st); err != nil {
 		return false // gone: nothing to lose (an unreadable one fails the write)
 	}
-	if le == nil {
+	switch {
+	case le == nil:
 		return true
+	case le.kind == kindSkipped:
+		return false
 	}
 	now := statEntry(name, &st)
-	if now.kind != le.kind && le.kind != kindSkipped {
+	if now.kind != le.kind {
 		return true
 	}
-	return now.kind == kindFile && !sameStat(le, &st)
+	if now.kind != kindFile {
+		return false
+	}
+	if a.linked[devIno{uint64(st.Dev), uint64(st.Ino)}] {
+		// Its ctime moved with the restore's own unlink of another name.
+		return le.size != st.Size || le.mtime != st.Mtim.Nano() || le.ino != uint64(st.Ino)
+	}
+	return !sameStat(le, &st)
 }
 
 // sameStat reports whether the file's stat is still the walked entry's.
@@ -434,9 +465,10 @@ func writeAll(fd int, b []byte) error {
 // directory that stands there (a rename cannot replace one by a file); le
 // is what the live walk found there.
 func (a *applier) replace(pfd int, tmp, name, rel string, le *entry) error {
+	a.unlinking(pfd, name)
 	err := unix.Renameat(pfd, tmp, pfd, name)
 	if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
-		if err = a.removeDir(pfd, name, rel, a.liveTree(le)); err == nil {
+		if err = a.removeDir(pfd, name, rel, le); err == nil {
 			err = unix.Renameat(pfd, tmp, pfd, name)
 		}
 	}
@@ -532,7 +564,7 @@ func (a *applier) remove(pfd int, name, rel string, le *entry) error {
 		if a.guard && le == nil {
 			return a.keep(rel) // made since the walk
 		}
-		return a.removeDir(pfd, name, rel, a.liveTree(le))
+		return a.removeDir(pfd, name, rel, le)
 	}
 	unlock, err := a.lock(rel)
 	if err != nil {
@@ -542,6 +574,7 @@ func (a *applier) remove(pfd int, name, rel string, le *entry) error {
 	if a.changedSince(pfd, name, le) {
 		return a.keep(rel)
 	}
+	a.unlinking(pfd, name)
 	if err := unix.Unlinkat(pfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		return &pathError{"remove", rel, err}
 	}
@@ -556,9 +589,16 @@ func (a *applier) liveTree(le *entry) *tree {
 	return a.known(le.hash)
 }
 
-// removeDir removes the directory name of pfd and what it holds; lt is
-// its walked tree.
-func (a *applier) removeDir(pfd int, name, rel string, lt *tree) error {
+// removeDir removes the directory name of pfd and what it holds; le is
+// what the walk found there. What the walk skipped (a tree too deep) it
+// could not vouch for, and no checkpoint holds: removed as ever, without
+// the guard.
+func (a *applier) removeDir(pfd int, name, rel string, le *entry) error {
+	if a.guard && le != nil && le.kind == kindSkipped {
+		a.guard = false
+		defer func() { a.guard = true }()
+	}
+	lt := a.liveTree(le)
 	fd, err := openDir(pfd, name, true)
 	switch {
 	case errors.Is(err, unix.ENOENT):

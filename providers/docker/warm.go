@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/rename"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
@@ -259,7 +260,7 @@ func (w *pool) claim(key string) string {
 		err = os.MkdirAll(filepath.Dir(target), 0o700)
 	}
 	if err == nil {
-		err = os.Rename(dir, target)
+		err = rename.NoReplace(dir, target)
 	}
 	if err != nil {
 		// The box stays unclaimed; the thread is made without it.

@@ -180,10 +180,12 @@ func (c *channel) serveCkpt(ctx context.Context, id uint32, st *fsStream, req wi
 		if err != nil {
 			return ckptError(err)
 		}
-		if req.MaxBytes > 0 { // the undo checkpoint counts against the bound too
-			if _, err := store.Prune(ctx, req.MaxBytes); err != nil {
-				return ckptError(err)
-			}
+		if req.MaxBytes > 0 {
+			// The undo checkpoint counts against the bound too. The files
+			// are restored whatever comes of it (and a call cancelled now
+			// does not stop it): a prune that fails is the next save's to
+			// try again, and to report.
+			store.Prune(context.WithoutCancel(ctx), req.MaxBytes)
 		}
 		lines := newLines(c, id, st)
 		n := min(len(res.Changes), wire.MaxCkptChanges)

@@ -123,9 +123,11 @@ func (h hostCheckpoints) restore(ctx context.Context, id, undoMessage string, ma
 	}
 	res, err := st.Restore(ctx, h.root(), id, opts)
 	if err == nil && maxBytes > 0 {
-		if _, err := st.Prune(ctx, maxBytes); err != nil {
-			return res, fmt.Errorf("restored to checkpoint %s, but the oldest checkpoints could not be pruned: %w", id, err)
-		}
+		// The undo checkpoint counts against the bound too. The files are
+		// restored whatever comes of it (and a call cancelled now does not
+		// stop it): a prune that fails is the next save's to try again,
+		// and to report.
+		st.Prune(context.WithoutCancel(ctx), maxBytes)
 	}
 	return res, err
 }
