@@ -101,6 +101,22 @@ func (a *applier) changedSince(pfd int, name string, le *entry) bool {
 	return !sameStat(le, &st)
 }
 
+// racyChanged reports, for a guarding applier, whether the file rel (name
+// of pfd), which the walk found racy (its stat cannot vouch for a write
+// in the same clock tick as the walk's read), no longer holds what the
+// walk read. Called under the path's lock, after changedSince.
+func (a *applier) racyChanged(pfd int, name, rel string, le *entry) bool {
+	if !a.guard || !a.racy[rel] || le == nil || le.kind != kindFile {
+		return false
+	}
+	fd, err := openat(pfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return false // gone, or not a file: changedSince judged it
+	}
+	defer unix.Close(fd)
+	return !hasContent(fd, le)
+}
+
 // sameStat reports whether the file's stat is still the walked entry's.
 func sameStat(le *entry, st *unix.Stat_t) bool {
 	return le.size == st.Size && le.mtime == st.Mtim.Nano() && le.ctime == st.Ctim.Nano() && le.ino == uint64(st.Ino)
@@ -371,7 +387,7 @@ func (a *applier) writeFile(pfd int, rel string, e, le *entry) error {
 		return err
 	}
 	defer unlock()
-	if a.changedSince(pfd, e.name, le) {
+	if a.changedSince(pfd, e.name, le) || a.racyChanged(pfd, e.name, rel, le) {
 		return a.keep(rel)
 	}
 	return a.writeFileLocked(pfd, rel, e, le)
@@ -571,7 +587,7 @@ func (a *applier) remove(pfd int, name, rel string, le *entry) error {
 		return err
 	}
 	defer unlock()
-	if a.changedSince(pfd, name, le) {
+	if a.changedSince(pfd, name, le) || a.racyChanged(pfd, name, rel, le) {
 		return a.keep(rel)
 	}
 	a.unlinking(pfd, name)

@@ -3,10 +3,13 @@
 package checkpoint
 
 import (
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // A writer the restore's locks do not exclude (another replica's
@@ -78,5 +81,32 @@ func TestRestoreKeepsWhatChangedAfterItsWalk(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A racy file (its stat cannot vouch for a write in the walk's clock
+// tick: on a kernel with coarse timestamps, a same-size write then leaves
+// size, mtime and ctime as the walk saw them) is read again before the
+// restore replaces or removes it: content other than the walk's is a
+// writer's, kept.
+func TestRacyChangedReadsAgain(t *testing.T) {
+	root := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(root, "a"), []byte("new!"), 0o644))
+	fd, err := openDir(unix.AT_FDCWD, root, false)
+	must(t, err)
+	defer unix.Close(fd)
+	walked := func(content string) *entry {
+		return &entry{name: "a", kind: kindFile, size: int64(len(content)), hash: sha256.Sum256([]byte(content))}
+	}
+	a := &applier{guard: true, racy: map[string]bool{"a": true}}
+	if !a.racyChanged(fd, "a", "a", walked("old!")) {
+		t.Error("a racy file whose bytes are not the walk's: not seen as changed")
+	}
+	if a.racyChanged(fd, "a", "a", walked("new!")) {
+		t.Error("a racy file holding what the walk read: seen as changed")
+	}
+	a.racy = nil
+	if a.racyChanged(fd, "a", "a", walked("old!")) {
+		t.Error("a file the walk vouched for was read again")
 	}
 }
