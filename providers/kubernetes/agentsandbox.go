@@ -38,7 +38,7 @@ import (
 //     <pool>-<5 random>, so a member cannot mount a directory named in
 //     advance: its volume is <host_path>/pool, and each mount of it a
 //     subPathExpr under the Pod's own name (the downward API), which the
-//     kubelet makes (with the pool directory's mode, 1777, so that the
+//     kubelet makes (with the pool directory's mode, 0777, so that the
 //     installer, as the Pods' user, makes user-data's directories in it).
 //   - A first call creates the SandboxClaim <pod_prefix>-warm-<thread hash>.
 //     Create is atomic: of two replicas claiming for one thread, one gets
@@ -76,7 +76,7 @@ const (
 	labelWarmPool    = "sandbox-mcp/warm-pool"             // an agent-sandbox member: the warmSpec of its settings
 	labelSandboxHash = "agents.x-k8s.io/sandbox-name-hash" // the Sandbox controller's tracking label on its Pods
 	podNameEnv       = "SANDBOX_MCP_POD"                   // a member's own name (downward API), its directory's
-	poolRootMode     = os.FileMode(0o777) | os.ModeSticky
+	poolRootMode     = os.FileMode(0o777)                  // not sticky: a server not root renames the kubelet's directories too
 
 	// Backends of kubernetes.warm_pool.
 	WarmPoolAuto         = "auto"
@@ -477,10 +477,13 @@ func (a *agentPool) adopted(ctx context.Context, claim *unstructured.Unstructure
 	}
 }
 
-// ready waits until member pod runs, then writes its record beside
-// user-data and makes its directory the Pods' user's, as a thread's
-// (the kubelet made it, as root, with the pool directory's mode).
+// ready waits, within kubernetes.start_timeout, until member pod runs,
+// then writes its record beside user-data and, as root, makes its
+// directory the Pods' user's, 0755, as a thread's (the kubelet made it,
+// as root, with the pool directory's mode).
 func (a *agentPool) ready(ctx context.Context, pod string, uid types.UID) error {
+	ctx, cancel := context.WithTimeout(ctx, a.p.cfg.StartTimeout)
+	defer cancel()
 	if _, err := a.p.waitRunning(ctx, pod, uid, true); err != nil {
 		return err
 	}
@@ -488,10 +491,11 @@ func (a *agentPool) ready(ctx context.Context, pod string, uid types.UID) error 
 	if err := writeSmallFile(filepath.Join(dir, warmRecord), pod); err != nil {
 		return fmt.Errorf("kubernetes.storage.host_path: %w", err)
 	}
-	if os.Geteuid() == 0 {
-		if err := os.Lchown(dir, int(a.p.cfg.User), int(a.p.cfg.User)); err != nil {
-			return err
-		}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := os.Lchown(dir, int(a.p.cfg.User), int(a.p.cfg.User)); err != nil {
+		return err
 	}
 	return os.Chmod(dir, 0o755)
 }

@@ -862,7 +862,7 @@ func (p *Provider) reap() {
 	every = min(every, p.heartbeat())
 	t := time.NewTicker(every)
 	defer t.Stop()
-	lastList := time.Time{}
+	lastList, lastPools := time.Time{}, time.Time{}
 	for {
 		select {
 		case <-p.stop:
@@ -887,7 +887,8 @@ func (p *Provider) reap() {
 		if p.pool == nil {
 			p.removeStaleWarm(ctx)
 		}
-		if _, agent := p.pool.source().(*agentPool); p.dyn != nil && !agent {
+		if _, agent := p.pool.source().(*agentPool); p.dyn != nil && !agent && time.Since(lastPools) > 30*time.Second {
+			lastPools = time.Now()
 			p.removeStalePools(ctx, p.dyn, "")
 		}
 		cancel()
