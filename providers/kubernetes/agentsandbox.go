@@ -73,10 +73,11 @@ var (
 )
 
 const (
-	labelWarmPool    = "sandbox-mcp/warm-pool"             // an agent-sandbox member: the warmSpec of its settings
-	labelSandboxHash = "agents.x-k8s.io/sandbox-name-hash" // the Sandbox controller's tracking label on its Pods
-	podNameEnv       = "SANDBOX_MCP_POD"                   // a member's own name (downward API), its directory's
-	poolRootMode     = os.FileMode(0o777)                  // not sticky: a server not root renames the kubelet's directories too
+	labelWarmPool      = "sandbox-mcp/warm-pool"             // an agent-sandbox member: the warmSpec of its settings
+	labelSandboxHash   = "agents.x-k8s.io/sandbox-name-hash" // the Sandbox controller's tracking label on its Pods
+	annAssignedSandbox = "agents.x-k8s.io/sandbox-name"      // on a claim: the member the controller adopts for it
+	podNameEnv         = "SANDBOX_MCP_POD"                   // a member's own name (downward API), its directory's
+	poolRootMode       = os.FileMode(0o777)                  // not sticky: a server not root renames the kubelet's directories too
 
 	// Backends of kubernetes.warm_pool.
 	WarmPoolAuto         = "auto"
@@ -381,6 +382,7 @@ func (a *agentPool) take(ctx context.Context, key string) (string, types.UID, er
 		"metadata": map[string]any{"name": name, "namespace": a.p.cfg.Namespace, "labels": labels, "annotations": map[string]any{annThread: key}},
 		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": a.name}},
 	}}
+	t0 := time.Now()
 	created, err := claims.Create(ctx, claim, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		got, err := claims.Get(ctx, name, metav1.GetOptions{})
@@ -392,50 +394,76 @@ func (a *agentPool) take(ctx context.Context, key string) (string, types.UID, er
 	if err != nil {
 		return "", "", apiError(err)
 	}
-	pod, uid, err := a.adopted(ctx, created, key)
+	t1 := time.Now()
+	pod, err := a.adopted(ctx, created, key)
+	t2 := time.Now()
 	if err != nil {
 		a.deleteClaim(context.WithoutCancel(ctx), name, created.GetUID())
 		return "", "", err
 	}
-	// The Pod is ours now: the claim and its Sandbox go.
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		a.deleteClaim(ctx, name, created.GetUID())
-	}()
-	if err := a.ready(ctx, pod, uid); err != nil {
-		a.lost(ctx, pod, uid)
+	// The Pod is ours now: the claim and its Sandbox go, once the
+	// controller has finished the adoption.
+	go a.release(name, created.GetUID())
+	if err := a.ready(ctx, pod); err != nil {
+		a.lost(ctx, pod.Name, pod.UID)
 		return "", "", err
 	}
-	return pod, uid, nil
+	a.p.log.Debug("kubernetes provider: SandboxClaim's Pod taken", "pod", pod.Name, "thread", key,
+		"create", t1.Sub(t0), "adopted", t2.Sub(t1), "ready", time.Since(t2))
+	return pod.Name, pod.UID, nil
 }
 
-// adopted waits for claim's Sandbox (a member adopted, or a fresh one),
-// then takes its Pod off agent-sandbox for thread key.
-func (a *agentPool) adopted(ctx context.Context, claim *unstructured.Unstructured, key string) (string, types.UID, error) {
+// release deletes claim once the controller says, in its status, which
+// Sandbox it has (within 30 s): the adoption complete, the Sandbox goes
+// with the claim. Deleted before, a controller mid-adoption could leave
+// the member's Sandbox in the pool, Pod-less (it would replace it).
+func (a *agentPool) release(claim string, uid types.UID) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	claims := a.dyn.Resource(claimGVR).Namespace(a.p.cfg.Namespace)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		c, err := claims.Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			break
+		}
+		if name, _, _ := unstructured.NestedString(c.Object, "status", "sandbox", "name"); name != "" {
+			break
+		}
+	}
+	a.deleteClaim(ctx, claim, uid)
+}
+
+// adopted waits for claim's Sandbox — a member adopted (the claim's
+// annotation names it, the moment the controller picks it) or a fresh one
+// (its status names it) — then takes its Pod off agent-sandbox for thread
+// key.
+func (a *agentPool) adopted(ctx context.Context, claim *unstructured.Unstructured, key string) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	w, err := a.dyn.Resource(claimGVR).Namespace(a.p.cfg.Namespace).Watch(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", claim.GetName()).String(), ResourceVersion: claim.GetResourceVersion()})
 	if err != nil {
-		return "", "", apiError(err)
+		return nil, apiError(err)
 	}
 	sandbox := ""
 	for sandbox == "" {
 		select {
 		case <-ctx.Done():
 			w.Stop()
-			return "", "", errors.New("the SandboxClaim got no Sandbox within 30 s (is agent-sandbox's controller running, with --extensions?)")
+			return nil, errors.New("the SandboxClaim got no Sandbox within 30 s (is agent-sandbox's controller running, with --extensions?)")
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return "", "", errors.New("the SandboxClaim's watch ended")
+				return nil, errors.New("the SandboxClaim's watch ended")
 			}
 			if ev.Type == watch.Deleted {
 				w.Stop()
-				return "", "", errors.New("the SandboxClaim was deleted")
+				return nil, errors.New("the SandboxClaim was deleted")
 			}
 			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
-				sandbox, _, _ = unstructured.NestedString(u.Object, "status", "sandbox", "name")
+				sandbox = u.GetAnnotations()[annAssignedSandbox]
+				if sandbox == "" {
+					sandbox, _, _ = unstructured.NestedString(u.Object, "status", "sandbox", "name")
+				}
 			}
 		}
 	}
@@ -448,16 +476,16 @@ func (a *agentPool) adopted(ctx context.Context, claim *unstructured.Unstructure
 		case apierrors.IsNotFound(err):
 			select {
 			case <-ctx.Done():
-				return "", "", fmt.Errorf("the SandboxClaim's Pod %s was not made within 30 s", sandbox)
+				return nil, fmt.Errorf("the SandboxClaim's Pod %s was not made within 30 s", sandbox)
 			case <-time.After(20 * time.Millisecond):
 			}
 			continue
 		case err != nil:
-			return "", "", apiError(err)
+			return nil, apiError(err)
 		case pod.Labels[labelWarmPool] != a.spec || !ownedBySandbox(pod) || pod.Annotations[annThread] != "" || pod.DeletionTimestamp != nil:
-			return "", "", fmt.Errorf("the SandboxClaim's Pod %s is not an unclaimed member of this pool", sandbox)
+			return nil, fmt.Errorf("the SandboxClaim's Pod %s is not an unclaimed member of this pool", sandbox)
 		case !a.p.isWarmName(pod.Name):
-			return "", "", fmt.Errorf("the SandboxClaim's Pod %s is not named as a member of this pool", sandbox)
+			return nil, fmt.Errorf("the SandboxClaim's Pod %s is not named as a member of this pool", sandbox)
 		}
 		now := time.Now().UTC().Format(time.RFC3339Nano)
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
@@ -468,27 +496,30 @@ func (a *agentPool) adopted(ctx context.Context, claim *unstructured.Unstructure
 		}})
 		got, err := pods.Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if err == nil {
-			return got.Name, got.UID, nil
+			return got, nil
 		}
 		if !apierrors.IsConflict(err) || attempt > 5 {
-			return "", "", apiError(err)
+			return nil, apiError(err)
 		}
 		// The controllers wrote it meanwhile (the adoption's labels): again.
 	}
 }
 
-// ready waits, within kubernetes.start_timeout, until member pod runs,
-// then writes its record beside user-data and, as root, makes its
-// directory the Pods' user's, 0755, as a thread's (the kubelet made it,
-// as root, with the pool directory's mode).
-func (a *agentPool) ready(ctx context.Context, pod string, uid types.UID) error {
-	ctx, cancel := context.WithTimeout(ctx, a.p.cfg.StartTimeout)
-	defer cancel()
-	if _, err := a.p.waitRunning(ctx, pod, uid, true); err != nil {
-		return err
+// ready waits, within kubernetes.start_timeout, until member pod runs
+// (an adopted member does already), then writes its record beside
+// user-data and, as root, makes its directory the Pods' user's, 0755, as
+// a thread's (the kubelet made it, as root, with the pool directory's
+// mode).
+func (a *agentPool) ready(ctx context.Context, pod *corev1.Pod) error {
+	if !running(pod) {
+		ctx, cancel := context.WithTimeout(ctx, a.p.cfg.StartTimeout)
+		defer cancel()
+		if _, err := a.p.waitRunning(ctx, pod.Name, pod.UID, true); err != nil {
+			return err
+		}
 	}
-	dir := a.dir(pod)
-	if err := writeSmallFile(filepath.Join(dir, warmRecord), pod); err != nil {
+	dir := a.dir(pod.Name)
+	if err := writeSmallFile(filepath.Join(dir, warmRecord), pod.Name); err != nil {
 		return fmt.Errorf("kubernetes.storage.host_path: %w", err)
 	}
 	if os.Geteuid() != 0 {

@@ -196,9 +196,7 @@ func TestAgentSandboxClaim(t *testing.T) {
 	if out, _ := execOut(t, a, "cat /mnt/user-data/workspace/a.txt /tmp/a"); out != "from-a\nsecret-a\n" {
 		t.Fatalf("thread %s's Pod changed: %q", ta, out)
 	}
-	if n := len(f.pods(t)); n < 3 {
-		t.Fatalf("%d Pods of the prefix, want the two threads' and the refilled member", n)
-	}
+	waitFor(t, time.Minute, "the two threads' Pods and a member again", func() bool { return len(f.pods(t)) >= 3 })
 }
 
 // warmReady is a copy of p's pool's ready members.
