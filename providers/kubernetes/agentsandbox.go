@@ -386,10 +386,17 @@ func (a *agentPool) take(ctx context.Context, key string) (string, types.UID, er
 	created, err := claims.Create(ctx, claim, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		got, err := claims.Get(ctx, name, metav1.GetOptions{})
-		if err == nil && got.GetAnnotations()[annThread] == key {
-			return "", "", errClaiming
+		switch {
+		case err != nil || got.GetAnnotations()[annThread] != key:
+			return "", "", fmt.Errorf("SandboxClaim %s is another thread's or another program's", name)
+		case time.Since(got.GetCreationTimestamp().Time) > time.Minute:
+			// A claim lives as long as its Pod takes to be taken: this
+			// one a replica that died mid-claim left. It goes; this call
+			// makes the thread's Pod as without a pool.
+			a.deleteClaim(ctx, name, got.GetUID())
+			return "", "", fmt.Errorf("SandboxClaim %s was left by a replica that stopped mid-claim", name)
 		}
-		return "", "", fmt.Errorf("SandboxClaim %s is another thread's or another program's", name)
+		return "", "", errClaiming
 	}
 	if err != nil {
 		return "", "", apiError(err)

@@ -170,8 +170,10 @@ func TestAgentSandboxClaim(t *testing.T) {
 	waitFor(t, 30*time.Second, "the claim and its Sandbox gone", func() bool {
 		return objectsNamed(t, dyn, claimGVR, cfg.Namespace, claim) == 0 && objectsNamed(t, dyn, sandboxGVR, cfg.Namespace, first) == 0
 	})
-	if _, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(t.Context(), first, metav1.GetOptions{}); err != nil {
+	if pod, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(t.Context(), first, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the thread's Pod went with its claim: %v", err)
+	} else if len(pod.OwnerReferences) != 0 || pod.Labels[labelSandboxHash] != "" || pod.Annotations[annThread] != ta {
+		t.Fatalf("the controllers took the thread's Pod back: owners %v tracking %q thread %q", pod.OwnerReferences, pod.Labels[labelSandboxHash], pod.Annotations[annThread])
 	}
 
 	t1 := time.Now()
