@@ -45,12 +45,16 @@ import (
 //     AlreadyExists and waits for the other's directory (errClaiming). The
 //     controller adopts a ready member (or, the pool drained, makes a fresh
 //     Sandbox named as the claim: a Pod started as without a pool, then
-//     claimed the same way), and says which in the claim's status.
+//     claimed the same way) and says which on the claim: its
+//     agents.x-k8s.io/sandbox-name annotation as it picks a member, its
+//     status for a fresh one. The replica watches the claim for either.
 //   - The replica then takes the member's Pod off agent-sandbox: one patch,
 //     with the resourceVersion it read as precondition, that names the
 //     thread (as the pool's own claims do) and removes the Pod's owner (the
 //     Sandbox) and the Sandbox controller's tracking label, so that nothing
-//     re-adopts it; then deletes the claim, whose Sandbox goes with it. The
+//     re-adopts it; then, once the claim's status says the adoption is
+//     complete, deletes the claim (in the background), whose Sandbox goes
+//     with it. The
 //     thread's Pod is from then on a Pod of ours like any other: idled out,
 //     capped, discarded, deleted by its name as recorded, and never made
 //     again by the controller (the thread's next Pod is made by this server
