@@ -93,6 +93,7 @@ func TestE2EConfigValueErrorsNameFileLineAndKey(t *testing.T) {
 		{"docker memory", "docker:\n  memory: lots\n", `line 2: docker.memory "lots": want a size like 512m or 1g`},
 		{"docker warm", "docker:\n  warm: -1\n", `line 2: docker.warm -1: want 0 (the default) or more`},
 		{"docker warm too many", "docker:\n  warm: 1000\n", `line 2: docker.warm 1000: at most 64`},
+		{"kubernetes warm pool", "kubernetes:\n  warm_pool: agent_sandbox\n", `line 2: kubernetes.warm_pool "agent_sandbox": want auto, pods or agent-sandbox`},
 		{"local memory", "local:\n  limits: {memory: lots}\n", `line 2: local.limits.memory "lots": want a size like 512m or 4g, at least 32m`},
 		{"missing mount", "mounts:\n  - {host_path: /nonexistent-sandbox-mcp, container_path: /mnt/x}\n", `line 2: mounts[0].host_path /nonexistent-sandbox-mcp: no such file or directory`},
 		{"missing skills dir", "\nskills_dir: /nonexistent-sandbox-mcp\n", `line 2: skills_dir /nonexistent-sandbox-mcp: no such file or directory`},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/search"
@@ -171,20 +172,43 @@ func dropAndWait(b *testing.B, p *Provider, name string) {
 }
 
 // BenchmarkColdFirstCallWarm: a new thread's first bash call with a warm
-// Pod ready (kubernetes.warm: 1) — the claim, the channel its maker
-// opened, the command — alternated call by call with a new thread's first
-// call on a server without warm Pods (BenchmarkColdFirstCall's path), each
-// with the node quiet (the pool refilled, the last Pod gone); it reports
-// both medians, their ratio, and the median time the pool took to refill
-// after a claim (refill-ms) and that of the acquire, which claims
-// (claim-ms).
+// Pod ready (kubernetes.warm: 1, the server's own, warm_pool pods) — the
+// claim, the channel its maker opened, the command — alternated call by
+// call with a new thread's first call on a server without warm Pods
+// (BenchmarkColdFirstCall's path), each with the node quiet (the pool
+// refilled, the last Pod gone); it reports both medians, their ratio, and
+// the median time the pool took to refill after a claim (refill-ms) and
+// that of the acquire, which claims (claim-ms).
 //
 //	go test -run '^$' -bench ColdFirstCallWarm -benchtime 15x ./providers/kubernetes/
-func BenchmarkColdFirstCallWarm(b *testing.B) {
+func BenchmarkColdFirstCallWarm(b *testing.B) { benchFirstCallWarm(b, WarmPoolPods) }
+
+// BenchmarkColdFirstCallAgentSandbox: BenchmarkColdFirstCallWarm with the
+// warm Pod a member of an agent-sandbox SandboxWarmPool (warm_pool
+// agent-sandbox): the claim is a SandboxClaim the controller adopts a
+// member for, then the Pod taken off agent-sandbox and its directory
+// renamed; refill-ms is the controller's (a Sandbox, its Pod started).
+//
+//	go test -run '^$' -bench ColdFirstCallAgentSandbox -benchtime 15x ./providers/kubernetes/
+func BenchmarkColdFirstCallAgentSandbox(b *testing.B) {
+	requireAgentSandbox(b)
+	benchFirstCallWarm(b, WarmPoolAgentSandbox)
+}
+
+func benchFirstCallWarm(b *testing.B, warmPool string) {
 	cold := newProviderT(b, newConfig(b))
 	cfg := newConfig(b)
 	cfg.Warm = 1
+	cfg.WarmPool = warmPool
 	warm := newProviderT(b, cfg)
+	if a, ok := warm.pool.src.(*agentPool); ok {
+		dyn := requireAgentSandbox(b)
+		b.Cleanup(func() {
+			for _, gvr := range []schema.GroupVersionResource{warmPoolGVR, templateGVR} {
+				dyn.Resource(gvr).Namespace(cfg.Namespace).Delete(context.Background(), a.name, metav1.DeleteOptions{})
+			}
+		})
+	}
 	var ours, peer, refill, claim []time.Duration
 	first := func(p *Provider, wantWarm bool) time.Duration {
 		thread := "bench-first-" + randomHex(4)
@@ -221,5 +245,5 @@ func BenchmarkColdFirstCallWarm(b *testing.B) {
 	}
 	reportPair(b, ours, peer, "cold")
 	b.ReportMetric(float64(median(refill))/1e6, "refill-ms")
-	b.ReportMetric(float64(median(claim))/1e6, "claim-ms") // the acquire: the claim's patch and rename
+	b.ReportMetric(float64(median(claim))/1e6, "claim-ms") // the acquire: the claim and the rename
 }

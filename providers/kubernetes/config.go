@@ -36,6 +36,12 @@ type Config struct {
 	// for threads to come (warm.go); default 0, none. host_path storage
 	// only, at most 64.
 	Warm int `yaml:"warm"`
+	// WarmPool says who keeps the warm Pods: auto (the default) uses the
+	// agent-sandbox SandboxWarmPool and SandboxClaim where the cluster
+	// serves their CRDs, else pods; pods, this server's own warm Pods
+	// (warm.go); agent-sandbox, those CRDs, or the server does not start
+	// (agentsandbox.go).
+	WarmPool string `yaml:"warm_pool"`
 
 	// Beyond §14.
 	SupervisorImage string        `yaml:"supervisor_image"`  // required: this server's image (the supervisor daemon at /sandbox-mcp-supervisor), copied into every Pod by a container of it
@@ -132,6 +138,13 @@ func setDefaults(cfg *Config) error {
 		// cannot be renamed, nor, with the Role this server needs, be
 		// labelled for its thread afterwards (docs/providers.md).
 		return fmt.Errorf("kubernetes.warm %d: needs kubernetes.storage.mode host_path (storage.mode %s: a warm Pod's claim cannot become a thread's)", cfg.Warm, cfg.Storage.Mode)
+	}
+	switch cfg.WarmPool {
+	case "":
+		cfg.WarmPool = WarmPoolAuto
+	case WarmPoolAuto, WarmPoolPods, WarmPoolAgentSandbox:
+	default:
+		return fmt.Errorf("kubernetes.warm_pool %q: want auto, pods or agent-sandbox", cfg.WarmPool)
 	}
 	if cfg.Resources.CPU == "" {
 		cfg.Resources.CPU = "1"

@@ -1014,6 +1014,10 @@ var serverNeeds = map[authzResource][]string{
 	{"", "pods", "exec"}:                         {"create", "get"},
 	{"", "persistentvolumeclaims", ""}:           {"create", "get"},
 	{"networking.k8s.io", "networkpolicies", ""}: {"create"},
+	// The agent-sandbox warm pool (agentsandbox.go).
+	{"extensions.agents.x-k8s.io", "sandboxtemplates", ""}: {"create", "delete", "get", "list", "patch"},
+	{"extensions.agents.x-k8s.io", "sandboxwarmpools", ""}: {"create", "delete", "get", "list", "patch"},
+	{"extensions.agents.x-k8s.io", "sandboxclaims", ""}:    {"create", "delete", "get", "list", "watch"},
 }
 
 type authzResource struct{ group, resource, sub string }
@@ -1064,6 +1068,8 @@ func checkRole(t *testing.T, ctx context.Context, rc *rest.Config, ns, sa string
 		{"apps", "deployments", ""}, {"apps", "statefulsets", ""}, {"apps", "daemonsets", ""},
 		{"batch", "jobs", ""}, {"discovery.k8s.io", "endpointslices", ""}, {"policy", "poddisruptionbudgets", ""},
 		{"authorization.k8s.io", "localsubjectaccessreviews", ""},
+		{"extensions.agents.x-k8s.io", "sandboxtemplates", ""}, {"extensions.agents.x-k8s.io", "sandboxwarmpools", ""},
+		{"extensions.agents.x-k8s.io", "sandboxclaims", ""}, {"agents.x-k8s.io", "sandboxes", ""},
 	}
 	for res := range serverNeeds {
 		if !slices.Contains(inNS, res) {

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -72,6 +73,7 @@ type Provider struct {
 	threads threads.Table[*Sandbox] // acquired sandboxes
 	boxes   *replicas.Table         // the Pods this replica knows running, or is making
 	pool    *pool                   // kubernetes.warm's Pods; nil without
+	dyn     dynamic.Interface       // agent-sandbox's objects; nil where the cluster does not serve them
 
 	stop chan struct{}
 	done chan struct{}
@@ -175,10 +177,20 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 			return nil, fmt.Errorf("kubernetes provider: network policy: %w", apiError(err))
 		}
 	}
+	if rc != nil && agentSandboxInstalled(pctx, cs.Discovery()) {
+		var err error
+		if p.dyn, err = dynamic.NewForConfig(rc); err != nil {
+			return nil, fmt.Errorf("kubernetes provider: %w", err)
+		}
+	}
 	if cfg.Warm > 0 {
 		p.pool = newPool(p, cfg.Warm)
-		if agentSandboxInstalled(pctx, cs.Discovery()) {
-			p.log.Info("kubernetes provider: the agent-sandbox CRDs (SandboxWarmPool, SandboxClaim) are installed; this server keeps warm Pods of its own (kubernetes.warm), it does not use them yet")
+		switch {
+		case cfg.WarmPool == WarmPoolAgentSandbox && p.dyn == nil:
+			return nil, fmt.Errorf("kubernetes.warm_pool %s: the cluster does not serve the agent-sandbox CRDs (%s SandboxTemplate, SandboxWarmPool, SandboxClaim); install agent-sandbox with its extensions, or set warm_pool pods", cfg.WarmPool, claimGVR.GroupVersion())
+		case cfg.WarmPool != WarmPoolPods && p.dyn != nil:
+			p.pool.src = newAgentPool(p.pool, p.dyn)
+			p.log.Info("kubernetes provider: warm Pods from an agent-sandbox SandboxWarmPool", "pool", p.pool.src.(*agentPool).name, "warm", cfg.Warm)
 		}
 		go p.pool.run()
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,10 @@ func requireCluster(t testing.TB) {
 		noCluster(t, "no supervisor image: set SANDBOX_MCP_K8S_SUPERVISOR_IMAGE (deploy/kubernetes/build-image.sh, loaded into the cluster)")
 	}
 	cluster.once.Do(func() {
+		// Before any client-go call of the tests: klog's logger is set
+		// once per process, by the first New otherwise, racing the
+		// requests tests make beside it.
+		quietKlog(slog.New(slog.DiscardHandler))
 		rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 		if err != nil {
 			cluster.err = err

@@ -794,7 +794,7 @@ func (p *Provider) ourPod(pod *corev1.Pod) (ourPod, bool) {
 	if pod.DeletionTimestamp != nil || !strings.HasPrefix(pod.Name, p.cfg.PodPrefix+"-") {
 		return ourPod{}, false
 	}
-	if pod.Labels[labelWarm] != "" && pod.Annotations[annThread] == "" {
+	if (pod.Labels[labelWarm] != "" || pod.Labels[labelWarmPool] != "") && pod.Annotations[annThread] == "" {
 		return ourPod{}, false
 	}
 	o := ourPod{name: pod.Name, key: pod.Annotations[annThread], uid: pod.UID, rv: pod.ResourceVersion, lastUsed: pod.CreationTimestamp.Time}
@@ -862,7 +862,7 @@ func (p *Provider) reap() {
 	every = min(every, p.heartbeat())
 	t := time.NewTicker(every)
 	defer t.Stop()
-	lastList := time.Time{}
+	lastList, lastPools := time.Time{}, time.Time{}
 	for {
 		select {
 		case <-p.stop:
@@ -886,6 +886,10 @@ func (p *Provider) reap() {
 		}
 		if p.pool == nil {
 			p.removeStaleWarm(ctx)
+		}
+		if _, agent := p.pool.source().(*agentPool); p.dyn != nil && !agent && time.Since(lastPools) > 30*time.Second {
+			lastPools = time.Now()
+			p.removeStalePools(ctx, p.dyn, "")
 		}
 		cancel()
 	}

@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
@@ -90,7 +89,8 @@ var (
 type pool struct {
 	p    *Provider
 	size int
-	spec string // labelWarm's value for this server's settings
+	spec string     // labelWarm's value for this server's settings
+	src  warmSource // where its members come from: its own Pods, or agent-sandbox's
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -119,11 +119,81 @@ type warmConn struct {
 	at  time.Time // claimed (handed)
 }
 
+// warmSource is where a pool's members come from (the pool's own warm
+// Pods, ownPods, or the agent-sandbox SandboxWarmPool, agentPool): the
+// rest of a claim — the rename of the member's directory to the thread's,
+// its record, the channel dialed beforehand — is the pool's, one code for
+// both.
+type warmSource interface {
+	// pass looks at the members once and keeps them coming; it says when
+	// to look again.
+	pass() (time.Duration, error)
+	// take claims a running member for thread key at the API: no other
+	// replica can claim it from then on. errClaiming: another replica
+	// claims one for key.
+	take(ctx context.Context, key string) (name string, uid types.UID, err error)
+	// dir is the node directory of member name's files, which its claim
+	// renames to the thread's, record included.
+	dir(name string) string
+	// lost: member name, taken, is no one's (the thread got a directory
+	// meanwhile): it goes, and its directory.
+	lost(ctx context.Context, name string, uid types.UID)
+	// close: the server stops.
+	close(ctx context.Context)
+}
+
+// errClaiming: another replica claims a member for the thread; its
+// directory comes soon.
+var errClaiming = errors.New("another replica claims a warm Pod for this thread")
+
 func newPool(p *Provider, size int) *pool {
-	return &pool{p: p, size: size, spec: p.warmSpec(),
+	w := &pool{p: p, size: size, spec: p.warmSpec(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		ready: map[string]warmPod{}, made: map[string]types.UID{}, conns: map[string]warmConn{},
 		dialing: map[string]bool{}, taking: map[string]bool{}, claimed: map[string]types.UID{}, handed: map[string]warmConn{}}
+	w.src = ownPods{w}
+	return w
+}
+
+// ownPods are the pool's own warm Pods: made, kept and claimed by the
+// replicas (the pool's methods).
+type ownPods struct{ *pool }
+
+func (o ownPods) dir(name string) string { return filepath.Join(o.p.warmRoot(), name) }
+
+// take tries up to three ready Pods, one with a channel open first.
+func (o ownPods) take(ctx context.Context, key string) (string, types.UID, error) {
+	for attempt := 0; attempt < 3; attempt++ {
+		name, wp, ok := o.next()
+		if !ok {
+			return "", "", errors.New("no warm Pod ready")
+		}
+		if uid, ok := o.patchFor(ctx, name, wp, key); ok {
+			return name, uid, nil
+		}
+		o.untake(name)
+	}
+	return "", "", errors.New("every warm Pod tried was claimed meanwhile")
+}
+
+func (o ownPods) lost(ctx context.Context, name string, uid types.UID) {
+	o.p.deletePod(context.WithoutCancel(ctx), name, uid)
+	os.RemoveAll(o.dir(name))
+}
+
+// close removes the unclaimed Pods made here (the other replicas refill).
+func (o ownPods) close(ctx context.Context) {
+	o.mu.Lock()
+	made := o.made
+	o.made = map[string]types.UID{}
+	o.mu.Unlock()
+	pods := o.p.cs.CoreV1().Pods(o.p.cfg.Namespace)
+	for name, uid := range made {
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err == nil && pod.UID == uid && pod.Annotations[annThread] == "" {
+			o.p.removeWarm(ctx, pod, "its server stops")
+		}
+	}
 }
 
 // warmSpec hashes what makes two servers' warm Pods alike: the Pod spec
@@ -138,10 +208,24 @@ func (p *Provider) warmSpec() string {
 // warmRoot is the node directory of the warm Pods' directories.
 func (p *Provider) warmRoot() string { return filepath.Join(p.cfg.Storage.HostPath, "warm") }
 
-// isWarmName says whether name is one this prefix's warm Pods have.
+// isWarmName says whether name is one this prefix's warm Pods have:
+// <pod_prefix>-warm-<16 hex> (the pool's own, or an agent-sandbox claim's
+// fresh Sandbox), or <pod_prefix>-warm-<16 hex>-<5 [a-z0-9]> (a member of
+// the agent-sandbox SandboxWarmPool of that name).
 func (p *Provider) isWarmName(name string) bool {
 	rest, ok := strings.CutPrefix(name, p.cfg.PodPrefix+"-warm-")
-	if !ok || len(rest) != 16 {
+	if !ok {
+		return false
+	}
+	if len(rest) == 22 && rest[16] == '-' {
+		for _, c := range rest[17:] {
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+				return false
+			}
+		}
+		rest = rest[:16]
+	}
+	if len(rest) != 16 {
 		return false
 	}
 	_, err := hex.DecodeString(rest)
@@ -164,22 +248,6 @@ func (p *Provider) claimedPod(key string) string {
 	return ""
 }
 
-// agentSandboxInstalled says whether the cluster serves the agent-sandbox
-// extensions' SandboxWarmPool and SandboxClaim.
-func agentSandboxInstalled(ctx context.Context, d discovery.DiscoveryInterface) bool {
-	list, err := d.ServerResourcesForGroupVersion("extensions.agents.x-k8s.io/v1alpha1")
-	if err != nil || list == nil {
-		return false
-	}
-	found := 0
-	for _, r := range list.APIResources {
-		if r.Name == "sandboxwarmpools" || r.Name == "sandboxclaims" {
-			found++
-		}
-	}
-	return found == 2
-}
-
 // run keeps the pool full: a pass at once, again after each claim, soon
 // while Pods are starting, and every warmAliveEvery otherwise. A pass that
 // fails is tried again after a pause that grows, so a broken cluster or
@@ -188,7 +256,7 @@ func (w *pool) run() {
 	defer close(w.done)
 	pause := time.Second
 	for {
-		next, err := w.pass()
+		next, err := w.src.pass()
 		if err != nil {
 			w.p.log.Warn("kubernetes provider: warm Pods", "err", err)
 			next = pause
@@ -264,10 +332,39 @@ func (w *pool) pass() (time.Duration, error) {
 			starting = true
 		}
 	}
+	sweep, stopped := w.track(ready, func(name string) bool { return w.made[name] != "" }, func(name string) bool { return !listed[name] || claimed[name] })
+	if stopped {
+		return 0, nil
+	}
+	if broken != nil {
+		return 0, broken // made again after a pause that grows
+	}
+	for n := len(ours); n < w.size; n++ {
+		if err := w.make(ctx); err != nil {
+			return 0, err
+		}
+		starting = true
+	}
+	if sweep {
+		w.sweep(listed)
+	}
+	if starting {
+		return 200 * time.Millisecond, nil
+	}
+	return warmAliveEvery, nil
+}
+
+// track makes ready (running members claimed by nobody, as just listed)
+// the pool's, closes the channels of members no longer in it (claimed by
+// another replica, or gone) and of claims whose thread made no call,
+// forgets the Pods made here that gone says went, and dials the members
+// dialable says this replica dials. It says whether it is time for a
+// sweep, and whether the pool stopped.
+func (w *pool) track(ready map[string]warmPod, dialable, gone func(name string) bool) (sweep, stopped bool) {
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
-		return 0, nil
+		return false, true
 	}
 	for name := range ready {
 		if w.taking[name] || w.claimed[name] != "" {
@@ -289,18 +386,18 @@ func (w *pool) pass() (time.Duration, error) {
 		}
 	}
 	for name := range w.made {
-		if !listed[name] || claimed[name] {
+		if gone(name) {
 			delete(w.made, name)
 		}
 	}
 	dial := map[string]types.UID{}
 	for name, wp := range ready {
-		if w.made[name] != "" && w.conns[name].c == nil && !w.dialing[name] {
+		if dialable(name) && w.conns[name].c == nil && !w.dialing[name] {
 			w.dialing[name] = true
 			dial[name] = wp.uid
 		}
 	}
-	sweep := time.Since(w.swept) > 30*time.Second
+	sweep = time.Since(w.swept) > 30*time.Second
 	if sweep {
 		w.swept = time.Now()
 	}
@@ -311,22 +408,7 @@ func (w *pool) pass() (time.Duration, error) {
 	for name, uid := range dial {
 		go w.dial(name, uid)
 	}
-	if broken != nil {
-		return 0, broken // made again after a pause that grows
-	}
-	for n := len(ours); n < w.size; n++ {
-		if err := w.make(ctx); err != nil {
-			return 0, err
-		}
-		starting = true
-	}
-	if sweep {
-		w.sweep(listed)
-	}
-	if starting {
-		return 200 * time.Millisecond, nil
-	}
-	return warmAliveEvery, nil
+	return sweep, false
 }
 
 // warmAlive is when a server last said it keeps warm Pod pod.
@@ -506,7 +588,9 @@ func (w *pool) sweep(listed map[string]bool) {
 
 // claim hands a warm Pod to thread key, a thread with no directory yet,
 // and returns its name; "" when the thread has a directory or no warm Pod
-// could be claimed (the thread's Pod is then made as without a pool).
+// could be claimed (the thread's Pod is then made as without a pool). When
+// another replica claims one for the thread, it waits for that claim's
+// directory, which names the thread's Pod from then on (podNameOf).
 func (w *pool) claim(ctx context.Context, key string) string {
 	if w == nil || sandbox.ValidThreadKey(key) != nil {
 		return ""
@@ -516,47 +600,62 @@ func (w *pool) claim(ctx context.Context, key string) string {
 		return ""
 	}
 	defer w.refill()
-	for attempt := 0; attempt < 3; attempt++ {
-		name, wp, ok := w.next()
-		if !ok {
-			return ""
-		}
-		uid, ok := w.take(ctx, name, wp, key)
-		if !ok {
-			w.untake(name)
-			continue
-		}
-		// Its directory becomes the thread's, unless the thread got one
-		// meanwhile (another replica's claim, or a first call without a
-		// warm Pod): then this Pod is no one's, and goes.
-		err := w.p.makeThreadDir(filepath.Dir(target))
-		if err == nil {
-			err = renameNoReplace(filepath.Join(w.p.warmRoot(), name), target)
-		}
-		if err != nil {
-			if !errors.Is(err, fs.ErrExist) {
-				w.p.log.Warn("kubernetes provider: a warm Pod could not be claimed", "pod", name, "err", err)
-			}
-			w.p.deletePod(context.WithoutCancel(ctx), name, uid)
-			os.RemoveAll(filepath.Join(w.p.warmRoot(), name))
-			w.drop(name)
-			w.untake(name)
-			return ""
-		}
-		w.mu.Lock()
-		delete(w.taking, name)
-		w.claimed[name] = uid
-		delete(w.made, name)
-		if c := w.conns[name]; c.c != nil {
-			c.at = time.Now()
-			w.handed[name] = c
-			delete(w.conns, name)
-		}
-		w.mu.Unlock()
-		w.p.log.Info("kubernetes provider: warm Pod claimed", "pod", name, "thread", key)
-		return name
+	name, uid, err := w.src.take(ctx, key)
+	if errors.Is(err, errClaiming) {
+		w.await(ctx, target)
+		return ""
 	}
-	return ""
+	if err != nil {
+		w.p.log.Debug("kubernetes provider: no warm Pod claimed", "thread", key, "err", err)
+		return ""
+	}
+	// Its directory becomes the thread's, unless the thread got one
+	// meanwhile (another replica's claim, or a first call without a warm
+	// Pod): then this Pod is no one's, and goes.
+	err = w.p.makeThreadDir(filepath.Dir(target))
+	if err == nil {
+		err = renameNoReplace(w.src.dir(name), target)
+	}
+	if err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			w.p.log.Warn("kubernetes provider: a warm Pod could not be claimed", "pod", name, "err", err)
+		}
+		w.src.lost(ctx, name, uid)
+		w.drop(name)
+		w.untake(name)
+		return ""
+	}
+	w.mu.Lock()
+	delete(w.taking, name)
+	delete(w.ready, name)
+	w.claimed[name] = uid
+	delete(w.made, name)
+	if c := w.conns[name]; c.c != nil {
+		c.at = time.Now()
+		w.handed[name] = c
+		delete(w.conns, name)
+	}
+	w.mu.Unlock()
+	w.p.log.Info("kubernetes provider: warm Pod claimed", "pod", name, "thread", key)
+	return name
+}
+
+// await waits, within kubernetes.start_timeout, until the thread's
+// directory target exists: another replica's claim renames its warm Pod's
+// there.
+func (w *pool) await(ctx context.Context, target string) {
+	ctx, cancel := context.WithTimeout(ctx, w.p.cfg.StartTimeout)
+	defer cancel()
+	for {
+		if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // next takes a ready Pod off the pool's list: one with a channel open
@@ -579,11 +678,11 @@ func (w *pool) next() (string, warmPod, bool) {
 	return best, wp, true
 }
 
-// take claims warm Pod name for thread key at the API: a patch that names
+// patchFor claims warm Pod name for thread key at the API: a patch that names
 // the thread, with the resourceVersion it was listed at as precondition;
 // written since (a warm-alive refresh, or another replica's claim), it
 // is looked at again. It reports the Pod's uid, and whether it is key's.
-func (w *pool) take(ctx context.Context, name string, wp warmPod, key string) (types.UID, bool) {
+func (w *pool) patchFor(ctx context.Context, name string, wp warmPod, key string) (types.UID, bool) {
 	pods := w.p.cs.CoreV1().Pods(w.p.cfg.Namespace)
 	for attempt := 0; attempt < 3; attempt++ {
 		now := time.Now().UTC().Format(time.RFC3339Nano)
@@ -662,6 +761,14 @@ func (w *pool) channel(name string, uid types.UID) *supervisor.Conn {
 	return c.c
 }
 
+// source is the pool's warmSource; nil without a pool.
+func (w *pool) source() warmSource {
+	if w == nil {
+		return nil
+	}
+	return w.src
+}
+
 // refill wakes run.
 func (w *pool) refill() {
 	select {
@@ -681,29 +788,24 @@ func (w *pool) Ready() int {
 	return len(w.ready)
 }
 
-// close stops the pool, closes its channels and removes the unclaimed
-// Pods made here (the other replicas refill).
+// close stops the pool, closes its channels and tells its source (the
+// pool's own Pods: the unclaimed ones made here go; the other replicas
+// refill).
 func (w *pool) close(ctx context.Context) {
 	w.once.Do(func() {
 		close(w.stop)
 		<-w.done
 		w.mu.Lock()
 		w.stopped = true
-		conns, made := w.conns, w.made
+		conns := w.conns
 		for name, c := range w.handed {
 			conns[name+"\x00handed"] = c
 		}
-		w.conns, w.made, w.ready, w.handed = map[string]warmConn{}, map[string]types.UID{}, map[string]warmPod{}, map[string]warmConn{}
+		w.conns, w.ready, w.handed = map[string]warmConn{}, map[string]warmPod{}, map[string]warmConn{}
 		w.mu.Unlock()
 		for _, c := range conns {
 			c.c.Close()
 		}
-		pods := w.p.cs.CoreV1().Pods(w.p.cfg.Namespace)
-		for name, uid := range made {
-			pod, err := pods.Get(ctx, name, metav1.GetOptions{})
-			if err == nil && pod.UID == uid && pod.Annotations[annThread] == "" {
-				w.p.removeWarm(ctx, pod, "its server stops")
-			}
-		}
+		w.src.close(ctx)
 	})
 }

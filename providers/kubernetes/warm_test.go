@@ -55,9 +55,12 @@ func (f *fixture) warmPods(t *testing.T) []corev1.Pod {
 	return out
 }
 
+// warmConfig keeps n warm Pods of the server's own (warm_pool pods, on a
+// cluster with agent-sandbox too: agentsandbox_test.go tests that one).
 func warmConfig(t *testing.T, n int) Config {
 	cfg := newConfig(t)
 	cfg.Warm = n
+	cfg.WarmPool = WarmPoolPods
 	cfg.Replicas = -1
 	return cfg
 }
@@ -109,8 +112,9 @@ func TestRenameNoReplace(t *testing.T) {
 	}
 }
 
-// The agent-sandbox CRDs are looked for by discovery: both kinds of the
-// extensions group, or none.
+// The agent-sandbox CRDs are looked for by discovery: the three kinds of
+// the extensions group in v1beta1, or none; on the test cluster, discovery
+// agrees with the CustomResourceDefinitions it has.
 func TestAgentSandboxDiscovery(t *testing.T) {
 	t.Parallel()
 	fake := &fakediscovery.FakeDiscovery{Fake: &k8stesting.Fake{}}
@@ -118,18 +122,31 @@ func TestAgentSandboxDiscovery(t *testing.T) {
 		t.Fatal("found on a cluster without the group")
 	}
 	fake.Resources = []*metav1.APIResourceList{{GroupVersion: "extensions.agents.x-k8s.io/v1alpha1",
-		APIResources: []metav1.APIResource{{Name: "sandboxtemplates"}, {Name: "sandboxclaims"}}}}
+		APIResources: []metav1.APIResource{{Name: "sandboxtemplates"}, {Name: "sandboxclaims"}, {Name: "sandboxwarmpools"}}}}
+	if agentSandboxInstalled(t.Context(), fake) {
+		t.Fatal("found with v1alpha1 only (this server speaks v1beta1)")
+	}
+	fake.Resources = append(fake.Resources, &metav1.APIResourceList{GroupVersion: "extensions.agents.x-k8s.io/v1beta1",
+		APIResources: []metav1.APIResource{{Name: "sandboxtemplates"}, {Name: "sandboxclaims"}}})
 	if agentSandboxInstalled(t.Context(), fake) {
 		t.Fatal("found without sandboxwarmpools")
 	}
-	fake.Resources[0].APIResources = append(fake.Resources[0].APIResources, metav1.APIResource{Name: "sandboxwarmpools"})
+	fake.Resources[1].APIResources = append(fake.Resources[1].APIResources, metav1.APIResource{Name: "sandboxwarmpools"})
 	if !agentSandboxInstalled(t.Context(), fake) {
-		t.Fatal("not found with both kinds")
+		t.Fatal("not found with the three kinds")
 	}
 	requireCluster(t)
-	if agentSandboxInstalled(t.Context(), cluster.cs.Discovery()) {
-		t.Log("the test cluster serves the agent-sandbox CRDs")
+	crds := 0
+	for _, name := range []string{"sandboxtemplates", "sandboxwarmpools", "sandboxclaims"} {
+		err := cluster.cs.Discovery().RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + name + ".extensions.agents.x-k8s.io").Do(t.Context()).Error()
+		if err == nil {
+			crds++
+		}
 	}
+	if got := agentSandboxInstalled(t.Context(), cluster.cs.Discovery()); got != (crds == 3) {
+		t.Fatalf("discovery says installed %v; the cluster has %d of the 3 CRDs", got, crds)
+	}
+	t.Logf("the test cluster serves the agent-sandbox CRDs: %v", crds == 3)
 }
 
 // A new thread's first call claims a warm Pod, over the channel its maker

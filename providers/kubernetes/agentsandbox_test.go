@@ -1,0 +1,365 @@
+package kubernetes
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+)
+
+// The agent-sandbox warm pool, against the real controller: the tests
+// skip, saying so, where the cluster does not serve its CRDs
+// (deploy/kubernetes/dev/agent-sandbox.sh installs it), and fail there
+// with SANDBOX_MCP_REQUIRE_AGENT_SANDBOX=1 (CI, which installs it).
+
+var sandboxGVR = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxes"}
+
+func requireAgentSandbox(t testing.TB) dynamic.Interface {
+	t.Helper()
+	requireCluster(t)
+	if !agentSandboxInstalled(t.Context(), cluster.cs.Discovery()) {
+		if os.Getenv("SANDBOX_MCP_REQUIRE_AGENT_SANDBOX") == "1" {
+			t.Fatal("the cluster does not serve the agent-sandbox CRDs (SANDBOX_MCP_REQUIRE_AGENT_SANDBOX=1)")
+		}
+		t.Skip("SKIPPED: the cluster does not serve the agent-sandbox CRDs: deploy/kubernetes/dev/agent-sandbox.sh installs them")
+	}
+	dyn, err := dynamic.NewForConfig(cluster.rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn
+}
+
+// agentConfig keeps n warm Pods in an agent-sandbox SandboxWarmPool.
+func agentConfig(t *testing.T, n int) Config {
+	cfg := newConfig(t)
+	cfg.Warm = n
+	cfg.WarmPool = WarmPoolAgentSandbox
+	cfg.Replicas = -1
+	return cfg
+}
+
+// newAgentProvider starts a provider of cfg whose pool is agent-sandbox's,
+// and removes the pool's objects when the test ends (before its Pods).
+func newAgentProvider(t *testing.T, dyn dynamic.Interface, cfg Config) *Provider {
+	t.Helper()
+	p := newProviderT(t, cfg)
+	a, ok := p.pool.src.(*agentPool)
+	if !ok {
+		t.Fatalf("warm_pool agent-sandbox: the pool's source is %T", p.pool.src)
+	}
+	t.Cleanup(func() {
+		for _, gvr := range []schema.GroupVersionResource{warmPoolGVR, templateGVR} {
+			dyn.Resource(gvr).Namespace(cfg.Namespace).Delete(t.Context(), a.name, metav1.DeleteOptions{})
+		}
+	})
+	return p
+}
+
+// objectsNamed lists the objects of gvr in cfg's namespace named name.
+func objectsNamed(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) int {
+	t.Helper()
+	list, err := dyn.Resource(gvr).Namespace(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, o := range list.Items {
+		if o.GetName() == name && o.GetDeletionTimestamp() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func TestWarmPoolConfig(t *testing.T) {
+	t.Parallel()
+	base := Config{Storage: Storage{Mode: StorageHostPath, HostPath: "/srv/x"}, Warm: 1}
+	for _, c := range []struct{ pool, want string }{
+		{"", ""}, {WarmPoolAuto, ""}, {WarmPoolPods, ""}, {WarmPoolAgentSandbox, ""},
+		{"agent_sandbox", `kubernetes.warm_pool "agent_sandbox": want auto, pods or agent-sandbox`},
+	} {
+		cfg := base
+		cfg.WarmPool = c.pool
+		err := cfg.Validate()
+		if (c.want == "") != (err == nil) || (err != nil && err.Error() != c.want) {
+			t.Errorf("warm_pool %q: %v, want %q", c.pool, err, c.want)
+		}
+	}
+	// agent-sandbox where the cluster does not serve it: the server does
+	// not start, and says which key.
+	cfg := base
+	cfg.WarmPool = WarmPoolAgentSandbox
+	cfg.SupervisorImage = "x"
+	if err := setDefaults(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newProvider(t.Context(), cfg, fake.NewClientset(), nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "kubernetes.warm_pool agent-sandbox: the cluster does not serve the agent-sandbox CRDs") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// A first call claims a member of the SandboxWarmPool, over the channel
+// this replica dialed: its commands run there, with the thread's own
+// directory at the virtual paths, the Pod names the thread and belongs to
+// no Sandbox any more, and the claim is gone. The pool refills; the next
+// thread claims another member and sees nothing of the first.
+func TestAgentSandboxClaim(t *testing.T) {
+	t.Parallel()
+	dyn := requireAgentSandbox(t)
+	cfg := agentConfig(t, 1)
+	p := newAgentProvider(t, dyn, cfg)
+	f := &fixture{p: p, cfg: cfg}
+	waitWarm(t, p, 1, true)
+	var first string
+	for name := range warmReady(p) {
+		first = name
+	}
+	if !p.isWarmName(first) || !strings.HasPrefix(first, p.pool.src.(*agentPool).name+"-") {
+		t.Fatalf("member %s is not named as the pool's", first)
+	}
+
+	ta := "aa-" + randomHex(4)
+	t0 := time.Now()
+	a := acquire(t, p, ta)
+	if out, res := execOut(t, a, "echo from-a > /mnt/user-data/workspace/a.txt; echo secret-a > /tmp/a; id -u"); res.ExitCode != 0 || out != "1000\n" {
+		t.Fatalf("in the claimed Pod: %q %+v", out, res)
+	}
+	t.Logf("first call on a claimed member: %s", time.Since(t0).Round(time.Millisecond))
+	if a.PodName() != first {
+		t.Fatalf("thread %s got Pod %s, want the member %s", ta, a.PodName(), first)
+	}
+	if n := relays(t, a); n != 1 {
+		t.Fatalf("%d relays in the claimed Pod, want the one dialed before the claim", n)
+	}
+	if b, err := os.ReadFile(filepath.Join(p.threadDir(ta), "workspace", "a.txt")); err != nil || string(b) != "from-a\n" {
+		t.Fatalf("the thread's node file: %q %v", b, err)
+	}
+	writeFile(t, a, sandbox.UploadsDir+"/up.txt", []byte("uploaded\n"))
+	if out, _ := execOut(t, a, "cat /mnt/user-data/uploads/up.txt"); out != "uploaded\n" {
+		t.Fatalf("a file the file tools wrote, read in the Pod: %q", out)
+	}
+	info, err := os.Stat(filepath.Dir(p.threadDir(ta)))
+	if err != nil || info.Mode().Perm() != 0o755 || info.Mode()&os.ModeSticky != 0 {
+		t.Fatalf("the thread's directory: %v %v", info.Mode(), err)
+	}
+	pod, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(t.Context(), first, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Annotations[annThread] != ta || pod.Labels[labelThread] != threadHash(ta) || len(pod.OwnerReferences) != 0 || pod.Labels[labelSandboxHash] != "" {
+		t.Fatalf("the claimed Pod: annotation %q label %q owners %v tracking %q", pod.Annotations[annThread], pod.Labels[labelThread], pod.OwnerReferences, pod.Labels[labelSandboxHash])
+	}
+	if got := p.podNameOf(ta); got != first {
+		t.Fatalf("thread %s's Pod is named %s, want %s", ta, got, first)
+	}
+	if _, err := os.Stat(filepath.Join(p.poolRoot(), first)); !os.IsNotExist(err) {
+		t.Fatalf("the member's pool directory is still there: %v", err)
+	}
+	claim := p.pool.src.(*agentPool).claimName(ta)
+	waitFor(t, 30*time.Second, "the claim and its Sandbox gone", func() bool {
+		return objectsNamed(t, dyn, claimGVR, cfg.Namespace, claim) == 0 && objectsNamed(t, dyn, sandboxGVR, cfg.Namespace, first) == 0
+	})
+	if pod, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(t.Context(), first, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the thread's Pod went with its claim: %v", err)
+	} else if len(pod.OwnerReferences) != 0 || pod.Labels[labelSandboxHash] != "" || pod.Annotations[annThread] != ta {
+		t.Fatalf("the controllers took the thread's Pod back: owners %v tracking %q thread %q", pod.OwnerReferences, pod.Labels[labelSandboxHash], pod.Annotations[annThread])
+	}
+
+	t1 := time.Now()
+	waitFor(t, time.Minute, "the pool refilled", func() bool {
+		for name := range warmReady(p) {
+			if name != first {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("the pool refilled in %s", time.Since(t1).Round(time.Millisecond))
+	waitWarm(t, p, 1, true)
+	tb := "ab-" + randomHex(4)
+	b := acquire(t, p, tb)
+	if b.PodName() == first || !p.isWarmName(b.PodName()) {
+		t.Fatalf("thread %s got Pod %s", tb, b.PodName())
+	}
+	if out, _ := execOut(t, b, "ls -A /mnt/user-data/workspace /mnt/user-data/uploads; cat /tmp/a 2>&1 || true"); strings.Contains(out, "a.txt") || strings.Contains(out, "up.txt") || strings.Contains(out, "secret-a") {
+		t.Fatalf("thread %s sees thread %s's files: %q", tb, ta, out)
+	}
+	if out, _ := execOut(t, a, "cat /mnt/user-data/workspace/a.txt /tmp/a"); out != "from-a\nsecret-a\n" {
+		t.Fatalf("thread %s's Pod changed: %q", ta, out)
+	}
+	waitFor(t, time.Minute, "the two threads' Pods and a member again", func() bool { return len(f.pods(t)) >= 3 })
+}
+
+// warmReady is a copy of p's pool's ready members.
+func warmReady(p *Provider) map[string]warmPod {
+	p.pool.mu.Lock()
+	defer p.pool.mu.Unlock()
+	out := map[string]warmPod{}
+	for k, v := range p.pool.ready {
+		out[k] = v
+	}
+	return out
+}
+
+// A drained pool (one member, two new threads at once): one claims the
+// member, the other's claim gets a fresh Sandbox in the same call; both
+// work, each in a Pod of its own, with its own files.
+func TestAgentSandboxDrained(t *testing.T) {
+	t.Parallel()
+	dyn := requireAgentSandbox(t)
+	cfg := agentConfig(t, 1)
+	p := newAgentProvider(t, dyn, cfg)
+	waitWarm(t, p, 1, false)
+	n1, n2 := "d1-"+randomHex(4), "d2-"+randomHex(4)
+	var s1, s2 *Sandbox
+	var wg sync.WaitGroup
+	wg.Go(func() { s1 = acquire(t, p, n1); execOut(t, s1, "echo one > /mnt/user-data/workspace/f.txt") })
+	wg.Go(func() { s2 = acquire(t, p, n2); execOut(t, s2, "echo two > /mnt/user-data/workspace/f.txt") })
+	wg.Wait()
+	if s1.PodName() == s2.PodName() {
+		t.Fatalf("two threads share Pod %s", s1.PodName())
+	}
+	for _, c := range []struct {
+		sb   *Sandbox
+		want string
+	}{{s1, "one\n"}, {s2, "two\n"}} {
+		if out, _ := execOut(t, c.sb, "cat /mnt/user-data/workspace/f.txt; ls -A /mnt/user-data/workspace"); out != c.want+"f.txt\n" {
+			t.Fatalf("thread %s (Pod %s): %q", c.sb.key, c.sb.PodName(), out)
+		}
+	}
+	fresh := 0
+	for _, s := range []*Sandbox{s1, s2} {
+		if s.PodName() == p.pool.src.(*agentPool).claimName(s.key) {
+			fresh++
+		}
+	}
+	t.Logf("Pods %s and %s (%d fresh Sandbox of a claim)", s1.PodName(), s2.PodName(), fresh)
+}
+
+// Two replicas claiming for one thread at once get one Pod: one creates
+// the claim, the other waits for its directory.
+func TestAgentSandboxReplicas(t *testing.T) {
+	t.Parallel()
+	dyn := requireAgentSandbox(t)
+	cfg := agentConfig(t, 2)
+	a := newAgentProvider(t, dyn, cfg)
+	b := newProviderT(t, cfg)
+	f := &fixture{p: a, cfg: cfg}
+	waitWarm(t, a, 2, false)
+	waitWarm(t, b, 2, false)
+	z := "rz-" + randomHex(4)
+	var sa, sb *Sandbox
+	var wg sync.WaitGroup
+	wg.Go(func() { sa = acquire(t, a, z); execOut(t, sa, "true") })
+	wg.Go(func() { sb = acquire(t, b, z); execOut(t, sb, "true") })
+	wg.Wait()
+	if sa.PodName() != sb.PodName() || !a.isWarmName(sa.PodName()) {
+		t.Fatalf("one thread on two replicas: Pods %s and %s", sa.PodName(), sb.PodName())
+	}
+	execOut(t, sa, "echo z > /mnt/user-data/workspace/z.txt")
+	if out, _ := execOut(t, sb, "cat /mnt/user-data/workspace/z.txt"); out != "z\n" {
+		t.Fatalf("the other replica reads %q", out)
+	}
+	n := 0
+	for _, pod := range f.pods(t) {
+		if pod.Annotations[annThread] == z {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d Pods name thread %s", n, z)
+	}
+}
+
+// A claimed member's Pod, idled out or discarded, stays gone: agent-sandbox
+// does not make it again. The thread's next Pod is the server's, by the
+// recorded name, with the thread's files.
+func TestAgentSandboxGoneForGood(t *testing.T) {
+	t.Parallel()
+	dyn := requireAgentSandbox(t)
+	cfg := agentConfig(t, 1)
+	cfg.IdleTimeout = 3 * time.Second
+	p := newAgentProvider(t, dyn, cfg)
+	waitWarm(t, p, 1, false)
+	th := "g-" + randomHex(4)
+	sb := acquireNow(t, p, th)
+	name := sb.PodName()
+	writeFile(t, sb, sandbox.WorkspaceDir+"/kept.txt", []byte("kept\n"))
+	if !p.isWarmName(name) {
+		t.Fatalf("thread %s did not claim a member: %s", th, name)
+	}
+	p.Release(th)
+	gone := func() bool {
+		_, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+		return err != nil
+	}
+	waitFor(t, time.Minute, "the claimed Pod idled out", gone)
+	time.Sleep(3 * time.Second)
+	if !gone() || objectsNamed(t, dyn, sandboxGVR, cfg.Namespace, name) != 0 {
+		t.Fatalf("Pod %s came back after it idled out (or its Sandbox is still there)", name)
+	}
+	sb = acquire(t, p, th)
+	if sb.PodName() != name {
+		t.Fatalf("thread %s came back in %s, want %s", th, sb.PodName(), name)
+	}
+	if out, _ := execOut(t, sb, "cat /mnt/user-data/workspace/kept.txt"); out != "kept\n" {
+		t.Fatalf("after idle: %q", out)
+	}
+	if err := p.Discard(t.Context(), th); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if !gone() {
+		t.Fatalf("Pod %s came back after its thread's Discard", name)
+	}
+}
+
+// With the pool empty (no member at all), a claim gets a fresh Sandbox,
+// named as the claim, in the same call: the thread's Pod is started then,
+// and claimed the same way (taken off agent-sandbox, its directory the
+// thread's).
+func TestAgentSandboxFresh(t *testing.T) {
+	t.Parallel()
+	dyn := requireAgentSandbox(t)
+	cfg := agentConfig(t, 1)
+	p := newAgentProvider(t, dyn, cfg)
+	a := p.pool.src.(*agentPool)
+	waitWarm(t, p, 1, false)
+	// The pool's loop stops (it would keep replicas at 1), and the pool
+	// is drained.
+	close(p.pool.stop)
+	<-p.pool.done
+	if _, err := dyn.Resource(warmPoolGVR).Namespace(cfg.Namespace).Patch(t.Context(), a.name, "application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the pool drained", func() bool {
+		list, err := cluster.cs.CoreV1().Pods(cfg.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: labelWarmPool + "=" + p.pool.spec})
+		return err == nil && len(list.Items) == 0
+	})
+	th := "f-" + randomHex(4)
+	sb := acquire(t, p, th)
+	if out, res := execOut(t, sb, "echo fresh > /mnt/user-data/workspace/f.txt; id -u"); res.ExitCode != 0 || out != "1000\n" {
+		t.Fatalf("in the fresh Pod: %q %+v", out, res)
+	}
+	if sb.PodName() != a.claimName(th) {
+		t.Fatalf("thread %s ran in %s, want the claim's fresh Sandbox %s", th, sb.PodName(), a.claimName(th))
+	}
+	if b, err := os.ReadFile(filepath.Join(p.threadDir(th), "workspace", "f.txt")); err != nil || string(b) != "fresh\n" {
+		t.Fatalf("the thread's node file: %q %v", b, err)
+	}
+	if got := p.podNameOf(th); got != sb.PodName() {
+		t.Fatalf("the record names %s", got)
+	}
+	p.pool.once.Do(func() {}) // stopped above
+}
