@@ -31,6 +31,8 @@ type applier struct {
 	locker Locker
 	blobs  map[hash][]byte
 	racy   map[string]bool
+	guard  bool
+	kept   []string
 }
 
 func (a *applier) run(string, *tree, *tree) error { return ErrUnsupported }

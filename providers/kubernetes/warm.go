@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/rename"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -614,7 +615,7 @@ func (w *pool) claim(ctx context.Context, key string) string {
 	// Pod): then this Pod is no one's, and goes.
 	err = w.p.makeThreadDir(filepath.Dir(target))
 	if err == nil {
-		err = renameNoReplace(w.src.dir(name), target)
+		err = rename.NoReplace(w.src.dir(name), target)
 	}
 	if err != nil {
 		if !errors.Is(err, fs.ErrExist) {

@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,30 +83,6 @@ func TestWarmConfig(t *testing.T) {
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("warm %d mode %q: %v, want %q", c.warm, c.mode, err, c.want)
 		}
-	}
-}
-
-// renameNoReplace never replaces a directory, not even an empty one (a
-// plain rename would: a thread's directory made a moment ago, before its
-// user-data).
-func TestRenameNoReplace(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	from, to := filepath.Join(dir, "from"), filepath.Join(dir, "to")
-	for _, d := range []string{from, to} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := renameNoReplace(from, to); !errors.Is(err, fs.ErrExist) {
-		t.Fatalf("onto an empty directory: %v, want it to exist", err)
-	}
-	os.Remove(to)
-	if err := renameNoReplace(from, to); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(from); !os.IsNotExist(err) {
-		t.Fatalf("the source is still there: %v", err)
 	}
 }
 
