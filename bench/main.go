@@ -292,6 +292,12 @@ func run(ctx context.Context) error {
 			return err
 		}
 		rows = append(rows, drows...)
+		progress("density: 10 idle threads on the kubernetes provider (where KUBECONFIG names a cluster)")
+		krows, err := kubernetesDensity(ctx, serverArgs, tmp, 10)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, krows...)
 	}
 	if want("http") {
 		counts, err := sessionCounts()
