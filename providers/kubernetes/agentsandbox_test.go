@@ -258,27 +258,8 @@ func TestAgentSandboxReplicas(t *testing.T) {
 	f := &fixture{p: a, cfg: cfg}
 	waitWarm(t, a, 2, false)
 	waitWarm(t, b, 2, false)
-	z := "rz-" + randomHex(4)
-	var sa, sb *Sandbox
-	var wg sync.WaitGroup
-	wg.Go(func() { sa = acquire(t, a, z); execOut(t, sa, "true") })
-	wg.Go(func() { sb = acquire(t, b, z); execOut(t, sb, "true") })
-	wg.Wait()
-	if sa.PodName() != sb.PodName() || !a.isWarmName(sa.PodName()) {
-		t.Fatalf("one thread on two replicas: Pods %s and %s", sa.PodName(), sb.PodName())
-	}
-	execOut(t, sa, "echo z > /mnt/user-data/workspace/z.txt")
-	if out, _ := execOut(t, sb, "cat /mnt/user-data/workspace/z.txt"); out != "z\n" {
-		t.Fatalf("the other replica reads %q", out)
-	}
-	n := 0
-	for _, pod := range f.pods(t) {
-		if pod.Annotations[annThread] == z {
-			n++
-		}
-	}
-	if n != 1 {
-		t.Fatalf("%d Pods name thread %s", n, z)
+	if sa := oneThreadTwoReplicas(t, f, a, b, true); !a.isWarmName(sa.PodName()) {
+		t.Fatalf("one thread on two replicas: Pod %s is no warm member", sa.PodName())
 	}
 }
 

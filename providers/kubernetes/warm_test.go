@@ -267,20 +267,38 @@ func TestWarmReplicasRace(t *testing.T) {
 	f2 := &fixture{p: c, cfg: cfg2}
 	waitWarm(t, c, 2, false)
 	waitWarm(t, d, 2, false)
+	oneThreadTwoReplicas(t, f2, c, d, false)
+}
+
+// oneThreadTwoReplicas acquires one new thread on replicas a and b at
+// once (with a first command, when exec): both get the one Pod, which f
+// lists once, and each sees what the other wrote. It returns the thread's
+// sandbox on a.
+func oneThreadTwoReplicas(t *testing.T, f *fixture, a, b *Provider, exec bool) *Sandbox {
+	t.Helper()
 	z := "rz-" + randomHex(4)
-	var sc, sd *Sandbox
-	wg.Go(func() { sc = acquire(t, c, z) })
-	wg.Go(func() { sd = acquire(t, d, z) })
+	var sa, sb *Sandbox
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if sa = acquire(t, a, z); exec {
+			execOut(t, sa, "true")
+		}
+	})
+	wg.Go(func() {
+		if sb = acquire(t, b, z); exec {
+			execOut(t, sb, "true")
+		}
+	})
 	wg.Wait()
-	if sc.PodName() != sd.PodName() {
-		t.Fatalf("one thread on two replicas got two Pods: %s and %s", sc.PodName(), sd.PodName())
+	if sa.PodName() != sb.PodName() {
+		t.Fatalf("one thread on two replicas got two Pods: %s and %s", sa.PodName(), sb.PodName())
 	}
-	execOut(t, sc, "echo z > /mnt/user-data/workspace/z.txt")
-	if out, _ := execOut(t, sd, "cat /mnt/user-data/workspace/z.txt"); out != "z\n" {
+	execOut(t, sa, "echo z > /mnt/user-data/workspace/z.txt")
+	if out, _ := execOut(t, sb, "cat /mnt/user-data/workspace/z.txt"); out != "z\n" {
 		t.Fatalf("the other replica reads %q", out)
 	}
 	n := 0
-	for _, pod := range f2.pods(t) {
+	for _, pod := range f.pods(t) {
 		if pod.Annotations[annThread] == z {
 			n++
 		}
@@ -288,6 +306,7 @@ func TestWarmReplicasRace(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d Pods name thread %s", n, z)
 	}
+	return sa
 }
 
 // The pool refills after claims; its Pods are neither idle nor counted
