@@ -70,6 +70,14 @@ import (
 //
 // A member serves one thread, once: it leaves the pool with its claim and
 // never returns to it.
+// mayUseAgentPools says whether this server may list SandboxWarmPools in
+// ns: false only when the API says it is forbidden (a Role from before
+// agent-sandbox); any other failure is the pool's passes' to report.
+func mayUseAgentPools(ctx context.Context, dyn dynamic.Interface, ns string) bool {
+	_, err := dyn.Resource(warmPoolGVR).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	return !apierrors.IsForbidden(err)
+}
+
 var (
 	templateGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxtemplates"}
 	warmPoolGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxwarmpools"}

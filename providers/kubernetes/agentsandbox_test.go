@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -343,4 +346,63 @@ func TestAgentSandboxFresh(t *testing.T) {
 		t.Fatalf("the record names %s", got)
 	}
 	p.pool.once.Do(func() {}) // stopped above
+}
+
+// A server whose Role is from before agent-sandbox (every rule the
+// provider needs but extensions.agents.x-k8s.io's) on a cluster that
+// serves the CRDs: warm_pool auto keeps the server's own warm Pods, which
+// fill and are claimed, rather than a pool it may not make.
+func TestAgentSandboxAutoWithoutTheRules(t *testing.T) {
+	t.Parallel()
+	requireAgentSandbox(t)
+	ctx := t.Context()
+	sa := "old-role-" + randomHex(3)
+	var rules []rbacv1.PolicyRule
+	for r, verbs := range serverNeeds {
+		if r.group == warmPoolGVR.Group {
+			continue
+		}
+		res := r.resource
+		if r.sub != "" {
+			res += "/" + r.sub
+		}
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{r.group}, Resources: []string{res}, Verbs: verbs})
+	}
+	rbac := cluster.cs.RbacV1()
+	if _, err := rbac.Roles(cluster.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: sa},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: cluster.ns}}}
+	if _, err := rbac.RoleBindings(cluster.ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rbac.RoleBindings(cluster.ns).Delete(context.Background(), sa, metav1.DeleteOptions{})
+		rbac.Roles(cluster.ns).Delete(context.Background(), sa, metav1.DeleteOptions{})
+	})
+	// The admin's kubeconfig, acting as that ServiceAccount.
+	kc, err := clientcmd.LoadFromFile(os.Getenv("KUBECONFIG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range kc.AuthInfos {
+		ai.Impersonate = "system:serviceaccount:" + cluster.ns + ":" + sa
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	cfg := newConfig(t)
+	cfg.Kubeconfig, cfg.Warm, cfg.WarmPool, cfg.Replicas = kubeconfig, 1, WarmPoolAuto, -1
+	p := newProviderT(t, cfg)
+	if _, ok := p.pool.src.(ownPods); !ok {
+		t.Fatalf("warm_pool auto, the agent-sandbox rules missing: the pool's source is %T, want the server's own Pods", p.pool.src)
+	}
+	waitWarm(t, p, 1, false)
+	sb := acquire(t, p, "old-"+randomHex(4))
+	if out, _ := execOut(t, sb, "echo ok"); out != "ok\n" || !p.isWarmName(sb.PodName()) {
+		t.Fatalf("a new thread: %q in Pod %s, want a claimed warm Pod", out, sb.PodName())
+	}
 }

@@ -188,6 +188,11 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 		switch {
 		case cfg.WarmPool == WarmPoolAgentSandbox && p.dyn == nil:
 			return nil, fmt.Errorf("kubernetes.warm_pool %s: the cluster does not serve the agent-sandbox CRDs (%s SandboxTemplate, SandboxWarmPool, SandboxClaim); install agent-sandbox with its extensions, or set warm_pool pods", cfg.WarmPool, claimGVR.GroupVersion())
+		case cfg.WarmPool == WarmPoolAuto && p.dyn != nil && !mayUseAgentPools(pctx, p.dyn, cfg.Namespace):
+			// A Role from before agent-sandbox (deploy/kubernetes/rbac.yaml's
+			// extensions.agents.x-k8s.io rules missing): auto keeps the
+			// server's own warm Pods rather than a pool that never fills.
+			p.log.Warn("kubernetes provider: the agent-sandbox CRDs are installed, but this server may not list SandboxWarmPools (its Role lacks deploy/kubernetes/rbac.yaml's extensions.agents.x-k8s.io rules): warm Pods are the server's own (kubernetes.warm_pool auto)")
 		case cfg.WarmPool != WarmPoolPods && p.dyn != nil:
 			p.pool.src = newAgentPool(p.pool, p.dyn)
 			p.log.Info("kubernetes provider: warm Pods from an agent-sandbox SandboxWarmPool", "pool", p.pool.src.(*agentPool).name, "warm", cfg.Warm)
