@@ -251,10 +251,10 @@ func (w *pool) claim(key string) string {
 	dir := filepath.Join(w.dir, b.name)
 	err := os.MkdirAll(claims, 0o700)
 	if err == nil {
-		err = writeSmallFile(filepath.Join(claims, b.name), key)
+		err = rename.Record(filepath.Join(claims, b.name), key, 0o600)
 	}
 	if err == nil {
-		err = writeSmallFile(filepath.Join(dir, boxRecord), b.name)
+		err = rename.Record(filepath.Join(dir, boxRecord), b.name, 0o600)
 	}
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(target), 0o700)
@@ -425,14 +425,4 @@ func removeDeadPools(stateDir string) {
 			os.RemoveAll(filepath.Join(stateDir, "warm", e.Name()))
 		}
 	}
-}
-
-// writeSmallFile writes s to a new file at path, whole or not at all.
-func writeSmallFile(path, s string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(s+"\n"), 0o600); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
 }

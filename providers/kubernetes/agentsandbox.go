@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/rename"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -538,7 +539,7 @@ func (a *agentPool) ready(ctx context.Context, pod *corev1.Pod) error {
 		}
 	}
 	dir := a.dir(pod.Name)
-	if err := writeSmallFile(filepath.Join(dir, warmRecord), pod.Name); err != nil {
+	if err := rename.Record(filepath.Join(dir, warmRecord), pod.Name, 0o644); err != nil {
 		return fmt.Errorf("kubernetes.storage.host_path: %w", err)
 	}
 	if os.Geteuid() != 0 {

@@ -2,8 +2,6 @@ package kubernetes
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,65 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-mcp/sandbox-mcp/checkpoint"
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
-
-// nodeTree is what a node directory holds, compared exactly: type, mode,
-// content's hash, link text, mtime (host_path storage: the thread's files
-// are on this machine).
-func nodeTree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if rel == "." {
-			return nil
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		v := fmt.Sprintf("%v %d", fi.Mode(), fi.ModTime().UnixNano())
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			v = "link " + l
-		case fi.Mode().IsRegular():
-			b, _ := os.ReadFile(p)
-			sum := sha256.Sum256(b)
-			v += " " + hex.EncodeToString(sum[:8])
-		}
-		out[rel] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func sameNodeTree(t *testing.T, what string, want, got map[string]string) {
-	t.Helper()
-	var diffs []string
-	for p, w := range want {
-		if g, ok := got[p]; !ok {
-			diffs = append(diffs, "missing "+p)
-		} else if g != w {
-			diffs = append(diffs, fmt.Sprintf("%s: want %s, got %s", p, w, g))
-		}
-	}
-	for p := range got {
-		if _, ok := want[p]; !ok {
-			diffs = append(diffs, "extra "+p)
-		}
-	}
-	if len(diffs) > 0 {
-		t.Fatalf("%s: the trees differ:\n%s", what, strings.Join(diffs, "\n"))
-	}
-}
 
 // The agent's files, made by its commands in the Pod.
 const ckptScript = `set -e
@@ -111,7 +53,7 @@ func TestCheckpointsInPod(t *testing.T) {
 	if out, res := execOut(t, sb, ckptScript); res.ExitCode != 0 {
 		t.Fatalf("making the files: %s", out)
 	}
-	want := nodeTree(t, userData)
+	want := testkit.Tree(t, userData)
 	delete(want, "outputs/.tool-results")
 	delete(want, "outputs/.tool-results/r.txt")
 
@@ -132,7 +74,7 @@ func TestCheckpointsInPod(t *testing.T) {
 	if out, res := execOut(t, sb, "chmod 755 /mnt/user-data/workspace/locked && rm -rf /mnt/user-data/workspace/* && echo new > /mnt/user-data/uploads/new.txt"); res.ExitCode != 0 {
 		t.Fatalf("rm -rf: %s", out)
 	}
-	broken := nodeTree(t, userData)
+	broken := testkit.Tree(t, userData)
 	changes, err := sb.CheckpointChanges(ctx, "1", "")
 	if err != nil {
 		t.Fatal(err)
@@ -161,10 +103,10 @@ func TestCheckpointsInPod(t *testing.T) {
 	if rr.Undo.ID != "2" || rr.Undo.Message != "before restoring 1" {
 		t.Errorf("undo %+v", rr.Undo)
 	}
-	got := nodeTree(t, userData)
+	got := testkit.Tree(t, userData)
 	delete(got, "outputs/.tool-results")
 	delete(got, "outputs/.tool-results/r.txt")
-	sameNodeTree(t, "restored", want, got)
+	testkit.SameTree(t, "restored", want, got)
 	if out, _ := execOut(t, sb, "cat /mnt/user-data/workspace/a.txt; ./run.sh"); out != "hello\nhi\n" {
 		t.Errorf("restored files in the Pod: %q", out)
 	}
@@ -173,7 +115,7 @@ func TestCheckpointsInPod(t *testing.T) {
 	if _, err := sb.RestoreCheckpoint(ctx, rr.Undo.ID, "", 0); err != nil {
 		t.Fatal(err)
 	}
-	sameNodeTree(t, "the restore undone", broken, nodeTree(t, userData))
+	testkit.SameTree(t, "the restore undone", broken, testkit.Tree(t, userData))
 
 	// The store outlives the Pod (idle reap deletes Pods; the volume stays).
 	zero := int64(0)
@@ -201,11 +143,11 @@ func TestCheckpointsInPod(t *testing.T) {
 		t.Fatalf("tampering: %q %+v", out, res)
 	}
 	execOut(t, sb, "rm -rf /mnt/user-data/workspace/src")
-	before := nodeTree(t, userData)
+	before := testkit.Tree(t, userData)
 	if _, err := sb.RestoreCheckpoint(ctx, "1", "", 0); !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Fatalf("a restore from a tampered store: %v", err)
 	}
-	sameNodeTree(t, "after a refused restore", before, nodeTree(t, userData))
+	testkit.SameTree(t, "after a refused restore", before, testkit.Tree(t, userData))
 	if r, _, err := sb.OpenCheckpointFile(ctx, "1", "workspace/src/deep/x.go"); err == nil {
 		data, err := io.ReadAll(r)
 		r.Close()
@@ -283,7 +225,7 @@ func TestCheckpointsForkAndConcurrentWrites(t *testing.T) {
 		}
 	}
 
-	want := nodeTree(t, filepath.Join(cfg.Storage.HostPath, "threads", a, "user-data"))
+	want := testkit.Tree(t, filepath.Join(cfg.Storage.HostPath, "threads", a, "user-data"))
 	sbB := acquire(t, p, b)
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(sa.ExportCheckpoint(ctx, res.Info.ID, pw)) }()
@@ -294,7 +236,7 @@ func TestCheckpointsForkAndConcurrentWrites(t *testing.T) {
 	if info.ID != "1" || !strings.HasPrefix(info.Message, "forked from") {
 		t.Errorf("imported %+v", info)
 	}
-	sameNodeTree(t, "forked", want, nodeTree(t, filepath.Join(cfg.Storage.HostPath, "threads", b, "user-data")))
+	testkit.SameTree(t, "forked", want, testkit.Tree(t, filepath.Join(cfg.Storage.HostPath, "threads", b, "user-data")))
 	if out, _ := execOut(t, sbB, "cat /mnt/user-data/workspace/a.txt; ls -l /mnt/user-data/workspace/link-out | grep -c passwd"); out != "hello\n1\n" {
 		t.Errorf("the fork in its Pod: %q", out)
 	}
@@ -359,12 +301,12 @@ func TestCheckpointsPVC(t *testing.T) {
 			if _, err := sb.SaveCheckpoint(ctx, checkpoint.SaveOptions{Message: "one"}, 0); err != nil {
 				t.Fatal(err)
 			}
-			want := nodeTree(t, dir)
+			want := testkit.Tree(t, dir)
 			execOut(t, sb, "rm -rf /mnt/user-data/workspace/* && touch /mnt/user-data/uploads/x")
 			if _, err := sb.RestoreCheckpoint(ctx, "1", "", 0); err != nil {
 				t.Fatal(err)
 			}
-			got := nodeTree(t, dir)
+			got := testkit.Tree(t, dir)
 			for p := range got {
 				if strings.HasPrefix(p, ckptSubPath) {
 					delete(got, p)
@@ -375,7 +317,7 @@ func TestCheckpointsPVC(t *testing.T) {
 					delete(want, p)
 				}
 			}
-			sameNodeTree(t, "restored in the claim", want, got)
+			testkit.SameTree(t, "restored in the claim", want, got)
 			for _, d := range []string{"workspace", "uploads", "outputs", ckptSubPath} {
 				fi, err := os.Stat(filepath.Join(dir, d))
 				if err != nil {

@@ -485,17 +485,7 @@ func (p *Provider) makeWarmDir(dir, name string) error {
 			}
 		}
 	}
-	return writeSmallFile(filepath.Join(dir, warmRecord), name)
-}
-
-// writeSmallFile writes s to a new file at path, whole or not at all.
-func writeSmallFile(path, s string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(s+"\n"), 0o644); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return rename.Record(filepath.Join(dir, warmRecord), name, 0o644)
 }
 
 // dial opens a channel to the supervisor of warm Pod name, made here, and

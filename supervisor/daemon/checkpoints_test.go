@@ -6,8 +6,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-mcp/sandbox-mcp/checkpoint"
+	"github.com/sandbox-mcp/sandbox-mcp/internal/testkit"
 	client "github.com/sandbox-mcp/sandbox-mcp/supervisor"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor/supervisortest"
 )
@@ -51,63 +50,6 @@ func newCkptBox(t *testing.T) *ckptBox {
 	t.Cleanup(b.link.Close)
 	b.k = client.NewCheckpoints(b.link)
 	return b
-}
-
-// tree is what a directory holds, compared exactly: type, mode, content's
-// hash, link text, mtime.
-func tree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if rel == "." {
-			return nil
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		v := fmt.Sprintf("%v %d", fi.Mode(), fi.ModTime().UnixNano())
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			v = "link " + l
-		case fi.Mode().IsRegular():
-			b, _ := os.ReadFile(p)
-			sum := sha256.Sum256(b)
-			v += " " + hex.EncodeToString(sum[:8])
-		case fi.IsDir():
-		}
-		out[rel] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func sameTree(t *testing.T, what string, want, got map[string]string) {
-	t.Helper()
-	var diffs []string
-	for p, w := range want {
-		if g, ok := got[p]; !ok {
-			diffs = append(diffs, "missing "+p)
-		} else if g != w {
-			diffs = append(diffs, fmt.Sprintf("%s: want %s, got %s", p, w, g))
-		}
-	}
-	for p := range got {
-		if _, ok := want[p]; !ok {
-			diffs = append(diffs, "extra "+p)
-		}
-	}
-	if len(diffs) > 0 {
-		t.Fatalf("%s: the trees differ:\n%s", what, strings.Join(diffs, "\n"))
-	}
 }
 
 func write(t *testing.T, p, data string, mode fs.FileMode) {
@@ -148,7 +90,7 @@ func TestCheckpointsThroughTheDaemon(t *testing.T) {
 	ctx := context.Background()
 	b := newCkptBox(t)
 	fillTree(t, b.root)
-	want := tree(t, b.root)
+	want := testkit.Tree(t, b.root)
 
 	res, err := b.k.Save(ctx, checkpoint.SaveOptions{Message: "first"}, 0)
 	if err != nil || !res.Saved || res.Info.ID != "1" || res.Info.Message != "first" {
@@ -170,7 +112,7 @@ func TestCheckpointsThroughTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(b.root, "uploads", "new.txt"), "new", 0o644)
-	broken := tree(t, b.root)
+	broken := testkit.Tree(t, b.root)
 
 	changes, err := b.k.Changes(ctx, "1", "")
 	if err != nil {
@@ -216,13 +158,13 @@ func TestCheckpointsThroughTheDaemon(t *testing.T) {
 	if rr.Undo.ID != "2" || rr.Undo.Message != "before the restore" || len(rr.Changes) == 0 {
 		t.Errorf("Restore: undo %+v, %d changes", rr.Undo, len(rr.Changes))
 	}
-	sameTree(t, "restored", want, tree(t, b.root))
+	testkit.SameTree(t, "restored", want, testkit.Tree(t, b.root))
 
 	// The restore undone.
 	if _, err := b.k.Restore(ctx, rr.Undo.ID, "", 0); err != nil {
 		t.Fatal(err)
 	}
-	sameTree(t, "the restore undone", broken, tree(t, b.root))
+	testkit.SameTree(t, "the restore undone", broken, testkit.Tree(t, b.root))
 	if _, err := b.k.Restore(ctx, "77", "", 0); !errors.Is(err, checkpoint.ErrNotFound) {
 		t.Errorf("Restore of no checkpoint: %v", err)
 	}
@@ -235,7 +177,7 @@ func TestCheckpointExportImport(t *testing.T) {
 	a, b := newCkptBox(t), newCkptBox(t)
 	fillTree(t, a.root)
 	os.RemoveAll(filepath.Join(a.root, "outputs", ".tool-results"))
-	want := tree(t, a.root)
+	want := testkit.Tree(t, a.root)
 	if _, err := a.k.Save(ctx, checkpoint.SaveOptions{Message: "src"}, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +190,7 @@ func TestCheckpointExportImport(t *testing.T) {
 	if info.ID != "1" || info.Message != "forked from a@1" || info.Files != 5 {
 		t.Errorf("Import: %+v", info)
 	}
-	sameTree(t, "forked", want, tree(t, b.root))
+	testkit.SameTree(t, "forked", want, testkit.Tree(t, b.root))
 
 	// Not again: user-data holds files now.
 	var buf bytes.Buffer
@@ -270,17 +212,17 @@ func TestCheckpointExportImport(t *testing.T) {
 	tw.Write([]byte("ok"))
 	tw.WriteHeader(&tar.Header{Name: "../../escaped", Typeflag: tar.TypeReg, Mode: 0o644})
 	tw.Close()
-	before := tree(t, filepath.Dir(c.root))
+	before := testkit.Tree(t, filepath.Dir(c.root))
 	if _, err := c.k.Import(ctx, &evil, "evil"); !errors.Is(err, checkpoint.ErrBadArchive) {
 		t.Errorf("Import of a hostile stream: %v", err)
 	}
-	after := tree(t, filepath.Dir(c.root))
+	after := testkit.Tree(t, filepath.Dir(c.root))
 	for p := range after {
 		if strings.HasPrefix(p, "checkpoints") {
 			delete(after, p) // the store's own files
 		}
 	}
-	sameTree(t, "after a hostile import", before, after)
+	testkit.SameTree(t, "after a hostile import", before, after)
 
 	// A stream cut short by its source: nothing restored.
 	d := newCkptBox(t)
@@ -360,12 +302,12 @@ func TestTamperedStoreRefused(t *testing.T) {
 		t.Fatalf("%d objects tampered", n)
 	}
 	write(t, filepath.Join(b.root, "workspace", "f"), "changed since", 0o644)
-	before := tree(t, b.root)
+	before := testkit.Tree(t, b.root)
 	if _, err := b.k.Restore(ctx, "1", "", 0); !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Fatalf("Restore from a tampered store: %v", err)
 	}
 	// The restore saved the tree first (its undo), and changed nothing.
-	sameTree(t, "after a refused restore", before, tree(t, b.root))
+	testkit.SameTree(t, "after a refused restore", before, testkit.Tree(t, b.root))
 	r, _, err := b.k.Open(ctx, "1", "workspace/f")
 	if err == nil {
 		data, rerr := io.ReadAll(r)

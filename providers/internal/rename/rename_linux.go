@@ -1,9 +1,10 @@
 //go:build linux
 
-// Package rename renames a directory into a place only when nothing is
-// there: how a warm box's directories become a thread's (docker and
-// kubernetes warm pools), so that of two claims for one thread, or a
-// claim and a first call that made the thread's directory, one fails.
+// Package rename puts what a warm box's claim makes into place (docker
+// and kubernetes warm pools): the box's directories renamed to the
+// thread's only when nothing is there, so that of two claims for one
+// thread, or a claim and a first call that made the thread's directory,
+// one fails; and its small records written whole or not at all.
 package rename
 
 import (
