@@ -17,6 +17,7 @@ func ListenArgs(tb testing.TB, args ...string) string {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// The socket file exists before it listens: wait for a connection.
 	for range 500 {
 		if c, err := dialUnix(filepath.Join(dir, Socket)); err == nil {
 			c.Close()

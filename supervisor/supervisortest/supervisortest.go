@@ -14,7 +14,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"testing"
-	"time"
 )
 
 // pkg is the daemon's main package.
@@ -134,23 +133,7 @@ const Socket = "sock"
 // connections; the daemon is killed when tb ends.
 func Listen(tb testing.TB) string {
 	tb.Helper()
-	dir := tb.TempDir()
-	cmd := Command(tb, "supervise", "--listen", Socket)
-	cmd.Dir = dir
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	// The socket file exists before it listens: wait for a connection.
-	for range 500 {
-		if c, err := dialUnix(filepath.Join(dir, Socket)); err == nil {
-			c.Close()
-			return dir
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	tb.Fatalf("the supervisor daemon does not listen in %s", dir)
-	return ""
+	return ListenArgs(tb)
 }
 
 // dialUnix connects to the socket p, whatever the length of its path: a
