@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,5 +56,22 @@ func Fill(t *testing.T, dir string) (free func()) {
 		if err := os.Remove(p); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// WaitFree waits until the file system of dir has at least n bytes free:
+// a removed file's space comes back only when its last descriptor closes.
+func WaitFree(t *testing.T, dir string, n int64) {
+	t.Helper()
+	var free int64
+	if !Poll(10*time.Second, 5*time.Millisecond, func() bool {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		free = int64(st.Bavail) * int64(st.Bsize)
+		return free >= n
+	}) {
+		t.Fatalf("%s: %d bytes free after 10 s, want %d: something holds a removed file open", dir, free, n)
 	}
 }
