@@ -31,6 +31,12 @@ type grepMatcher struct {
 	rare      int    // lit[rare] is what a scan looks for first
 	index     bool   // look for lit with bytes.Index instead
 	everyLine bool   // no literal, and \A or \z: run line on every line
+	// at, when every match begins with lit (the pattern is lit followed
+	// by the rest), is the pattern anchored at the start of its text: a
+	// line matches when at matches the rest of the line from one of the
+	// literal's occurrences in it. Anchored, Go's regexp runs its one-pass
+	// engine where it can, not the backtracker over the whole line.
+	at *regexp.Regexp
 }
 
 func newGrepMatcher(expr string) (*grepMatcher, error) {
@@ -48,6 +54,9 @@ func newGrepMatcher(expr string) (*grepMatcher, error) {
 		m.lit = nil
 		m.everyLine = hasTextAnchor(syn)
 		return m, nil
+	}
+	if !m.exact && !m.fold && startsWith(syn, m.lit) {
+		m.at = regexp.MustCompile(`\A(?:` + expr + `)`)
 	}
 	best := -1
 	for i, c := range m.lit {
@@ -131,6 +140,19 @@ func literalBytes(runes []rune, fold bool) ([]byte, bool) {
 	return best, whole && len(best) > 0
 }
 
+// startsWith reports whether every match of re begins with lit: re is
+// lit itself, case-sensitive, followed by the rest of the pattern.
+func startsWith(re *syntax.Regexp, lit []byte) bool {
+	if re.Op == syntax.OpConcat && len(re.Sub) > 0 {
+		re = re.Sub[0]
+	}
+	if re.Op != syntax.OpLiteral || re.Flags&syntax.FoldCase != 0 {
+		return false
+	}
+	b, whole := literalBytes(re.Rune, false)
+	return whole && bytes.Equal(b, lit)
+}
+
 // hasTextAnchor reports whether re holds \A or \z.
 func hasTextAnchor(re *syntax.Regexp) bool {
 	if re.Op == syntax.OpBeginText || re.Op == syntax.OpEndText {
@@ -175,12 +197,18 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 	}
 	find := m.finder(data)
 	line, counted := 0, 0 // line is the number of "\n" in data[:counted]
-	for pos := 0; pos <= len(data); {
+	// pos is where the next candidate is looked for, from the line that
+	// starts at from: pos is past a candidate of that line that at did
+	// not match, or the line's start.
+	for pos, from := 0, 0; pos <= len(data); {
 		c := find(pos)
 		if c < 0 {
 			break
 		}
-		start := pos + bytes.LastIndexByte(data[pos:c], '\n') + 1
+		start := from
+		if i := bytes.LastIndexByte(data[pos:c], '\n'); i >= 0 {
+			start = pos + i + 1
+		}
 		if start == len(data) {
 			break // after the last line
 		}
@@ -188,7 +216,11 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 		if i := bytes.IndexByte(data[c:], '\n'); i >= 0 {
 			end = c + i
 		}
-		if m.exact || m.line.Match(data[start:end]) {
+		if m.at != nil && !m.at.Match(data[c:end]) {
+			pos, from = c+1, start // the next occurrence, maybe in this line
+			continue
+		}
+		if m.exact || m.at != nil || m.line.Match(data[start:end]) {
 			line += bytes.Count(data[counted:start], []byte{'\n'})
 			counted = start
 			matches = append(matches, line)
@@ -199,7 +231,7 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 				break
 			}
 		}
-		pos = end + 1
+		pos, from = end+1, end+1
 	}
 	return matches
 }

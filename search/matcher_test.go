@@ -46,6 +46,7 @@ var matcherTexts = []string{
 	"hello crlf\r\nbye\r\n\r\n",
 	"errors.New(x)\nerrors.new\nERRORS.NEW\nfmt.Errorf\nerrors.Newer",
 	"func Foo(\nfunc foo(\nfunc  Bar(\n\tfunc Baz_1(x)\nfunc X(",
+	"func x; func Y(\nfunc func Z(\nfuncfunc A(\nfunc b func\nab abc ab\nabab",
 	"mutex\nMutex\nMUTEX\nmutexes\na mutex.\nsync.Mutex{}\némutex\n_mutex",
 	"mask\nMASK\nma\u017fk\nMA\u212aS\nkelvin \u212a\nlong \u017f\nks KS",
 	"invalid \xff\xfe utf-8\n\xef\xbf\xbd replacement\nmore \xc3\n",
@@ -63,6 +64,7 @@ var matcherPatterns = []string{
 	"", "x*", "^", "$", `\b`, `(foo)+`, "(needle)", "(?i)(needle){2,}", "ne+dle",
 	"\ufffd", `[^a]*`, "zz|ab", "(?i)hello", "hello", "bye\r", `\r$`,
 	"(?i)line t", "line t(wo|hree)", "(?U)a+", "\\x00",
+	`func \w+$`, `func [a-z]+\(`, `ab\b`, `abc?`, `ab$`, `errors\.New\(`, `(?i:ab)c`, "ab(?i)c",
 }
 
 func TestGrepMatcherLines(t *testing.T) {
@@ -105,22 +107,26 @@ func TestGrepMatcherLiteral(t *testing.T) {
 		lit   string
 		fold  bool
 		exact bool
+		at    bool // every match begins with lit
 	}{
-		{"errors.New", "errors", false, false}, // "." is any character
-		{regexp.QuoteMeta("errors.New"), "errors.New", false, true},
-		{"(?i)" + regexp.QuoteMeta("errors.New"), "error", true, false}, // s folds to the long s
-		{"(?i)mutex", "mutex", true, true},
-		{`func [A-Z][A-Za-z0-9_]*\(`, "func ", false, false},
-		{`(?i)\bmutex\b`, "mutex", true, false},
-		{"(?i)mask", "ma", true, false}, // k folds to the Kelvin sign
-		{"(?i)xsx", "x", true, false},   // s folds to the long s
-		{"(needle)", "needle", false, true},
-		{"ne+dle", "dle", false, false},
-		{"a|b", "", false, false},
-		{"\ufffdab", "ab", false, false}, // U+FFFD also matches invalid UTF-8
-		{`abc\ndefg`, "defg", false, false},
-		{"é", "é", false, true},
-		{"(?i)é", "", false, false},
+		{"errors.New", "errors", false, false, true}, // "." is any character
+		{regexp.QuoteMeta("errors.New"), "errors.New", false, true, false},
+		{"(?i)" + regexp.QuoteMeta("errors.New"), "error", true, false, false}, // s folds to the long s
+		{"(?i)mutex", "mutex", true, true, false},
+		{`func [A-Z][A-Za-z0-9_]*\(`, "func ", false, false, true},
+		{`\bfunc [A-Z]`, "func ", false, false, false},
+		{`(func) [A-Z]`, "func", false, false, false},
+		{`(?i)\bmutex\b`, "mutex", true, false, false},
+		{"(?i)mask", "ma", true, false, false}, // k folds to the Kelvin sign
+		{"(?i)xsx", "x", true, false, false},   // s folds to the long s
+		{"(needle)", "needle", false, true, false},
+		{"ne+dle", "dle", false, false, false},
+		{"needle.", "needle", false, false, true},
+		{"a|b", "", false, false, false},
+		{"\ufffdab", "ab", false, false, false}, // U+FFFD also matches invalid UTF-8
+		{`abc\ndefg`, "defg", false, false, false},
+		{"é", "é", false, true, false},
+		{"(?i)é", "", false, false, false},
 	} {
 		m, err := newGrepMatcher(tc.expr)
 		if err != nil {
@@ -128,6 +134,9 @@ func TestGrepMatcherLiteral(t *testing.T) {
 		}
 		if string(m.lit) != tc.lit || (m.lit != nil && (m.fold != tc.fold || m.exact != tc.exact)) {
 			t.Errorf("%q: literal %q fold %v exact %v, want %q %v %v", tc.expr, m.lit, m.fold, m.exact, tc.lit, tc.fold, tc.exact)
+		}
+		if (m.at != nil) != tc.at {
+			t.Errorf("%q: matched from the literal %v, want %v", tc.expr, m.at != nil, tc.at)
 		}
 	}
 }
@@ -311,5 +320,49 @@ func BenchmarkFinder(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkLinesFromLiteral compares, for a pattern that begins with its
+// literal, matching from each occurrence (at) with running the pattern on
+// every line that holds one, over the Go tree's net package.
+func BenchmarkLinesFromLiteral(b *testing.B) {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Skipf("go env GOROOT: %v", err)
+	}
+	var files [][]byte
+	filepath.WalkDir(filepath.Join(strings.TrimSpace(string(out)), "src", "net"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && strings.HasSuffix(p, ".go") {
+			data, _ := os.ReadFile(p)
+			files = append(files, data)
+		}
+		return nil
+	})
+	if len(files) == 0 {
+		b.Skip("no Go source tree")
+	}
+	for _, p := range []string{`func [A-Z][A-Za-z0-9_]*\(`, `errors.New\(`, `return [a-z]+, nil$`} {
+		m, err := newGrepMatcher(p)
+		if err != nil || m.at == nil {
+			b.Fatalf("%q: %v, at %v", p, err, m.at)
+		}
+		line := *m
+		line.at = nil
+		for _, c := range []struct {
+			name string
+			m    *grepMatcher
+		}{{"at", m}, {"line", &line}} {
+			b.Run(p+"/"+c.name, func(b *testing.B) {
+				n := 0
+				for b.Loop() {
+					n = 0
+					for _, f := range files {
+						n += len(c.m.lines(f, false, nil))
+					}
+				}
+				b.ReportMetric(float64(n), "lines")
+			})
+		}
 	}
 }
