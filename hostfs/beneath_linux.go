@@ -136,15 +136,56 @@ func (s *statInfo) Mode() fs.FileMode { return sandbox.UnixMode(s.st.Mode) }
 // lazily by path there); this one lists with getdents only, and an entry's
 // Info, when asked for, lstats it through the root.
 func readDirBeneath(m *hostMount, name, rel string) ([]fs.DirEntry, error) {
+	d, err := openDirBeneath(m, name, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.ReadDir()
+}
+
+// openDirBeneath opens directory rel of m (virtual path name) through
+// openBeneath.
+func openDirBeneath(m *hostMount, name, rel string) (*dirHandle, error) {
 	f, err := openBeneath(m.beneath, rel, unix.O_DIRECTORY)
 	if err != nil {
 		return nil, sandbox.HostError(name, err)
 	}
-	defer f.Close()
-	entries, err := f.(*os.File).ReadDir(-1)
-	if err != nil {
-		return nil, sandbox.HostError(name, err)
+	return &dirHandle{m: m, name: name, rel: rel, f: f.(*os.File)}, nil
+}
+
+// dirHandle is a directory held open (sandbox.Dir): its files are opened
+// by name, relative to it.
+type dirHandle struct {
+	m         *hostMount
+	name, rel string // virtual, and relative to the mount
+	f         *os.File
+}
+
+func (d *dirHandle) Close() error { return d.f.Close() }
+
+// Open opens entry name as FS.Open opens the directory's path joined with
+// it: beneath the directory (one component to resolve); a symlink that
+// leads out of the directory is resolved again beneath the mount's root,
+// where FS.Open resolves it.
+func (d *dirHandle) Open(name string) (fs.File, error) {
+	vp := path.Join(d.name, name)
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return nil, &sandbox.PathError{Path: vp, Err: sandbox.ErrNotFound}
 	}
+	f, err := openBeneath(d.f, name, 0)
+	if errors.Is(err, sandbox.ErrOutsideRoot) {
+		f, err = openBeneath(d.m.beneath, path.Join(d.rel, name), 0)
+	}
+	return f, sandbox.HostError(vp, err)
+}
+
+func (d *dirHandle) ReadDir() ([]fs.DirEntry, error) {
+	entries, err := d.f.ReadDir(-1)
+	if err != nil {
+		return nil, sandbox.HostError(d.name, err)
+	}
+	m, rel := d.m, d.rel
 	re := make([]rootEntry, len(entries)) // one allocation for all
 	for i, e := range entries {
 		re[i] = rootEntry{DirEntry: e, root: m.root, dir: rel}

@@ -3,6 +3,7 @@
 package hostfs
 
 import (
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"io/fs"
 	"os"
 )
@@ -13,3 +14,7 @@ func beneathDir(*os.Root) *os.File { return nil }
 func openBeneath(*os.File, string, int) (fs.File, error) { panic("unreachable") }
 
 func readDirBeneath(*hostMount, string, string) ([]fs.DirEntry, error) { panic("unreachable") }
+
+type dirHandle struct{ sandbox.Dir }
+
+func openDirBeneath(*hostMount, string, string) (*dirHandle, error) { panic("unreachable") }

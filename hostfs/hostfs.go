@@ -52,7 +52,10 @@ type hostMount struct {
 	lockRoot string
 }
 
-var _ sandbox.FS = (*FS)(nil)
+var (
+	_ sandbox.FS        = (*FS)(nil)
+	_ sandbox.DirOpener = (*FS)(nil)
+)
 
 // Open opens every mount's host directory as an os.Root. Mounts may
 // not nest. Edits lock their files in locks, keyed by the file's host path
@@ -170,6 +173,24 @@ func (h *FS) synthEntries(name string) []fs.DirEntry {
 	}
 	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return out
+}
+
+// OpenDir holds a directory open (sandbox.DirOpener), where its mount is
+// read through openat2 (Linux); elsewhere, and for the directories made
+// up above the mounts, it answers errors.ErrUnsupported.
+func (h *FS) OpenDir(_ context.Context, name string) (sandbox.Dir, error) {
+	m, rel, synth := h.lookup(name)
+	switch {
+	case synth || m != nil && m.beneath == nil:
+		return nil, errors.ErrUnsupported
+	case m == nil:
+		return nil, outside(name)
+	}
+	d, err := openDirBeneath(m, name, rel)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // Open opens a file or directory for reading. Anything else (a FIFO, a

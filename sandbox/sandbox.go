@@ -95,6 +95,27 @@ type Digest struct {
 	UTF8 bool
 }
 
+// DirOpener is an FS that can hold a directory open, so that a reader of
+// many of its files (a search) opens each by its name in the directory —
+// one path component for the kernel to resolve — instead of by its path
+// from the root. An FS may implement it; OpenDir answers
+// errors.ErrUnsupported for a directory it cannot hold (the caller then
+// uses ReadDir and Open).
+type DirOpener interface {
+	OpenDir(ctx context.Context, name string) (Dir, error)
+}
+
+// Dir is a directory a DirOpener holds open.
+type Dir interface {
+	// ReadDir lists the directory sorted by name, as FS.ReadDir does.
+	ReadDir() ([]fs.DirEntry, error)
+	// Open opens the entry name (one path component) as FS.Open opens the
+	// directory's path joined with name: the same file, with the same
+	// symlinks followed or refused.
+	Open(name string) (fs.File, error)
+	Close() error
+}
+
 // EditFunc computes a file's new content from its current content.
 type EditFunc func(old []byte, exists bool) ([]byte, error)
 

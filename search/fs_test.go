@@ -7,6 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
@@ -54,4 +57,47 @@ func writeTree(t *testing.T, files map[string]string) dirFS {
 		}
 	}
 	return dirFS{dir}
+}
+
+// heldFS is dirFS holding its directories open (sandbox.DirOpener), and
+// counting those open, so that a test sees every one closed.
+type heldFS struct {
+	dirFS
+	open *atomic.Int64
+}
+
+var _ sandbox.DirOpener = heldFS{}
+
+func (h heldFS) OpenDir(_ context.Context, name string) (sandbox.Dir, error) {
+	f, err := os.Open(h.host(name))
+	if err != nil {
+		return nil, err
+	}
+	h.open.Add(1)
+	return &heldTestDir{f: f, open: h.open}, nil
+}
+
+type heldTestDir struct {
+	f    *os.File
+	open *atomic.Int64
+}
+
+func (d *heldTestDir) ReadDir() ([]fs.DirEntry, error) {
+	entries, err := d.f.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
+}
+
+func (d *heldTestDir) Open(name string) (fs.File, error) {
+	if strings.Contains(name, "/") {
+		return nil, errors.New("one component only")
+	}
+	return os.Open(filepath.Join(d.f.Name(), name))
+}
+
+func (d *heldTestDir) Close() error {
+	if d.open.Add(-1) < 0 {
+		panic("a held directory closed twice")
+	}
+	return d.f.Close()
 }

@@ -107,7 +107,7 @@ func Glob(ctx context.Context, fsys sandbox.FS, req GlobRequest, found func(Hit)
 	if req.Sort == SortMtime {
 		newest = &newestHits{limit: req.Limit}
 	}
-	err = walk(ctx, fsys, req.Root, true, func(vp, rel string, d fs.DirEntry) error {
+	err = walk(ctx, fsys, req.Root, true, false, func(vp, rel string, d fs.DirEntry, _ *heldDir) error {
 		if d.IsDir() && !req.IncludeDirs {
 			return nil
 		}

@@ -133,7 +133,7 @@ func Grep(ctx context.Context, fsys sandbox.FS, req GrepRequest, found func(File
 			}
 		}
 		var buf []byte
-		if fm, ok := g.file(ctx, req.Root, &buf); ok {
+		if fm, ok := g.file(ctx, req.Root, nil, "", &buf); ok {
 			err = found(fm)
 		}
 		if errors.Is(err, ErrStop) {
@@ -142,7 +142,7 @@ func Grep(ctx context.Context, fsys sandbox.FS, req GrepRequest, found func(File
 		return err
 	}
 	files := newGrepPool(ctx, g, found)
-	err = walk(ctx, fsys, req.Root, true, func(vp, rel string, d fs.DirEntry) error {
+	err = walk(ctx, fsys, req.Root, true, true, func(vp, rel string, d fs.DirEntry, in *heldDir) error {
 		if d.IsDir() {
 			return nil
 		}
@@ -151,7 +151,7 @@ func Grep(ctx context.Context, fsys sandbox.FS, req GrepRequest, found func(File
 				return err
 			}
 		}
-		return files.add(vp)
+		return files.add(vp, in, d.Name())
 	})
 	if err == nil {
 		err = files.flush()
@@ -176,11 +176,18 @@ type grepper struct {
 	maxBytes int64
 }
 
-// file searches one file; false when it has no match. Files it cannot
-// read, binary files and files over maxBytes have none. buf is a read
-// buffer reused from file to file: the FileMatch does not point into it.
-func (g *grepper) file(ctx context.Context, vp string, buf *[]byte) (FileMatch, bool) {
-	f, err := g.fsys.Open(ctx, vp)
+// file searches one file, vp, which is name in directory in when that is
+// held open; false when it has no match. Files it cannot read, binary
+// files and files over maxBytes have none. buf is a read buffer reused
+// from file to file: the FileMatch does not point into it.
+func (g *grepper) file(ctx context.Context, vp string, in *heldDir, name string, buf *[]byte) (FileMatch, bool) {
+	var f fs.File
+	var err error
+	if in != nil {
+		f, err = in.dir.Open(name)
+	} else {
+		f, err = g.fsys.Open(ctx, vp)
+	}
 	if err != nil {
 		return FileMatch{}, false
 	}
@@ -343,6 +350,8 @@ type grepPool struct {
 
 type grepJob struct {
 	vp   string
+	in   *heldDir // the file's directory, held open; nil: open vp
+	name string   // the file's name in in
 	fm   FileMatch
 	ok   bool          // fm holds matches
 	done chan struct{} // one token when searched (or skipped)
@@ -369,7 +378,11 @@ func (p *grepPool) worker() {
 	}()
 	for j := range p.jobs {
 		if !p.stop.Load() && p.ctx.Err() == nil {
-			j.fm, j.ok = p.g.file(p.ctx, j.vp, buf)
+			j.fm, j.ok = p.g.file(p.ctx, j.vp, j.in, j.name, buf)
+		}
+		if j.in != nil {
+			j.in.release()
+			j.in = nil
 		}
 		j.done <- struct{}{}
 	}
@@ -381,9 +394,10 @@ var readBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledBuf = 4 << 20
 
-// add queues a file, first handing the oldest one's results to found when
-// the window is full.
-func (p *grepPool) add(vp string) error {
+// add queues a file, vp, which is name in in when that is held open (not
+// nil), first handing the oldest one's results to found when the window
+// is full.
+func (p *grepPool) add(vp string, in *heldDir, name string) error {
 	if p.err == nil && len(p.queue) == cap(p.jobs) {
 		p.next()
 	}
@@ -393,9 +407,13 @@ func (p *grepPool) add(vp string) error {
 	var j *grepJob
 	if n := len(p.free); n > 0 {
 		j, p.free = p.free[n-1], p.free[:n-1]
-		j.vp = vp
+		j.vp, j.name = vp, name
 	} else {
-		j = &grepJob{vp: vp, done: make(chan struct{}, 1)}
+		j = &grepJob{vp: vp, name: name, done: make(chan struct{}, 1)}
+	}
+	if in != nil {
+		in.acquire()
+		j.in = in
 	}
 	p.queue = append(p.queue, j)
 	p.jobs <- j // never blocks: the channel holds at most len(p.queue) jobs

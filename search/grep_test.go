@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,53 +161,67 @@ func TestGrepFile(t *testing.T) {
 }
 
 // TestGrepOrderAndStop checks that files come in walk order whatever the
-// workers do, and that found's ErrStop or error ends the search.
+// workers do, and that found's ErrStop or error ends the search; with the
+// directories held open (heldFS) too, each closed by the time Grep returns.
 func TestGrepOrderAndStop(t *testing.T) {
 	t.Parallel()
-	fsys := walkTree(t)
+	plain := walkTree(t)
 	var want []visited
-	seqWalk(t.Context(), fsys, "/ws", "", func(string) bool { return false }, &want)
+	seqWalk(t.Context(), plain, "/ws", "", func(string) bool { return false }, &want)
 	var wantFiles []string
 	for _, v := range want {
-		if fi, err := fsys.Stat(t.Context(), v.vp); err == nil && !fi.IsDir() && !strings.HasSuffix(v.vp, ".go") {
+		if fi, err := plain.Stat(t.Context(), v.vp); err == nil && !fi.IsDir() && !strings.HasSuffix(v.vp, ".go") {
 			wantFiles = append(wantFiles, v.vp)
 		}
 	}
-	req := GrepRequest{Root: "/ws", Pattern: "needle", Mode: ModeCount}
-	var got []string
-	for _, fm := range grepAll(t, fsys, req) {
-		got = append(got, fm.Path)
-	}
-	if !slices.Equal(got, wantFiles) {
-		t.Fatalf("got %d files, want %d; first difference at %d", len(got), len(wantFiles), firstDiffStr(got, wantFiles))
-	}
+	held := heldFS{plain, new(atomic.Int64)}
+	for _, fsys := range []sandbox.FS{plain, held} {
+		_, isHeld := fsys.(heldFS)
+		stillOpen := func(when string) {
+			if n := held.open.Load(); n != 0 {
+				t.Errorf("held %v, %s: %d directories left open", isHeld, when, n)
+			}
+		}
+		req := GrepRequest{Root: "/ws", Pattern: "needle", Mode: ModeCount}
+		var got []string
+		for _, fm := range grepAll(t, fsys, req) {
+			got = append(got, fm.Path)
+		}
+		if !slices.Equal(got, wantFiles) {
+			t.Fatalf("held %v: got %d files, want %d; first difference at %d", isHeld, len(got), len(wantFiles), firstDiffStr(got, wantFiles))
+		}
+		stillOpen("all files")
 
-	n := 0
-	err := Grep(t.Context(), fsys, req, func(FileMatch) error {
-		if n++; n == 7 {
-			return ErrStop
+		n := 0
+		err := Grep(t.Context(), fsys, req, func(FileMatch) error {
+			if n++; n == 7 {
+				return ErrStop
+			}
+			return nil
+		})
+		if err != nil || n != 7 {
+			t.Errorf("held %v: ErrStop after 7 files: err %v, %d calls", isHeld, err, n)
 		}
-		return nil
-	})
-	if err != nil || n != 7 {
-		t.Errorf("ErrStop after 7 files: err %v, %d calls", err, n)
-	}
-	boom := errors.New("boom")
-	n = 0
-	err = Grep(t.Context(), fsys, req, func(FileMatch) error { n++; return boom })
-	if err != boom || n != 1 {
-		t.Errorf("found's error: err %v after %d calls", err, n)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	n = 0
-	err = Grep(ctx, fsys, req, func(FileMatch) error {
-		if n++; n == 3 {
-			cancel()
+		stillOpen("stopped")
+		boom := errors.New("boom")
+		n = 0
+		err = Grep(t.Context(), fsys, req, func(FileMatch) error { n++; return boom })
+		if err != boom || n != 1 {
+			t.Errorf("held %v: found's error: err %v after %d calls", isHeld, err, n)
 		}
-		return nil
-	})
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled: err %v", err)
+		stillOpen("found's error")
+		ctx, cancel := context.WithCancel(t.Context())
+		n = 0
+		err = Grep(ctx, fsys, req, func(FileMatch) error {
+			if n++; n == 3 {
+				cancel()
+			}
+			return nil
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("held %v: cancelled: err %v", isHeld, err)
+		}
+		stillOpen("cancelled")
 	}
 }
 

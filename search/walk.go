@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
@@ -30,8 +31,16 @@ const walkAhead = 256
 // directories themselves are read ahead of it on GOMAXPROCS goroutines,
 // since reading them (one open and a few getdents per directory) is most of
 // the cost of a walk.
-func walk(ctx context.Context, fsys sandbox.FS, root string, skipGit bool, fn func(vpath, rel string, d fs.DirEntry) error) error {
-	w := &walker{ctx: ctx, fsys: fsys, skipGit: skipGit}
+//
+// With hold, where fsys is a sandbox.DirOpener, each directory with files
+// in it is held open from its read until the walk has visited it, and fn
+// gets it (else nil) to take a reference for each file it opens later
+// (heldDir).
+func walk(ctx context.Context, fsys sandbox.FS, root string, skipGit, hold bool, fn func(vpath, rel string, d fs.DirEntry, in *heldDir) error) error {
+	w := &walker{ctx: ctx, fsys: fsys, skipGit: skipGit, held: map[*dirNode]bool{}}
+	if hold {
+		w.dirs, _ = fsys.(sandbox.DirOpener)
+	}
 	w.wake = sync.NewCond(&w.mu)
 	var readers sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
@@ -43,6 +52,10 @@ func walk(ctx context.Context, fsys sandbox.FS, root string, skipGit bool, fn fu
 		w.wake.Broadcast()
 		w.mu.Unlock()
 		readers.Wait()
+		// Read ahead, never visited (the walk stopped early).
+		for n := range w.held {
+			n.dropHeld()
+		}
 	}()
 	err := w.visit(newDirNode(root, ""), fn)
 	if errors.Is(err, ErrStop) {
@@ -58,6 +71,32 @@ type dirNode struct {
 	children []*dirNode    // by entry: the subdirectories, nil for the rest
 	claimed  bool          // being read or read; guarded by walker.mu
 	done     chan struct{} // closed when entries and children are set
+	// held is the directory held open for its files, until visited.
+	held *heldDir
+}
+
+// heldDir is a directory a walk holds open for the files in it: the walk
+// holds one reference until it has visited the directory, and each file
+// queued to be opened later one more; the last to let go closes it.
+type heldDir struct {
+	dir  sandbox.Dir
+	refs atomic.Int32
+}
+
+func (h *heldDir) acquire() { h.refs.Add(1) }
+
+func (h *heldDir) release() {
+	if h.refs.Add(-1) == 0 {
+		h.dir.Close()
+	}
+}
+
+// dropHeld lets go of the walk's reference to n's directory.
+func (n *dirNode) dropHeld() {
+	if h := n.held; h != nil {
+		n.held = nil
+		h.release()
+	}
 }
 
 func newDirNode(vp, rel string) *dirNode {
@@ -73,12 +112,14 @@ type walker struct {
 	ctx     context.Context
 	fsys    sandbox.FS
 	skipGit bool
+	dirs    sandbox.DirOpener // nil: directories are listed, not held
 
 	mu      sync.Mutex
 	wake    *sync.Cond
 	todo    []*dirNode // the next to read is the last
 	ahead   int        // claimed, not yet visited or discarded
 	stopped bool
+	held    map[*dirNode]bool // read with a held directory, not yet visited
 }
 
 // claim marks n as read by the caller; false when someone else has it.
@@ -128,7 +169,7 @@ func (w *walker) reader() {
 // read lists n and queues its subdirectories for the readers.
 func (w *walker) read(n *dirNode) {
 	defer close(n.done)
-	entries, err := w.fsys.ReadDir(w.ctx, n.vp)
+	entries, dir, err := w.list(n.vp)
 	if err != nil {
 		return
 	}
@@ -144,17 +185,60 @@ func (w *walker) read(n *dirNode) {
 			subdirs++
 		}
 	}
-	if subdirs == 0 {
+	if dir != nil && subdirs == len(entries) { // no file to open in it
+		dir.Close()
+		dir = nil
+	}
+	if subdirs == 0 && dir == nil {
 		return
 	}
 	w.mu.Lock()
+	if dir != nil {
+		n.held = &heldDir{dir: dir}
+		n.held.refs.Store(1)
+		w.held[n] = true
+	}
 	for i := len(n.children) - 1; i >= 0; i-- { // the first subdirectory on top
 		if c := n.children[i]; c != nil {
 			w.todo = append(w.todo, c)
 		}
 	}
-	w.wake.Broadcast()
+	if subdirs > 0 {
+		w.wake.Broadcast()
+	}
 	w.mu.Unlock()
+}
+
+// list reads directory vp: held open when the walk holds directories and
+// the file system can (dir not nil), else listed by ReadDir.
+func (w *walker) list(vp string) (entries []fs.DirEntry, dir sandbox.Dir, err error) {
+	if w.dirs != nil {
+		dir, err = w.dirs.OpenDir(w.ctx, vp)
+		if err == nil {
+			if entries, err = dir.ReadDir(); err != nil {
+				dir.Close()
+				return nil, nil, err
+			}
+			return entries, dir, nil
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return nil, nil, err
+		}
+	}
+	entries, err = w.fsys.ReadDir(w.ctx, vp)
+	return entries, nil, err
+}
+
+// visited lets go of the walk's hold on n's directory, once visited or
+// discarded.
+func (w *walker) visited(n *dirNode) {
+	if n.held == nil {
+		return
+	}
+	w.mu.Lock()
+	delete(w.held, n)
+	w.mu.Unlock()
+	n.dropHeld()
 }
 
 func deleteGit(entries []fs.DirEntry) []fs.DirEntry {
@@ -178,7 +262,7 @@ func childPath(dir, name string) string {
 	return dir + "/" + name
 }
 
-func (w *walker) visit(n *dirNode, fn func(vpath, rel string, d fs.DirEntry) error) error {
+func (w *walker) visit(n *dirNode, fn func(vpath, rel string, d fs.DirEntry, in *heldDir) error) error {
 	if err := w.ctx.Err(); err != nil {
 		return err
 	}
@@ -188,6 +272,7 @@ func (w *walker) visit(n *dirNode, fn func(vpath, rel string, d fs.DirEntry) err
 		<-n.done
 	}
 	w.release()
+	defer w.visited(n)
 	entries, children := n.entries, n.children
 	n.entries, n.children = nil, nil // visited: let them go
 	for i, e := range entries {
@@ -196,7 +281,7 @@ func (w *walker) visit(n *dirNode, fn func(vpath, rel string, d fs.DirEntry) err
 				return err
 			}
 		}
-		err := fn(childPath(n.vp, e.Name()), childPath(n.rel, e.Name()), e)
+		err := fn(childPath(n.vp, e.Name()), childPath(n.rel, e.Name()), e, n.held)
 		if errors.Is(err, fs.SkipDir) {
 			if children[i] != nil {
 				w.discard(children[i])
@@ -223,6 +308,7 @@ func (w *walker) discard(n *dirNode) {
 	}
 	<-n.done
 	w.release()
+	w.visited(n)
 	for _, c := range n.children {
 		if c != nil {
 			w.discard(c)

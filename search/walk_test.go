@@ -66,7 +66,7 @@ func TestWalkOrder(t *testing.T) {
 	} {
 		var want, got []visited
 		seqWalk(t.Context(), fsys, "/ws", "", tc.skip, &want)
-		err := walk(t.Context(), fsys, "/ws", true, func(vp, rel string, d fs.DirEntry) error {
+		err := walk(t.Context(), fsys, "/ws", true, false, func(vp, rel string, d fs.DirEntry, _ *heldDir) error {
 			got = append(got, visited{vp, rel})
 			if d.IsDir() && tc.skip(rel) {
 				return fs.SkipDir
@@ -95,7 +95,7 @@ func TestWalkStops(t *testing.T) {
 	t.Parallel()
 	fsys := walkTree(t)
 	n := 0
-	err := walk(t.Context(), fsys, "/ws", true, func(string, string, fs.DirEntry) error {
+	err := walk(t.Context(), fsys, "/ws", true, false, func(string, string, fs.DirEntry, *heldDir) error {
 		if n++; n == 100 {
 			return ErrStop
 		}
@@ -105,13 +105,13 @@ func TestWalkStops(t *testing.T) {
 		t.Errorf("ErrStop: err %v after %d entries, want nil after 100", err, n)
 	}
 	boom := errors.New("boom")
-	err = walk(t.Context(), fsys, "/ws", true, func(string, string, fs.DirEntry) error { return boom })
+	err = walk(t.Context(), fsys, "/ws", true, false, func(string, string, fs.DirEntry, *heldDir) error { return boom })
 	if err != boom {
 		t.Errorf("fn's error: got %v", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	n = 0
-	err = walk(ctx, fsys, "/ws", true, func(string, string, fs.DirEntry) error {
+	err = walk(ctx, fsys, "/ws", true, false, func(string, string, fs.DirEntry, *heldDir) error {
 		if n++; n == 50 {
 			cancel()
 		}

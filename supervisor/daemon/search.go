@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -107,10 +109,54 @@ func (localFS) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
 // close, and no more system calls than that (an *os.File would also try
 // the poller on each).
 func (localFS) Open(_ context.Context, name string) (fs.File, error) {
+	return openAt(unix.AT_FDCWD, name, name)
+}
+
+// OpenDir holds a directory open (sandbox.DirOpener): its files are then
+// opened by name, relative to it.
+func (localFS) OpenDir(_ context.Context, name string) (sandbox.Dir, error) {
 	var fd int
 	var err error
 	for {
-		fd, err = unix.Open(name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		// O_DIRECTORY: anything else is refused, and a FIFO put there
+		// since the walk listed a directory cannot block the open.
+		fd, err = unix.Open(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return localDir{os.NewFile(uintptr(fd), name)}, nil
+}
+
+// localDir is a directory a search holds open.
+type localDir struct{ f *os.File }
+
+func (d localDir) ReadDir() ([]fs.DirEntry, error) {
+	entries, err := d.f.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
+}
+
+func (d localDir) Open(name string) (fs.File, error) {
+	vp := path.Join(d.f.Name(), name)
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return nil, &fs.PathError{Op: "open", Path: vp, Err: syscall.ENOENT}
+	}
+	return openAt(int(d.f.Fd()), name, vp)
+}
+
+func (d localDir) Close() error { return d.f.Close() }
+
+// openAt is Open of rel relative to directory dirfd; name is the path
+// errors give.
+func openAt(dirfd int, rel, name string) (fs.File, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Openat(dirfd, rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != unix.EINTR {
 			break
 		}
@@ -162,4 +208,7 @@ func (localFS) Create(context.Context, string) (io.WriteCloser, error) {
 }
 func (localFS) Remove(context.Context, string) error { return errReadOnlyFS }
 
-var _ sandbox.FS = localFS{}
+var (
+	_ sandbox.FS        = localFS{}
+	_ sandbox.DirOpener = localFS{}
+)

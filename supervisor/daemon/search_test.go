@@ -42,12 +42,19 @@ func searchTree(t *testing.T) string {
 	if err := syscall.Mkfifo(filepath.Join(root, "d00", "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	for name, target := range map[string]string{"d00/up.txt": "../d01/f1.txt", "d00/abs.txt": filepath.Join(root, "d02", "f2.txt")} {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return root
 }
 
 // A search through the supervisor answers what the engine answers run
-// here, result for result, in the same order; a result over many frames
-// arrives whole; a stop ends it early and leaves the channel working.
+// here, result for result, in the same order (here with every file opened
+// by its path: the supervisor's opens them in their directories, held
+// open); a result over many frames arrives whole; a stop ends it early
+// and leaves the channel working.
 func TestFSSearch(t *testing.T) {
 	fsys := client.NewFS(jobLink(t, listen(t)), nil)
 	root := searchTree(t)
@@ -59,7 +66,8 @@ func TestFSSearch(t *testing.T) {
 		{Root: filepath.Join(root, "big", "long.txt"), Pattern: "needle", Mode: search.ModeContent},
 	} {
 		var want, got []search.FileMatch
-		if err := search.Grep(ctx, localFS{}, req, func(m search.FileMatch) error { want = append(want, m); return nil }); err != nil {
+		byPath := struct{ sandbox.FS }{localFS{}} // not a DirOpener
+		if err := search.Grep(ctx, byPath, req, func(m search.FileMatch) error { want = append(want, m); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if err := fsys.Grep(ctx, req, func(m search.FileMatch) error { got = append(got, m); return nil }); err != nil {
