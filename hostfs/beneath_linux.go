@@ -58,14 +58,15 @@ func openBeneath(dir *os.File, rel string, flags int) (fs.File, error) {
 		}
 		return nil, &os.PathError{Op: "openat2", Path: rel, Err: err}
 	}
-	si := &statInfo{name: path.Base(rel)}
+	hf := &hostFile{fd: fd, fi: statInfo{name: path.Base(rel)}} // one allocation
+	si := &hf.fi
 	if err := unix.Fstat(fd, &si.st); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
 	switch {
 	case si.Mode().IsRegular():
-		return &hostFile{fd: fd, fi: si}, nil
+		return hf, nil
 	case si.IsDir():
 		// Named by its descriptor: where the file system gives no entry
 		// types, os.File.ReadDir lstats <name>/<entry>, which must reach
@@ -82,10 +83,10 @@ func openBeneath(dir *os.File, rel string, flags int) (fs.File, error) {
 // is non-blocking, epoll_ctl to learn that a regular file cannot be polled).
 type hostFile struct {
 	fd int
-	fi *statInfo
+	fi statInfo
 }
 
-func (f *hostFile) Stat() (fs.FileInfo, error) { return f.fi, nil }
+func (f *hostFile) Stat() (fs.FileInfo, error) { return &f.fi, nil }
 
 func (f *hostFile) Read(p []byte) (int, error) {
 	if f.fd < 0 {
@@ -169,15 +170,17 @@ func (d *dirHandle) Close() error { return d.f.Close() }
 // leads out of the directory is resolved again beneath the mount's root,
 // where FS.Open resolves it.
 func (d *dirHandle) Open(name string) (fs.File, error) {
-	vp := path.Join(d.name, name)
 	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
-		return nil, &sandbox.PathError{Path: vp, Err: sandbox.ErrNotFound}
+		return nil, &sandbox.PathError{Path: path.Join(d.name, name), Err: sandbox.ErrNotFound}
 	}
 	f, err := openBeneath(d.f, name, 0)
 	if errors.Is(err, sandbox.ErrOutsideRoot) {
 		f, err = openBeneath(d.m.beneath, path.Join(d.rel, name), 0)
 	}
-	return f, sandbox.HostError(vp, err)
+	if err != nil {
+		return nil, sandbox.HostError(path.Join(d.name, name), err)
+	}
+	return f, nil
 }
 
 func (d *dirHandle) ReadDir() ([]fs.DirEntry, error) {

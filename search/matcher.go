@@ -195,13 +195,13 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 		}
 		return matches
 	}
-	find := m.finder(data)
+	f := m.finder(data)
 	line, counted := 0, 0 // line is the number of "\n" in data[:counted]
 	// pos is where the next candidate is looked for, from the line that
 	// starts at from: pos is past a candidate of that line that at did
 	// not match, or the line's start.
 	for pos, from := 0, 0; pos <= len(data); {
-		c := find(pos)
+		c := f.find(pos)
 		if c < 0 {
 			break
 		}
@@ -236,33 +236,43 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 	return matches
 }
 
-// finder returns a function giving the first candidate at or after pos in
-// data, or -1.
-func (m *grepMatcher) finder(data []byte) func(pos int) int {
-	if m.lit == nil {
-		return func(pos int) int {
-			loc := m.file.FindIndex(data[pos:])
-			if loc == nil {
-				return -1
-			}
-			return pos + loc[0]
+// finder gives the candidates of a matcher in data (find), kept on the
+// caller's stack: a closure would cost an allocation a file.
+type finder struct {
+	m    *grepMatcher
+	data []byte
+	lit  litFinder // when m.lit is looked for by its rare byte
+}
+
+func (m *grepMatcher) finder(data []byte) finder {
+	f := finder{m: m, data: data}
+	if m.lit != nil && !m.index {
+		f.lit = litFinder{s: data, lit: m.lit, fold: m.fold, k: m.rare, lo: m.lit[m.rare], next: [2]int{-1, -1}}
+		f.lit.up = f.lit.lo
+		if m.fold && f.lit.lo >= 'a' && f.lit.lo <= 'z' {
+			f.lit.up = f.lit.lo - 'a' + 'A'
 		}
 	}
-	if m.index {
-		return func(pos int) int {
-			i := bytes.Index(data[pos:], m.lit)
-			if i < 0 {
-				return -1
-			}
-			return pos + i
+	return f
+}
+
+// find returns the first candidate at or after pos, or -1.
+func (f *finder) find(pos int) int {
+	switch {
+	case f.m.lit == nil:
+		loc := f.m.file.FindIndex(f.data[pos:])
+		if loc == nil {
+			return -1
 		}
+		return pos + loc[0]
+	case f.m.index:
+		i := bytes.Index(f.data[pos:], f.m.lit)
+		if i < 0 {
+			return -1
+		}
+		return pos + i
 	}
-	f := &litFinder{s: data, lit: m.lit, fold: m.fold, k: m.rare, lo: m.lit[m.rare], next: [2]int{-1, -1}}
-	f.up = f.lo
-	if f.fold && f.lo >= 'a' && f.lo <= 'z' {
-		f.up = f.lo - 'a' + 'A'
-	}
-	return f.index
+	return f.lit.index(pos)
 }
 
 // litFinder finds a literal by its rare byte: it scans for the byte (under

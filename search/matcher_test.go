@@ -299,8 +299,8 @@ func BenchmarkFinder(b *testing.B) {
 		b.Run(lit+"/matcher", func(b *testing.B) {
 			b.SetBytes(int64(len(corpus)))
 			for b.Loop() {
-				find := m.finder(corpus)
-				for i := find(0); i >= 0; i = find(i + 1) {
+				f := m.finder(corpus)
+				for i := f.find(0); i >= 0; i = f.find(i + 1) {
 				}
 			}
 		})
