@@ -1,6 +1,7 @@
 package hostfs
 
 import (
+	"encoding/binary"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 
 	"errors"
@@ -41,24 +42,35 @@ func beneathDir(r *os.Root) *os.File {
 // regular file comes back as a hostFile, a directory as an *os.File;
 // anything else is refused (the open is non-blocking: a FIFO cannot hang).
 func openBeneath(dir *os.File, rel string, flags int) (fs.File, error) {
+	fd, err := openat2Beneath(dir, rel, flags)
+	if err != nil {
+		return nil, err
+	}
+	return fdFile(fd, path.Base(rel))
+}
+
+// openat2Beneath is openBeneath's open: the descriptor.
+func openat2Beneath(dir *os.File, rel string, flags int) (int, error) {
 	how := &unix.OpenHow{Flags: uint64(flags | unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
-	var fd int
 	for {
-		var err error
-		fd, err = unix.Openat2(int(dir.Fd()), rel, how)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+		fd, err := unix.Openat2(int(dir.Fd()), rel, how)
+		switch {
+		case err == nil:
+			return fd, nil
+		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
 			continue
+		case errors.Is(err, unix.EXDEV):
+			return -1, sandbox.ErrOutsideRoot
 		}
-		if errors.Is(err, unix.EXDEV) {
-			return nil, sandbox.ErrOutsideRoot
-		}
-		return nil, &os.PathError{Op: "openat2", Path: rel, Err: err}
+		return -1, &os.PathError{Op: "openat2", Path: rel, Err: err}
 	}
-	hf := &hostFile{fd: fd, fi: statInfo{name: path.Base(rel)}} // one allocation
+}
+
+// fdFile is openBeneath's file of descriptor fd, named name: a regular
+// file or a directory, else refused (fd closed).
+func fdFile(fd int, name string) (fs.File, error) {
+	hf := &hostFile{fd: fd, fi: statInfo{name: name}} // one allocation
 	si := &hf.fi
 	if err := unix.Fstat(fd, &si.st); err != nil {
 		unix.Close(fd)
@@ -148,11 +160,11 @@ func readDirBeneath(m *hostMount, name, rel string) ([]fs.DirEntry, error) {
 // openDirBeneath opens directory rel of m (virtual path name) through
 // openBeneath.
 func openDirBeneath(m *hostMount, name, rel string) (*dirHandle, error) {
-	f, err := openBeneath(m.beneath, rel, unix.O_DIRECTORY)
+	fd, err := openat2Beneath(m.beneath, rel, unix.O_DIRECTORY)
 	if err != nil {
 		return nil, sandbox.HostError(name, err)
 	}
-	return &dirHandle{m: m, name: name, rel: rel, f: f.(*os.File)}, nil
+	return &dirHandle{m: m, name: name, rel: rel, fd: fd}, nil
 }
 
 // dirHandle is a directory held open (sandbox.Dir): its files are opened
@@ -160,22 +172,41 @@ func openDirBeneath(m *hostMount, name, rel string) (*dirHandle, error) {
 type dirHandle struct {
 	m         *hostMount
 	name, rel string // virtual, and relative to the mount
-	f         *os.File
+	fd        int
 }
 
-func (d *dirHandle) Close() error { return d.f.Close() }
+func (d *dirHandle) Close() error {
+	if d.fd < 0 {
+		return os.ErrClosed
+	}
+	err := unix.Close(d.fd)
+	d.fd = -1
+	return err
+}
 
 // Open opens entry name as FS.Open opens the directory's path joined with
-// it: beneath the directory (one component to resolve); a symlink that
-// leads out of the directory is resolved again beneath the mount's root,
-// where FS.Open resolves it.
+// it. The entry itself is opened relative to the directory, not followed
+// (one component for the kernel to resolve, and no symlink: nothing to
+// lead out); a symlink is opened again from the mount's root, beneath it,
+// where FS.Open follows it.
 func (d *dirHandle) Open(name string) (fs.File, error) {
 	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
 		return nil, &sandbox.PathError{Path: path.Join(d.name, name), Err: sandbox.ErrNotFound}
 	}
-	f, err := openBeneath(d.f, name, 0)
-	if errors.Is(err, sandbox.ErrOutsideRoot) {
-		f, err = openBeneath(d.m.beneath, path.Join(d.rel, name), 0)
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != unix.EINTR && err != unix.EAGAIN {
+			break
+		}
+	}
+	if err == unix.ELOOP {
+		fd, err = openat2Beneath(d.m.beneath, path.Join(d.rel, name), 0)
+	}
+	var f fs.File
+	if err == nil {
+		f, err = fdFile(fd, name)
 	}
 	if err != nil {
 		return nil, sandbox.HostError(path.Join(d.name, name), err)
@@ -183,26 +214,89 @@ func (d *dirHandle) Open(name string) (fs.File, error) {
 	return f, nil
 }
 
+// ReadDir lists the directory with getdents, its names cut from one
+// string a batch and the entries in one slice: no allocation an entry.
+// Where the file system gives no entry types, an entry is lstat'ed
+// relative to the directory.
 func (d *dirHandle) ReadDir() ([]fs.DirEntry, error) {
-	entries, err := d.f.ReadDir(-1)
-	if err != nil {
-		return nil, sandbox.HostError(d.name, err)
+	buf := make([]byte, 8<<10)
+	var ents []beneathEntry
+	for {
+		n, err := unix.Getdents(d.fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, sandbox.HostError(d.name, err)
+		}
+		if n <= 0 {
+			break
+		}
+		names := string(buf[:n])
+		for off := 0; off+19 <= n; {
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen < 19 || off+reclen > n {
+				return nil, sandbox.HostError(d.name, unix.EIO)
+			}
+			name := names[off+19 : off+reclen]
+			if i := strings.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			typ := buf[off+18]
+			off += reclen
+			if name == "." || name == ".." || name == "" {
+				continue
+			}
+			if t, ok := entryType(d.fd, name, typ); ok {
+				ents = append(ents, beneathEntry{name: name, typ: t, root: d.m.root, dir: d.rel})
+			}
+		}
 	}
-	m, rel := d.m, d.rel
-	re := make([]rootEntry, len(entries)) // one allocation for all
-	for i, e := range entries {
-		re[i] = rootEntry{DirEntry: e, root: m.root, dir: rel}
-		entries[i] = &re[i]
+	slices.SortFunc(ents, func(a, b beneathEntry) int { return strings.Compare(a.name, b.name) })
+	out := make([]fs.DirEntry, len(ents))
+	for i := range ents {
+		out[i] = &ents[i]
 	}
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries, nil
+	return out, nil
 }
 
-// rootEntry is a directory entry whose Info lstats through the mount's root.
-type rootEntry struct {
-	fs.DirEntry
+// entryType is the type of entry name of directory dirfd, from getdents'
+// d_type; where that is unknown, from an lstat (false: the entry is gone).
+func entryType(dirfd int, name string, typ byte) (fs.FileMode, bool) {
+	switch typ {
+	case unix.DT_REG:
+		return 0, true
+	case unix.DT_DIR:
+		return fs.ModeDir, true
+	case unix.DT_LNK:
+		return fs.ModeSymlink, true
+	case unix.DT_FIFO:
+		return fs.ModeNamedPipe, true
+	case unix.DT_SOCK:
+		return fs.ModeSocket, true
+	case unix.DT_CHR:
+		return fs.ModeDevice | fs.ModeCharDevice, true
+	case unix.DT_BLK:
+		return fs.ModeDevice, true
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, false
+	}
+	return sandbox.UnixMode(st.Mode).Type(), true
+}
+
+// beneathEntry is a directory entry of a dirHandle; its Info lstats it
+// through the mount's root.
+type beneathEntry struct {
+	name string
+	typ  fs.FileMode
 	root *os.Root
 	dir  string // its directory, relative to root
 }
 
-func (e *rootEntry) Info() (fs.FileInfo, error) { return e.root.Lstat(path.Join(e.dir, e.Name())) }
+func (e *beneathEntry) Name() string               { return e.name }
+func (e *beneathEntry) IsDir() bool                { return e.typ.IsDir() }
+func (e *beneathEntry) Type() fs.FileMode          { return e.typ }
+func (e *beneathEntry) Info() (fs.FileInfo, error) { return e.root.Lstat(path.Join(e.dir, e.name)) }
+func (e *beneathEntry) String() string             { return fs.FormatDirEntry(e) }

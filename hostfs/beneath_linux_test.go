@@ -5,10 +5,14 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // On Linux the fast path (openat2 RESOLVE_BENEATH) is the one the other
@@ -94,10 +98,10 @@ func TestOpenDirOpensAsOpen(t *testing.T) {
 	defer d.Close()
 	entries, err := d.ReadDir()
 	must(err)
-	want, err := h.ReadDir(t.Context(), "/w/sub")
+	want, err := os.ReadDir(filepath.Join(root, "sub"))
 	must(err)
 	if len(entries) != len(want) {
-		t.Fatalf("Dir.ReadDir: %d entries, ReadDir %d", len(entries), len(want))
+		t.Fatalf("Dir.ReadDir: %d entries, os.ReadDir %d", len(entries), len(want))
 	}
 	read := func(f interface{ Read([]byte) (int, error) }) string {
 		b := make([]byte, 64)
@@ -106,7 +110,7 @@ func TestOpenDirOpensAsOpen(t *testing.T) {
 	}
 	for i, e := range entries {
 		if e.Name() != want[i].Name() || e.Type() != want[i].Type() {
-			t.Errorf("entry %d: %s %v, ReadDir's %s %v", i, e.Name(), e.Type(), want[i].Name(), want[i].Type())
+			t.Errorf("entry %d: %s %v, os.ReadDir's %s %v", i, e.Name(), e.Type(), want[i].Name(), want[i].Type())
 		}
 		f1, err1 := d.Open(e.Name())
 		f2, err2 := h.Open(t.Context(), "/w/sub/"+e.Name())
@@ -140,5 +144,69 @@ func TestOpenDirOpensAsOpen(t *testing.T) {
 	}
 	if _, err := h.OpenDir(t.Context(), "/elsewhere"); !errors.Is(err, sandbox.ErrOutsideRoot) {
 		t.Errorf("OpenDir outside the mounts: %v, want ErrOutsideRoot", err)
+	}
+}
+
+// Dir.ReadDir lists what os.ReadDir lists, with the same types, over more
+// than one getdents batch, and types an entry the file system gives no
+// type for by an lstat.
+func TestDirReadDirAsOS(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for i := range 700 { // names of ~40 bytes: several 8 KiB batches
+		name := filepath.Join(root, fmt.Sprintf("entry-with-a-rather-long-name-%04d", i))
+		var err error
+		switch i % 5 {
+		case 0:
+			err = os.Mkdir(name, 0o755)
+		case 1:
+			err = os.Symlink("elsewhere", name)
+		case 2:
+			err = syscall.Mkfifo(name, 0o644)
+		default:
+			err = os.WriteFile(name, nil, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := Open([]sandbox.Mount{{Virtual: "/w", Host: root}}, filelock.NewLocks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if h.mounts[0].beneath == nil {
+		t.Skip("SKIPPED: openat2 unavailable on this kernel: OpenDir answers ErrUnsupported")
+	}
+	d, err := h.OpenDir(t.Context(), "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	got, err := d.ReadDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d entries, os.ReadDir %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Name() != want[i].Name() || got[i].Type() != want[i].Type() || got[i].IsDir() != want[i].IsDir() {
+			t.Errorf("entry %d: %v, os.ReadDir's %v", i, got[i], want[i])
+		}
+	}
+	fd := d.(*dirHandle).fd
+	for _, e := range want[:5] {
+		typ, ok := entryType(fd, e.Name(), unix.DT_UNKNOWN)
+		if !ok || typ != e.Type() {
+			t.Errorf("%s, type unknown to the file system: %v %v, want %v", e.Name(), typ, ok, e.Type())
+		}
+	}
+	if _, ok := entryType(fd, "gone", unix.DT_UNKNOWN); ok {
+		t.Errorf("an entry gone since the listing has a type")
 	}
 }
