@@ -35,7 +35,9 @@ const walkAhead = 256
 // With hold, where fsys is a sandbox.DirOpener, each directory with files
 // in it is held open from its read until the walk has visited it, and fn
 // gets it (else nil) to take a reference for each file it opens later
-// (heldDir).
+// (heldDir). A walk then holds at most walkAhead directories open, and
+// those of the files its caller has yet to open (grep: grepWindow a
+// worker).
 func walk(ctx context.Context, fsys sandbox.FS, root string, skipGit, hold bool, fn func(vpath, rel string, d fs.DirEntry, in *heldDir) error) error {
 	w := &walker{ctx: ctx, fsys: fsys, skipGit: skipGit, held: map[*dirNode]bool{}}
 	if hold {
