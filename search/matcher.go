@@ -37,6 +37,10 @@ type grepMatcher struct {
 	// literal's occurrences in it. Anchored, Go's regexp runs its one-pass
 	// engine where it can, not the backtracker over the whole line.
 	at *regexp.Regexp
+	// then, with at, holds the bytes that may follow lit in a match (nil:
+	// any, or none): an occurrence followed by another byte is no match,
+	// and at need not run.
+	then *[256]bool
 }
 
 func newGrepMatcher(expr string) (*grepMatcher, error) {
@@ -57,6 +61,9 @@ func newGrepMatcher(expr string) (*grepMatcher, error) {
 	}
 	if !m.exact && !m.fold && startsWith(syn, m.lit) {
 		m.at = regexp.MustCompile(`\A(?:` + expr + `)`)
+		if syn.Op == syntax.OpConcat && len(syn.Sub) > 1 {
+			m.then = firstBytes(syn.Sub[1])
+		}
 	}
 	best := -1
 	for i, c := range m.lit {
@@ -153,6 +160,38 @@ func startsWith(re *syntax.Regexp, lit []byte) bool {
 	return whole && bytes.Equal(b, lit)
 }
 
+// firstBytes returns the bytes a match of re can begin with, when re must
+// match at least one character and that set is known (a character class,
+// once or more); else nil. A class with a character beyond ASCII admits
+// every byte from 0x80 (its UTF-8 lead bytes among them).
+func firstBytes(re *syntax.Regexp) *[256]bool {
+	switch re.Op {
+	case syntax.OpPlus:
+		return firstBytes(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return firstBytes(re.Sub[0])
+		}
+		return nil
+	case syntax.OpCharClass:
+	default:
+		return nil
+	}
+	set := new([256]bool)
+	for i := 0; i+1 < len(re.Rune); i += 2 {
+		lo, hi := re.Rune[i], re.Rune[i+1]
+		for r := lo; r <= min(hi, utf8.RuneSelf-1); r++ {
+			set[r] = true
+		}
+		if hi >= utf8.RuneSelf {
+			for b := utf8.RuneSelf; b < 256; b++ {
+				set[b] = true
+			}
+		}
+	}
+	return set
+}
+
 // hasTextAnchor reports whether re holds \A or \z.
 func hasTextAnchor(re *syntax.Regexp) bool {
 	if re.Op == syntax.OpBeginText || re.Op == syntax.OpEndText {
@@ -216,7 +255,7 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 		if i := bytes.IndexByte(data[c:], '\n'); i >= 0 {
 			end = c + i
 		}
-		if m.at != nil && !m.at.Match(data[c:end]) {
+		if m.at != nil && (m.then != nil && (c+len(m.lit) >= end || !m.then[data[c+len(m.lit)]]) || !m.at.Match(data[c:end])) {
 			pos, from = c+1, start // the next occurrence, maybe in this line
 			continue
 		}

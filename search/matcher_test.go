@@ -47,6 +47,7 @@ var matcherTexts = []string{
 	"errors.New(x)\nerrors.new\nERRORS.NEW\nfmt.Errorf\nerrors.Newer",
 	"func Foo(\nfunc foo(\nfunc  Bar(\n\tfunc Baz_1(x)\nfunc X(",
 	"func x; func Y(\nfunc func Z(\nfuncfunc A(\nfunc b func\nab abc ab\nabab",
+	"abé ab\u212a abK abk ab\xff a12 a1 ab\nab\r\nabcd abd ab-",
 	"mutex\nMutex\nMUTEX\nmutexes\na mutex.\nsync.Mutex{}\némutex\n_mutex",
 	"mask\nMASK\nma\u017fk\nMA\u212aS\nkelvin \u212a\nlong \u017f\nks KS",
 	"invalid \xff\xfe utf-8\n\xef\xbf\xbd replacement\nmore \xc3\n",
@@ -65,6 +66,7 @@ var matcherPatterns = []string{
 	"\ufffd", `[^a]*`, "zz|ab", "(?i)hello", "hello", "bye\r", `\r$`,
 	"(?i)line t", "line t(wo|hree)", "(?U)a+", "\\x00",
 	`func \w+$`, `func [a-z]+\(`, `ab\b`, `abc?`, `ab$`, `errors\.New\(`, `(?i:ab)c`, "ab(?i)c",
+	`ab[^c]`, `ab[é]`, `ab[\x{80}-\x{10FFFF}]+`, `a[0-9]{2,}`, `ab(?i)[k]`, `ab[a-c]*d`, `ab[^a-z]`,
 }
 
 func TestGrepMatcherLines(t *testing.T) {
@@ -137,6 +139,9 @@ func TestGrepMatcherLiteral(t *testing.T) {
 		}
 		if (m.at != nil) != tc.at {
 			t.Errorf("%q: matched from the literal %v, want %v", tc.expr, m.at != nil, tc.at)
+		}
+		if isFunc := tc.expr == `func [A-Z][A-Za-z0-9_]*\(`; (m.then != nil) != isFunc || isFunc && (!m.then['Q'] || m.then['('] || m.then['q']) {
+			t.Errorf("%q: the bytes after the literal %v", tc.expr, m.then)
 		}
 	}
 }
