@@ -287,16 +287,27 @@ func (p *Provider) podNameOf(ctx context.Context, key string) (string, error) {
 // record, and its Pod is then this one's.
 func (p *Provider) threadPod(ctx context.Context, key string) (string, error) {
 	if p.cfg.Storage.Mode == StoragePVC {
+		// The record, and with a pool whether the thread has a claim from
+		// before records, asked at once.
+		unstored := make(chan bool, 1)
+		if p.pool != nil {
+			go func() { unstored <- p.unstored(ctx, key) }()
+		}
 		name, ok, err := p.recorded(ctx, key)
 		if err != nil || ok {
 			return name, err
 		}
-		if claimed := p.pool.claim(ctx, key); claimed != "" {
-			return claimed, nil
+		if p.pool != nil && <-unstored {
+			if claimed := p.pool.claim(ctx, key); claimed != "" {
+				return claimed, nil
+			}
 		}
 		return p.record(ctx, key, name)
 	}
-	claimed := p.pool.claim(ctx, key)
+	claimed := ""
+	if p.pool != nil && p.unstored(ctx, key) {
+		claimed = p.pool.claim(ctx, key)
+	}
 	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
 		if err := p.makeThreadDir(filepath.Join(p.threadDir(key), filepath.Base(d))); err != nil {
 			return "", fmt.Errorf("create thread %s: %w", key, errors.Unwrap(err))

@@ -610,14 +610,14 @@ func (w *pool) sweep(listed map[string]bool) {
 	}
 }
 
-// claim hands a warm Pod to thread key, a thread with no storage yet
-// (unstored), and returns its name; "" when the thread has storage or no
-// warm Pod could be claimed (the thread's Pod is then made as without a
-// pool). When another replica claims one for the thread, it waits for
-// that claim's directory, which names the thread's Pod from then on
-// (podNameOf).
+// claim hands a warm Pod to thread key, a thread with no storage yet (its
+// caller asked: unstored, and in pvc mode recorded), and returns its
+// name; "" when the thread got storage meanwhile or no warm Pod could be
+// claimed (the thread's Pod is then made as without a pool). When another
+// replica claims one for the thread, it waits for that claim's directory,
+// which names the thread's Pod from then on (podNameOf).
 func (w *pool) claim(ctx context.Context, key string) string {
-	if w == nil || sandbox.ValidThreadKey(key) != nil || !w.p.unstored(ctx, key) {
+	if w == nil || sandbox.ValidThreadKey(key) != nil {
 		return ""
 	}
 	defer w.refill()
