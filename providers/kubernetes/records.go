@@ -41,16 +41,21 @@ import (
 // renews it); it goes with the thread's claim (Discard).
 //
 // Why a Lease: the record is a name that must be created exactly once, and
-// a Lease is the API's object for such a thing; the server's Role gets it
-// in its namespace, where nothing else uses Leases. A ConfigMap would do
-// as well, but the Role would then reach the namespace's ConfigMaps, its
-// own configuration among them.
+// a Lease is the API's object for such a thing; the server's Role gets
+// leases (get, create, delete) in its namespace, where it needs them for
+// nothing else. A ConfigMap would do as well, but the Role would then
+// reach the namespace's ConfigMaps, the server's own configuration among
+// them.
 //
 // A Role from before records (no leases) still serves pvc without warm
 // Pods: the server then reads and writes no records (p.records false, a
-// warning at start), and kubernetes.warm with pvc stops start-up.
+// warning at start), and kubernetes.warm with pvc stops start-up. A server
+// from before records makes a new thread's claim without one: during a
+// rolling upgrade, a first call there and a warm claim on a new replica at
+// the same moment could give the thread two claims (docs/providers.md says
+// to turn warm on once every replica has records).
 
-// recordOf is thread key's record: its name and the object, for pod.
+// recordOf is thread key's record naming Pod pod.
 func (p *Provider) recordOf(key, pod string) *coordinationv1.Lease {
 	labels := p.labels()
 	labels[labelThread] = threadHash(key)
@@ -60,8 +65,8 @@ func (p *Provider) recordOf(key, pod string) *coordinationv1.Lease {
 	}
 }
 
-// recordName is the name of thread key's record: the name its claim has
-// when it has none.
+// recordName is the name of thread key's record: the name of the claim
+// its Pod has when it took no warm Pod's.
 func (p *Provider) recordName(key string) string {
 	return claimName(PodName(p.cfg.PodPrefix, key))
 }
