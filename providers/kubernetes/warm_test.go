@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -738,4 +739,43 @@ func TestWarmPVCWithoutTheRecordsRule(t *testing.T) {
 	if ok, err := p.Exists(t.Context(), th); err != nil || !ok {
 		t.Fatalf("Exists = %v, %v", ok, err)
 	}
+}
+
+// storage.mode pvc leaves no warm claim behind: one whose unclaimed Pod
+// someone else deletes goes with it (its owner reference: the garbage
+// collector), and a server that stops deletes the unclaimed Pods it made
+// and their claims.
+func TestWarmClaimsGoPVC(t *testing.T) {
+	t.Parallel()
+	cfg := pvcConfig(t, warmConfig(t, 1), 4)
+	p := newProviderT(t, cfg)
+	f := &fixture{p: p, cfg: cfg}
+	claims := cluster.cs.CoreV1().PersistentVolumeClaims(cfg.Namespace)
+	gone := func(name string) func() bool {
+		return func() bool {
+			c, err := claims.Get(t.Context(), name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err) || err == nil && c.DeletionTimestamp != nil
+		}
+	}
+	waitWarm(t, p, 1, false)
+	first := f.warmPods(t)[0]
+	zero := int64(0)
+	if err := cluster.cs.CoreV1().Pods(cfg.Namespace).Delete(t.Context(), first.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the deleted warm Pod's claim gone with it", gone(claimName(first.Name)))
+	var second corev1.Pod
+	waitFor(t, 2*time.Minute, "the pool refilled", func() bool {
+		pods := f.warmPods(t)
+		if len(pods) != 1 || pods[0].Name == first.Name || !running(&pods[0]) {
+			return false
+		}
+		second = pods[0]
+		return true
+	})
+	if _, err := claims.Get(t.Context(), claimName(second.Name), metav1.GetOptions{}); err != nil {
+		t.Fatalf("the refill's claim: %v", err)
+	}
+	p.pool.close(t.Context())
+	waitFor(t, 30*time.Second, "the stopped server's warm Pod's claim deleted", gone(claimName(second.Name)))
 }
