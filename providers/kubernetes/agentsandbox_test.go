@@ -163,7 +163,7 @@ func TestAgentSandboxClaim(t *testing.T) {
 	if pod.Annotations[annThread] != ta || pod.Labels[labelThread] != threadHash(ta) || len(pod.OwnerReferences) != 0 || pod.Labels[labelSandboxHash] != "" {
 		t.Fatalf("the claimed Pod: annotation %q label %q owners %v tracking %q", pod.Annotations[annThread], pod.Labels[labelThread], pod.OwnerReferences, pod.Labels[labelSandboxHash])
 	}
-	if got := p.podNameOf(ta); got != first {
+	if got, err := p.podNameOf(t.Context(), ta); err != nil || got != first {
 		t.Fatalf("thread %s's Pod is named %s, want %s", ta, got, first)
 	}
 	if _, err := os.Stat(filepath.Join(p.poolRoot(), first)); !os.IsNotExist(err) {
@@ -342,24 +342,22 @@ func TestAgentSandboxFresh(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(p.threadDir(th), "workspace", "f.txt")); err != nil || string(b) != "fresh\n" {
 		t.Fatalf("the thread's node file: %q %v", b, err)
 	}
-	if got := p.podNameOf(th); got != sb.PodName() {
+	if got, err := p.podNameOf(t.Context(), th); err != nil || got != sb.PodName() {
 		t.Fatalf("the record names %s", got)
 	}
 	p.pool.once.Do(func() {}) // stopped above
 }
 
-// A server whose Role is from before agent-sandbox (every rule the
-// provider needs but extensions.agents.x-k8s.io's) on a cluster that
-// serves the CRDs: warm_pool auto keeps the server's own warm Pods, which
-// fill and are claimed, rather than a pool it may not make.
-func TestAgentSandboxAutoWithoutTheRules(t *testing.T) {
-	t.Parallel()
-	requireAgentSandbox(t)
+// kubeconfigWithout is a kubeconfig acting as a ServiceAccount of the test
+// namespace whose Role has every rule the provider needs (serverNeeds) but
+// those of API group group: a Role from before them.
+func kubeconfigWithout(t *testing.T, group string) string {
+	t.Helper()
 	ctx := t.Context()
 	sa := "old-role-" + randomHex(3)
 	var rules []rbacv1.PolicyRule
 	for r, verbs := range serverNeeds {
-		if r.group == warmPoolGVR.Group {
+		if r.group == group {
 			continue
 		}
 		res := r.resource
@@ -394,6 +392,17 @@ func TestAgentSandboxAutoWithoutTheRules(t *testing.T) {
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	return kubeconfig
+}
+
+// A server whose Role is from before agent-sandbox (every rule the
+// provider needs but extensions.agents.x-k8s.io's) on a cluster that
+// serves the CRDs: warm_pool auto keeps the server's own warm Pods, which
+// fill and are claimed, rather than a pool it may not make.
+func TestAgentSandboxAutoWithoutTheRules(t *testing.T) {
+	t.Parallel()
+	requireAgentSandbox(t)
+	kubeconfig := kubeconfigWithout(t, warmPoolGVR.Group)
 	cfg := newConfig(t)
 	cfg.Kubeconfig, cfg.Warm, cfg.WarmPool, cfg.Replicas = kubeconfig, 1, WarmPoolAuto, -1
 	p := newProviderT(t, cfg)

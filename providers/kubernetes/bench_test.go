@@ -181,7 +181,16 @@ func dropAndWait(b *testing.B, p *Provider, name string) {
 // that of the acquire, which claims (claim-ms).
 //
 //	go test -run '^$' -bench ColdFirstCallWarm -benchtime 15x ./providers/kubernetes/
-func BenchmarkColdFirstCallWarm(b *testing.B) { benchFirstCallWarm(b, WarmPoolPods) }
+func BenchmarkColdFirstCallWarm(b *testing.B) { benchFirstCallWarm(b, WarmPoolPods, 0) }
+
+// BenchmarkColdFirstCallWarmPVC: BenchmarkColdFirstCallWarm in storage
+// mode pvc, both servers' claims bound to static hostPath volumes made
+// beforehand (the cluster has no provisioner): the warm Pod's claim is
+// taken (a patch) and the thread's record made, where the cold call's
+// claim is made and bound before its Pod starts.
+//
+//	go test -run '^$' -bench ColdFirstCallWarmPVC -benchtime 15x ./providers/kubernetes/   # 20x at most
+func BenchmarkColdFirstCallWarmPVC(b *testing.B) { benchFirstCallWarm(b, WarmPoolPods, 3*20+4) }
 
 // BenchmarkColdFirstCallAgentSandbox: BenchmarkColdFirstCallWarm with the
 // warm Pod a member of an agent-sandbox SandboxWarmPool (warm_pool
@@ -192,12 +201,20 @@ func BenchmarkColdFirstCallWarm(b *testing.B) { benchFirstCallWarm(b, WarmPoolPo
 //	go test -run '^$' -bench ColdFirstCallAgentSandbox -benchtime 15x ./providers/kubernetes/
 func BenchmarkColdFirstCallAgentSandbox(b *testing.B) {
 	requireAgentSandbox(b)
-	benchFirstCallWarm(b, WarmPoolAgentSandbox)
+	benchFirstCallWarm(b, WarmPoolAgentSandbox, 0)
 }
 
-func benchFirstCallWarm(b *testing.B, warmPool string) {
-	cold := newProviderT(b, newConfig(b))
-	cfg := newConfig(b)
+// benchFirstCallWarm alternates a first call with a warm Pod of warmPool
+// and one without; volumes > 0 is storage mode pvc, with that many volumes
+// for the two servers' claims (a third for the cold one's, one a call; the
+// rest for the warm one's, two a call: the claimed one and the refill's).
+func benchFirstCallWarm(b *testing.B, warmPool string, volumes int) {
+	coldCfg, cfg := newConfig(b), newConfig(b)
+	if volumes > 0 {
+		coldCfg = pvcConfig(b, coldCfg, volumes/3)
+		cfg = pvcConfig(b, cfg, volumes-volumes/3)
+	}
+	cold := newProviderT(b, coldCfg)
 	cfg.Warm = 1
 	cfg.WarmPool = warmPool
 	warm := newProviderT(b, cfg)

@@ -33,14 +33,13 @@ type Config struct {
 	NetworkPolicy *bool             `yaml:"network_policy"`
 	Environment   map[string]string `yaml:"environment"` // added to every command's environment
 	// Warm is how many started Pods of these settings the replicas keep
-	// for threads to come (warm.go); default 0, none. host_path storage
-	// only, at most 64.
+	// for threads to come (warm.go); default 0, none; at most 64.
 	Warm int `yaml:"warm"`
 	// WarmPool says who keeps the warm Pods: auto (the default) uses the
 	// agent-sandbox SandboxWarmPool and SandboxClaim where the cluster
-	// serves their CRDs, else pods; pods, this server's own warm Pods
-	// (warm.go); agent-sandbox, those CRDs, or the server does not start
-	// (agentsandbox.go).
+	// serves their CRDs and storage is host_path, else pods; pods, this
+	// server's own warm Pods (warm.go); agent-sandbox, those CRDs, or the
+	// server does not start (agentsandbox.go; host_path storage only).
 	WarmPool string `yaml:"warm_pool"`
 
 	// Beyond §14.
@@ -131,20 +130,20 @@ func setDefaults(cfg *Config) error {
 	if cfg.Warm > maxWarm {
 		return fmt.Errorf("kubernetes.warm %d: at most %d", cfg.Warm, maxWarm)
 	}
-	if cfg.Warm > 0 && cfg.Storage.Mode != StorageHostPath {
-		// A Pod's volumes are fixed when it is made: a warm Pod brings a
-		// volume of its own, which its claim makes the thread's. With
-		// host_path that is a rename of its directory; a claim (PVC)
-		// cannot be renamed, nor, with the Role this server needs, be
-		// labelled for its thread afterwards (docs/providers.md).
-		return fmt.Errorf("kubernetes.warm %d: needs kubernetes.storage.mode host_path (storage.mode %s: a warm Pod's claim cannot become a thread's)", cfg.Warm, cfg.Storage.Mode)
-	}
 	switch cfg.WarmPool {
 	case "":
 		cfg.WarmPool = WarmPoolAuto
 	case WarmPoolAuto, WarmPoolPods, WarmPoolAgentSandbox:
 	default:
 		return fmt.Errorf("kubernetes.warm_pool %q: want auto, pods or agent-sandbox", cfg.WarmPool)
+	}
+	if cfg.Warm > 0 && cfg.WarmPool == WarmPoolAgentSandbox && cfg.Storage.Mode != StorageHostPath {
+		// A Pod's volumes are fixed when it is made: a warm Pod brings a
+		// volume of its own, which its claim makes the thread's. The
+		// server's own warm Pods are made with a claim each (records.go);
+		// agent-sandbox's controller names its members, so none can be
+		// made with a claim of its own name.
+		return fmt.Errorf("kubernetes.warm_pool agent-sandbox: needs kubernetes.storage.mode host_path (storage.mode %s: agent-sandbox's Pods cannot bring a claim of their own); set warm_pool pods or auto", cfg.Storage.Mode)
 	}
 	if cfg.Resources.CPU == "" {
 		cfg.Resources.CPU = "1"

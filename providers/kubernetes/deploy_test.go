@@ -55,8 +55,9 @@ import (
 // through a replica (so the server, as its ServiceAccount, makes a sandbox
 // Pod and its claim and execs into it), and shows with SubjectAccessReviews
 // that the ServiceAccount's Role grants exactly what the provider calls and
-// nothing else: no secrets, no leases, nothing outside its namespace,
-// nothing cluster-wide.
+// nothing else: no secrets, no ConfigMaps, leases only to get, make and
+// delete (the threads' records), nothing outside its namespace, nothing
+// cluster-wide.
 //
 // Like the other tests here it takes the cluster from KUBECONFIG, and skips
 // without one unless SANDBOX_MCP_REQUIRE_K8S=1. The image step needs docker
@@ -1011,8 +1012,11 @@ var serverNeeds = map[authzResource][]string{
 	{"", "pods", ""}: {"create", "delete", "get", "list", "patch"},
 	// A WebSocket exec is a GET, and create is checked on top of it
 	// (AuthorizePodWebsocketUpgradeCreatePermission); SPDY is a POST.
-	{"", "pods", "exec"}:                         {"create", "get"},
-	{"", "persistentvolumeclaims", ""}:           {"create", "get"},
+	{"", "pods", "exec"}: {"create", "get"},
+	// Claims: a thread's made and deleted (Discard), a warm Pod's made
+	// and taken for a thread (a patch); records: pvc (records.go).
+	{"", "persistentvolumeclaims", ""}:           {"create", "delete", "get", "patch"},
+	{"coordination.k8s.io", "leases", ""}:        {"create", "delete", "get"},
 	{"networking.k8s.io", "networkpolicies", ""}: {"create"},
 	// The agent-sandbox warm pool (agentsandbox.go).
 	{"extensions.agents.x-k8s.io", "sandboxtemplates", ""}: {"create", "delete", "get", "list", "patch"},
@@ -1148,7 +1152,7 @@ func checkRole(t *testing.T, ctx context.Context, rc *rest.Config, ns, sa string
 		summary = append(summary, res+": "+strings.Join(verbs, ","))
 	}
 	sort.Strings(summary)
-	t.Logf("DEPLOY allowed for %s (in %s only): %s; denied: the other %d of %d verb/resource/namespace combinations (secrets, leases, other namespaces, cluster-wide among them)",
+	t.Logf("DEPLOY allowed for %s (in %s only): %s; denied: the other %d of %d verb/resource/namespace combinations (secrets, configmaps, other namespaces, cluster-wide among them)",
 		user, ns, strings.Join(summary, "; "), len(reviews)-nAllowed, len(reviews))
 	return len(reviews)
 }

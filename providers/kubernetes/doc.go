@@ -44,6 +44,8 @@
 // kubernetes.warm keeps Pods started for threads to come, shared by the
 // replicas (warm.go): a new thread's first call claims one — a patch with
 // the Pod's resourceVersion as precondition, then a rename of the Pod's
-// own directory into the thread's place — and the Pod keeps its name,
-// which the thread's directory records.
+// own directory into the thread's place, or in pvc mode the Pod's own
+// claim taken for the thread — and the Pod keeps its name, which the
+// thread's directory records, or in pvc mode the thread's record, a Lease
+// (records.go).
 package kubernetes

@@ -73,6 +73,7 @@ type Provider struct {
 	threads threads.Table[*Sandbox] // acquired sandboxes
 	boxes   *replicas.Table         // the Pods this replica knows running, or is making
 	pool    *pool                   // kubernetes.warm's Pods; nil without
+	records bool                    // pvc: threads' records are read and made (records.go); false under a Role without leases
 	dyn     dynamic.Interface       // agent-sandbox's objects; nil where the cluster does not serve them
 
 	stop chan struct{}
@@ -183,9 +184,26 @@ func newProvider(ctx context.Context, cfg Config, cs k8s.Interface, rc *rest.Con
 			return nil, fmt.Errorf("kubernetes provider: %w", err)
 		}
 	}
+	if cfg.Storage.Mode == StoragePVC {
+		p.records = p.mayKeepRecords(pctx)
+		switch {
+		case !p.records && cfg.Warm > 0:
+			return nil, fmt.Errorf("kubernetes.warm %d with storage.mode pvc: this server may not read or make Leases in namespace %s (its Role lacks deploy/kubernetes/rbac.yaml's coordination.k8s.io rule), where a thread's record names the claim it took from a warm Pod", cfg.Warm, cfg.Namespace)
+		case !p.records:
+			p.log.Warn("kubernetes provider: this server may not read or make Leases (its Role lacks deploy/kubernetes/rbac.yaml's coordination.k8s.io rule): threads get no records, and a thread that took a warm Pod's claim on a server with the rule is not found here")
+		}
+	}
 	if cfg.Warm > 0 {
 		p.pool = newPool(p, cfg.Warm)
 		switch {
+		case cfg.Storage.Mode == StoragePVC:
+			// agent-sandbox's controller names its members, so a member
+			// cannot be made with a claim of its own (setDefaults refuses
+			// warm_pool agent-sandbox with pvc): auto keeps the server's
+			// own warm Pods.
+			if cfg.WarmPool == WarmPoolAuto && p.dyn != nil {
+				p.log.Info("kubernetes provider: warm Pods are the server's own with storage.mode pvc (kubernetes.warm_pool auto)")
+			}
 		case cfg.WarmPool == WarmPoolAgentSandbox && p.dyn == nil:
 			return nil, fmt.Errorf("kubernetes.warm_pool %s: the cluster does not serve the agent-sandbox CRDs (%s SandboxTemplate, SandboxWarmPool, SandboxClaim); install agent-sandbox with its extensions, or set warm_pool pods", cfg.WarmPool, claimGVR.GroupVersion())
 		case cfg.WarmPool == WarmPoolAuto && p.dyn != nil && !mayUseAgentPools(pctx, p.dyn, cfg.Namespace):
@@ -245,15 +263,62 @@ func threadHash(thread string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// podNameOf is the name of thread key's Pod: the warm Pod it claimed, as
-// the record in its directory says (warm.go), else PodName's.
-func (p *Provider) podNameOf(key string) string {
+// podNameOf is the name of thread key's Pod, whose claim (claimName) is
+// the thread's in storage mode pvc: the one way every thread's Pod and
+// claim are named (Acquire, Exists, Discard). host_path: the warm Pod the
+// record in its directory names (warm.go), else PodName's. pvc: the Pod
+// its record names (records.go), else PodName's.
+func (p *Provider) podNameOf(ctx context.Context, key string) (string, error) {
 	if p.cfg.Storage.Mode == StorageHostPath {
 		if name := p.claimedPod(key); name != "" {
-			return name
+			return name, nil
+		}
+		return PodName(p.cfg.PodPrefix, key), nil
+	}
+	name, _, err := p.recorded(ctx, key)
+	return name, err
+}
+
+// threadPod names thread key's Pod for a sandbox of it, giving the thread
+// its storage when it has none: a warm Pod's, when one can be claimed,
+// else its own — host_path: its directory, made here; pvc: its record,
+// naming its own Pod name, whose claim its first Pod makes. Another
+// replica's claim or first call meets this one at the directory or the
+// record, and its Pod is then this one's.
+func (p *Provider) threadPod(ctx context.Context, key string) (string, error) {
+	if p.cfg.Storage.Mode == StoragePVC {
+		// The record, and with a pool whether the thread has a claim from
+		// before records, asked at once.
+		unstored := make(chan bool, 1)
+		if p.pool != nil {
+			go func() { unstored <- p.unstored(ctx, key) }()
+		}
+		name, ok, err := p.recorded(ctx, key)
+		if err != nil || ok {
+			return name, err
+		}
+		if p.pool != nil && <-unstored {
+			if claimed := p.pool.claim(ctx, key); claimed != "" {
+				return claimed, nil
+			}
+		}
+		return p.record(ctx, key, name)
+	}
+	claimed := ""
+	if p.pool != nil && p.unstored(ctx, key) {
+		claimed = p.pool.claim(ctx, key)
+	}
+	for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
+		if err := p.makeThreadDir(filepath.Join(p.threadDir(key), filepath.Base(d))); err != nil {
+			return "", fmt.Errorf("create thread %s: %w", key, errors.Unwrap(err))
 		}
 	}
-	return PodName(p.cfg.PodPrefix, key)
+	if claimed != "" {
+		return claimed, nil
+	}
+	// Read once the thread's directory is there: a warm Pod another
+	// replica claimed for it meanwhile is its Pod.
+	return p.podNameOf(ctx, key)
 }
 
 // mounts are the mounts of every sandbox beside the thread's directories:
@@ -277,27 +342,19 @@ func (p *Provider) threadDir(key string) string {
 // single-node cluster, or the server's Pod mounting it).
 func (p *Provider) Acquire(ctx context.Context, thread string) (sandbox.Sandbox, error) {
 	return p.threads.Acquire(thread, func() (*Sandbox, func(), error) {
-		// A new thread takes a warm Pod when there is one: its
-		// directory becomes the thread's.
-		claimed := p.pool.claim(ctx, thread)
+		name, err := p.threadPod(ctx, thread)
+		if err != nil {
+			return nil, nil, err
+		}
 		var mounts []sandbox.Mount
 		for _, d := range []string{sandbox.WorkspaceDir, sandbox.UploadsDir, sandbox.OutputsDir} {
 			m := sandbox.Mount{Virtual: d}
 			if p.cfg.Storage.Mode == StorageHostPath {
 				m.Host = filepath.Join(p.threadDir(thread), filepath.Base(d))
-				if err := p.makeThreadDir(m.Host); err != nil {
-					return nil, nil, fmt.Errorf("create thread %s: %w", thread, errors.Unwrap(err))
-				}
 			}
 			mounts = append(mounts, m)
 		}
 		mounts = append(mounts, p.mounts()...)
-		name := claimed
-		if name == "" {
-			// Read once the thread's directory is there: a warm Pod
-			// another replica claimed for it meanwhile is its Pod.
-			name = p.podNameOf(thread)
-		}
 		sb := newSandbox(p, thread, name, mounts)
 		return sb, func() {
 			sb.Close() // the channel ends; the Pod stays warm
@@ -353,7 +410,11 @@ func (p *Provider) Exists(ctx context.Context, thread string) (bool, error) {
 	}
 	switch p.cfg.Storage.Mode {
 	case StoragePVC:
-		c, err := p.cs.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Get(ctx, claimName(PodName(p.cfg.PodPrefix, thread)), metav1.GetOptions{})
+		name, err := p.podNameOf(ctx, thread)
+		if err != nil {
+			return false, err
+		}
+		c, err := p.cs.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Get(ctx, claimName(name), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -375,10 +436,10 @@ func (p *Provider) Exists(ctx context.Context, thread string) (bool, error) {
 // its Pod is deleted and waited for, so every process in it — its jobs
 // too — has ended when it returns (SPEC §16: an anonymous thread takes its
 // processes with it). No one can name the thread again, so its files go
-// too: its claim (pvc mode), or its node directory (host_path mode, where
-// the server sees it). The server calls it when such a thread ends. Only
-// objects whose annotation names the thread are deleted; a thread without
-// a Pod is no error. It takes the thread's creation lock in this replica,
+// too: its claim and its record (pvc mode), or its node directory
+// (host_path mode, where the server sees it). The server calls it when
+// such a thread ends. Only objects whose annotation names the thread are
+// deleted; a thread without a Pod is no error. It takes the thread's creation lock in this replica,
 // so a first use racing it makes no Pod behind it; one after it makes a
 // new one, as for any thread. A user still holding the thread (its last
 // Release under way) is left alone: only its Pod goes.
@@ -386,7 +447,10 @@ func (p *Provider) Discard(ctx context.Context, thread string) error {
 	if err := sandbox.ValidThreadKey(thread); err != nil {
 		return err
 	}
-	name := p.podNameOf(thread)
+	name, err := p.podNameOf(ctx, thread)
+	if err != nil {
+		return err
+	}
 	unlock, err := p.locks.Lock(ctx, "pod\x00"+name)
 	if err != nil {
 		return err
@@ -412,18 +476,14 @@ func (p *Provider) Discard(ctx context.Context, thread string) error {
 	}
 	switch p.cfg.Storage.Mode {
 	case StoragePVC:
-		claims := p.cs.CoreV1().PersistentVolumeClaims(p.cfg.Namespace)
-		c, err := claims.Get(ctx, claimName(name), metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return apiError(err)
-		case p.mine(c.ObjectMeta, "claim", thread) == nil:
-			uid := c.UID
-			err := claims.Delete(ctx, c.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return apiError(err)
-			}
+		// The claim, then the record naming it: a Discard cut short
+		// between the two leaves a record whose claim the thread's next
+		// Pod makes again, empty, never a claim no record names.
+		if err := p.deleteClaimOf(ctx, claimName(name), thread, ""); err != nil {
+			return err
+		}
+		if err := p.deleteRecord(ctx, thread); err != nil {
+			return err
 		}
 	case StorageHostPath:
 		// Confined to <host_path>/threads (os.Root: no symlink leads out).

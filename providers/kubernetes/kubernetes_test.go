@@ -628,39 +628,16 @@ func TestMeasure(t *testing.T) {
 // kube-controller-manager); the files outlive the Pod.
 func TestPVCStorage(t *testing.T) {
 	t.Parallel()
-	cfg := newConfig(t)
-	class := "smcp-test-" + randomHex(4)
-	dir := t.TempDir()
-	os.Chown(dir, 1000, 1000)
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: class},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resourceMust("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName:              class,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
-		},
-	}
-	if _, err := cluster.cs.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cluster.cs.CoreV1().PersistentVolumeClaims(cfg.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelPrefix + "=" + cfg.PodPrefix})
-		cluster.cs.CoreV1().PersistentVolumes().Delete(ctx, class, metav1.DeleteOptions{})
-	})
-	cfg.Storage = Storage{Mode: StoragePVC, StorageClass: class, Size: "1Gi"}
+	cfg := pvcConfig(t, newConfig(t), 1)
 	p := newProviderT(t, cfg)
 	thread := "pvc-" + randomHex(4)
 	sb := acquire(t, p, thread)
 	writeFile(t, sb, sandbox.UploadsDir+"/in-claim.txt", []byte("claim\n"))
 	claim, err := cluster.cs.CoreV1().PersistentVolumeClaims(cfg.Namespace).Get(t.Context(), sb.PodName()+"-data", metav1.GetOptions{})
-	if err != nil || claim.Annotations[annThread] != thread || claim.Spec.VolumeName != class {
+	if err != nil || claim.Annotations[annThread] != thread || claim.Spec.VolumeName != cfg.Storage.StorageClass+"-0" {
 		t.Fatalf("claim: %v %v", claim, err)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "uploads", "in-claim.txt")); err != nil || string(b) != "claim\n" {
+	if b, err := os.ReadFile(filepath.Join(volumeDir(t, cfg.Namespace, claim.Name), "uploads", "in-claim.txt")); err != nil || string(b) != "claim\n" {
 		t.Fatalf("file in the volume: %q %v", b, err)
 	}
 	zero := int64(0)
@@ -671,6 +648,57 @@ func TestPVCStorage(t *testing.T) {
 }
 
 func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }
+
+// pvcConfig is cfg in storage mode pvc, its claims bound to n static
+// hostPath PersistentVolumes of a class of the test's own (the test
+// cluster has no provisioner; binding needs kube-controller-manager), each
+// a directory of the Pods' user. The claims of cfg's prefix and the
+// volumes go when the test ends.
+func pvcConfig(t testing.TB, cfg Config, n int) Config {
+	t.Helper()
+	class := "smcp-pvc-" + randomHex(4)
+	for i := range n {
+		dir := t.TempDir()
+		os.Chown(dir, 1000, 1000)
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", class, i), Labels: map[string]string{"smcp-test-class": class}},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resourceMust("1Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName:              class,
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
+			},
+		}
+		if _, err := cluster.cs.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cluster.cs.CoreV1().PersistentVolumeClaims(cfg.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelPrefix + "=" + cfg.PodPrefix})
+		cluster.cs.CoreV1().PersistentVolumes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "smcp-test-class=" + class})
+	})
+	cfg.Storage = Storage{Mode: StoragePVC, StorageClass: class, Size: "1Gi"}
+	return cfg
+}
+
+// volumeDir is the node directory of the volume claim name is bound to.
+func volumeDir(t testing.TB, ns, name string) string {
+	t.Helper()
+	var c *corev1.PersistentVolumeClaim
+	waitFor(t, time.Minute, "claim "+name+" bound", func() bool {
+		var err error
+		c, err = cluster.cs.CoreV1().PersistentVolumeClaims(ns).Get(t.Context(), name, metav1.GetOptions{})
+		return err == nil && c.Spec.VolumeName != ""
+	})
+	pv, err := cluster.cs.CoreV1().PersistentVolumes().Get(t.Context(), c.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.HostPath == nil {
+		t.Fatalf("claim %s's volume %s: %v", name, c.Spec.VolumeName, err)
+	}
+	return pv.Spec.HostPath.Path
+}
 
 // t26821 and t49091 share the first 8 hex of their sha256, the length of
 // the names the provider once used.

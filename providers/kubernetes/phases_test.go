@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -104,40 +103,14 @@ func coldPhases(b *testing.B, pvc bool) {
 	cfg := newConfig(b)
 	var logs lines
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	class := "smcp-bench-" + randomHex(4)
-	if pvc {
-		cfg.Storage = Storage{Mode: StoragePVC, StorageClass: class, Size: "1Gi"}
-		b.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			cluster.cs.CoreV1().PersistentVolumeClaims(cfg.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelPrefix + "=" + cfg.PodPrefix})
-			cluster.cs.CoreV1().PersistentVolumes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "smcp-bench=" + class})
-		})
-	}
-	p := newProviderT(b, cfg)
 	if pvc {
 		// Volumes for every call, made a second ahead: with each made
 		// just before its claim, two of 18 cold calls took 3.6 and 5.8 s
 		// (the Pod scheduled that late); with them made ahead, none of 24.
-		for i := range 24 { // -benchtime 24x at most
-			dir := b.TempDir()
-			os.Chown(dir, 1000, 1000)
-			pv := &corev1.PersistentVolume{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", class, i), Labels: map[string]string{"smcp-bench": class}},
-				Spec: corev1.PersistentVolumeSpec{
-					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resourceMust("1Gi")},
-					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName:              class,
-					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-					PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
-				},
-			}
-			if _, err := cluster.cs.CoreV1().PersistentVolumes().Create(b.Context(), pv, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
-		}
+		cfg = pvcConfig(b, cfg, 24) // -benchtime 24x at most
 		time.Sleep(time.Second)
 	}
+	p := newProviderT(b, cfg)
 	var all []time.Duration
 	for b.Loop() {
 		all = append(all, coldCall(b, p, &logs, "", 1500*time.Millisecond))

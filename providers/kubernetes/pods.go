@@ -706,8 +706,9 @@ func (p *Provider) podFor(name, key, dataDir string) *corev1.Pod {
 // claimName is the thread's PersistentVolumeClaim: <pod name>-data.
 func claimName(pod string) string { return pod + "-data" }
 
-// ensureClaim makes the thread's claim unless it exists. It has no owner:
-// it outlives every Pod of the thread.
+// ensureClaim makes the thread's claim, <its Pod's name>-data (the name its
+// record gives it: podNameOf), unless it exists. It has no owner: it
+// outlives every Pod of the thread.
 func (p *Provider) ensureClaim(ctx context.Context, sb *Sandbox) error {
 	claims := p.cs.CoreV1().PersistentVolumeClaims(p.cfg.Namespace)
 	name := claimName(sb.name)
@@ -718,19 +719,7 @@ func (p *Provider) ensureClaim(ctx context.Context, sb *Sandbox) error {
 	if !apierrors.IsNotFound(err) {
 		return apiError(err)
 	}
-	var class *string
-	if p.cfg.Storage.StorageClass != "" {
-		sc := p.cfg.Storage.StorageClass
-		class = &sc
-	}
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.cfg.Namespace, Labels: p.labels(), Annotations: map[string]string{annThread: sb.key}},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: class,
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: p.size}},
-		},
-	}
+	claim := p.newClaim(name, p.labels(), map[string]string{annThread: sb.key})
 	if _, err := claims.Create(ctx, claim, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return apiError(err)
 	}

@@ -33,10 +33,15 @@ import (
 // installed.
 //
 // A Pod's volumes are fixed when it is made, so a warm Pod cannot mount
-// the directory of a thread to come. Each is made with user-data
-// directories of its own, <host_path>/warm/<pod>/user-data, mounted at
-// /mnt/user-data as a thread's are, and a record, <host_path>/warm/<pod>/pod,
-// naming it (out of the Pod's reach). The claim renames
+// the storage of a thread to come. In storage mode pvc each is made with a
+// fresh claim of its own, <pod>-data, owned by the Pod until the claim that
+// makes it a thread's, after which the thread's record names the Pod, and
+// so the claim (records.go; the record's create is what makes one Pod per
+// thread across replicas there, as the rename below does for host_path).
+// In host_path mode each is made with user-data directories of its own,
+// <host_path>/warm/<pod>/user-data, mounted at /mnt/user-data as a
+// thread's are, and a record, <host_path>/warm/<pod>/pod, naming it (out of
+// the Pod's reach). The claim renames
 // <host_path>/warm/<pod> to the thread's <host_path>/threads/<key> — a bind
 // mount follows its directory, not its path — so those very directories
 // become the thread's, and the record with them. Only a thread with no
@@ -179,7 +184,10 @@ func (o ownPods) take(ctx context.Context, key string) (string, types.UID, error
 
 func (o ownPods) lost(ctx context.Context, name string, uid types.UID) {
 	o.p.deletePod(context.WithoutCancel(ctx), name, uid)
-	os.RemoveAll(o.dir(name))
+	if o.p.cfg.Storage.Mode == StorageHostPath {
+		os.RemoveAll(o.dir(name))
+	}
+	// pvc: its claim, still the Pod's, goes with it (owner reference).
 }
 
 // close removes the unclaimed Pods made here (the other replicas refill).
@@ -198,10 +206,15 @@ func (o ownPods) close(ctx context.Context) {
 }
 
 // warmSpec hashes what makes two servers' warm Pods alike: the Pod spec
-// but for the Pod's own directory.
+// but for the Pod's own directory or claim, and in pvc mode the claim's
+// class and size.
 func (p *Provider) warmSpec() string {
 	pod := p.podFor("x", "", "")
 	b, _ := json.Marshal(pod.Spec)
+	if p.cfg.Storage.Mode == StoragePVC {
+		c, _ := json.Marshal(p.newClaim("x", nil, nil).Spec)
+		b = append(b, c...)
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -431,15 +444,19 @@ func stuckWaiting(pod *corev1.Pod) string {
 	return ""
 }
 
-// make makes one warm Pod: its directories and record, then the Pod.
+// make makes one warm Pod: host_path, its directories and record, then
+// the Pod; pvc, the Pod, then its fresh claim (makeWarmClaim).
 func (w *pool) make(ctx context.Context) error {
 	b := make([]byte, 8)
 	rand.Read(b)
 	name := w.p.cfg.PodPrefix + "-warm-" + hex.EncodeToString(b)
+	hostPath := w.p.cfg.Storage.Mode == StorageHostPath
 	dir := filepath.Join(w.p.warmRoot(), name)
-	if err := w.p.makeWarmDir(dir, name); err != nil {
-		os.RemoveAll(dir)
-		return fmt.Errorf("kubernetes.storage.host_path: %w", err)
+	if hostPath {
+		if err := w.p.makeWarmDir(dir, name); err != nil {
+			os.RemoveAll(dir)
+			return fmt.Errorf("kubernetes.storage.host_path: %w", err)
+		}
 	}
 	pod := w.p.podFor(name, "", filepath.Join(dir, "user-data"))
 	pod.Labels[labelWarm] = w.spec
@@ -450,8 +467,16 @@ func (w *pool) make(ctx context.Context) error {
 	}
 	created, err := w.p.cs.CoreV1().Pods(w.p.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		os.RemoveAll(dir)
+		if hostPath {
+			os.RemoveAll(dir)
+		}
 		return apiError(err)
+	}
+	if !hostPath {
+		if err := w.p.makeWarmClaim(ctx, created, w.spec); err != nil {
+			w.p.deletePod(context.WithoutCancel(ctx), name, created.UID)
+			return fmt.Errorf("warm Pod %s's claim: %w", name, apiError(err))
+		}
 	}
 	w.mu.Lock()
 	w.made[name] = created.UID
@@ -540,10 +565,15 @@ func (p *Provider) removeWarm(ctx context.Context, pod *corev1.Pod, why string) 
 		}
 		return
 	}
-	// Unclaimed until it went (a claim renames the directory only after
-	// its patch, which the precondition would have seen).
-	if p.cfg.Storage.Mode == StorageHostPath && p.isWarmName(pod.Name) {
+	// Unclaimed until it went (a claim renames the directory, or takes
+	// the claim, only after its patch, which the precondition would have
+	// seen).
+	switch {
+	case !p.isWarmName(pod.Name):
+	case p.cfg.Storage.Mode == StorageHostPath:
 		os.RemoveAll(filepath.Join(p.warmRoot(), pod.Name))
+	default:
+		p.deleteWarmClaim(ctx, pod)
 	}
 }
 
@@ -566,6 +596,9 @@ func (p *Provider) removeStaleWarm(ctx context.Context) {
 // that died between making one and its Pod, or a Pod claimed by a server
 // that died before the rename, and since deleted).
 func (w *pool) sweep(listed map[string]bool) {
+	if w.p.cfg.Storage.Mode != StorageHostPath {
+		return // a warm Pod's claim goes with it (owner reference)
+	}
 	ents, _ := os.ReadDir(w.p.warmRoot())
 	for _, e := range ents {
 		if !e.IsDir() || !w.p.isWarmName(e.Name()) || listed[e.Name()] {
@@ -577,38 +610,31 @@ func (w *pool) sweep(listed map[string]bool) {
 	}
 }
 
-// claim hands a warm Pod to thread key, a thread with no directory yet,
-// and returns its name; "" when the thread has a directory or no warm Pod
-// could be claimed (the thread's Pod is then made as without a pool). When
-// another replica claims one for the thread, it waits for that claim's
-// directory, which names the thread's Pod from then on (podNameOf).
+// claim hands a warm Pod to thread key, a thread with no storage yet (its
+// caller asked: unstored, and in pvc mode recorded), and returns its
+// name; "" when the thread got storage meanwhile or no warm Pod could be
+// claimed (the thread's Pod is then made as without a pool). When another
+// replica claims one for the thread, it waits for that claim's directory,
+// which names the thread's Pod from then on (podNameOf).
 func (w *pool) claim(ctx context.Context, key string) string {
 	if w == nil || sandbox.ValidThreadKey(key) != nil {
-		return ""
-	}
-	target := filepath.Dir(w.p.threadDir(key))
-	if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
 		return ""
 	}
 	defer w.refill()
 	name, uid, err := w.src.take(ctx, key)
 	if errors.Is(err, errClaiming) {
-		w.await(ctx, target)
+		w.await(ctx, filepath.Dir(w.p.threadDir(key)))
 		return ""
 	}
 	if err != nil {
 		w.p.log.Debug("kubernetes provider: no warm Pod claimed", "thread", key, "err", err)
 		return ""
 	}
-	// Its directory becomes the thread's, unless the thread got one
+	// Its storage becomes the thread's, unless the thread got some
 	// meanwhile (another replica's claim, or a first call without a warm
 	// Pod): then this Pod is no one's, and goes.
-	err = w.p.makeThreadDir(filepath.Dir(target))
-	if err == nil {
-		err = rename.NoReplace(w.src.dir(name), target)
-	}
-	if err != nil {
-		if !errors.Is(err, fs.ErrExist) {
+	if err := w.adopt(ctx, key, name, uid); err != nil {
+		if !errors.Is(err, fs.ErrExist) && !errors.Is(err, errRecorded) {
 			w.p.log.Warn("kubernetes provider: a warm Pod could not be claimed", "pod", name, "err", err)
 		}
 		w.src.lost(ctx, name, uid)
@@ -629,6 +655,49 @@ func (w *pool) claim(ctx context.Context, key string) string {
 	w.mu.Unlock()
 	w.p.log.Info("kubernetes provider: warm Pod claimed", "pod", name, "thread", key)
 	return name
+}
+
+// unstored says whether thread key has no storage yet, so that a warm
+// Pod's may become its own: host_path, no directory; pvc, no claim by its
+// own name (one from before records; the caller found no record).
+func (p *Provider) unstored(ctx context.Context, key string) bool {
+	if p.cfg.Storage.Mode == StorageHostPath {
+		_, err := os.Lstat(filepath.Dir(p.threadDir(key)))
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	_, err := p.cs.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Get(ctx, claimName(PodName(p.cfg.PodPrefix, key)), metav1.GetOptions{})
+	return apierrors.IsNotFound(err)
+}
+
+// adopt makes the storage of member name (uid), just taken for thread key,
+// the thread's. host_path: its directory is renamed to the thread's
+// (RENAME_NOREPLACE: fs.ErrExist when the thread has one). pvc: its claim
+// is taken (takeWarmClaim), then the thread's record made naming the Pod
+// (errRecorded, the claim deleted again, when another replica recorded
+// first).
+func (w *pool) adopt(ctx context.Context, key, name string, uid types.UID) error {
+	if w.p.cfg.Storage.Mode == StorageHostPath {
+		target := filepath.Dir(w.p.threadDir(key))
+		if err := w.p.makeThreadDir(filepath.Dir(target)); err != nil {
+			return err
+		}
+		return rename.NoReplace(w.src.dir(name), target)
+	}
+	claim, err := w.p.takeWarmClaim(ctx, name, uid, w.spec, key)
+	if err != nil {
+		return err
+	}
+	got, err := w.p.record(ctx, key, name)
+	if err == nil && got == name {
+		return nil
+	}
+	if derr := w.p.deleteClaimOf(context.WithoutCancel(ctx), claimName(name), key, claim); derr != nil {
+		w.p.log.Warn("kubernetes provider: a warm Pod's claim taken for nothing could not be deleted", "claim", claimName(name), "err", derr)
+	}
+	if err == nil {
+		err = errRecorded
+	}
+	return err
 }
 
 // await waits, within kubernetes.start_timeout, until the thread's

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -69,19 +70,25 @@ func TestWarmConfig(t *testing.T) {
 	for _, c := range []struct {
 		warm int
 		mode string
+		pool string
 		want string
 	}{
-		{-1, StorageHostPath, "kubernetes.warm -1: want 0"},
-		{65, StorageHostPath, "kubernetes.warm 65: at most 64"},
-		{1, StoragePVC, "kubernetes.warm 1: needs kubernetes.storage.mode host_path"},
-		{1, "", "kubernetes.warm 1: needs kubernetes.storage.mode host_path"},
-		{64, StorageHostPath, ""},
+		{-1, StorageHostPath, "", "kubernetes.warm -1: want 0"},
+		{65, StorageHostPath, "", "kubernetes.warm 65: at most 64"},
+		{64, StorageHostPath, "", ""},
+		{1, StorageHostPath, WarmPoolAgentSandbox, ""},
+		{1, StoragePVC, "", ""},
+		{1, "", WarmPoolAuto, ""},
+		{1, StoragePVC, WarmPoolPods, ""},
+		{1, StoragePVC, WarmPoolAgentSandbox, "kubernetes.warm_pool agent-sandbox: needs kubernetes.storage.mode host_path (storage.mode pvc:"},
+		{1, "", WarmPoolAgentSandbox, "kubernetes.warm_pool agent-sandbox: needs kubernetes.storage.mode host_path"},
+		{0, StoragePVC, WarmPoolAgentSandbox, ""}, // no warm Pods: nothing to refuse
 	} {
 		cfg := base
-		cfg.Warm, cfg.Storage.Mode = c.warm, c.mode
+		cfg.Warm, cfg.Storage.Mode, cfg.WarmPool = c.warm, c.mode, c.pool
 		err := cfg.Validate()
-		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("warm %d mode %q: %v, want %q", c.warm, c.mode, err, c.want)
+		if (c.want == "") != (err == nil) || (err != nil && (!strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n"))) {
+			t.Errorf("warm %d mode %q warm_pool %q: %v, want %q", c.warm, c.mode, c.pool, err, c.want)
 		}
 	}
 }
@@ -163,7 +170,7 @@ func TestWarmClaim(t *testing.T) {
 	if pod.UID != first.UID || pod.Annotations[annThread] != ta || pod.Labels[labelThread] != threadHash(ta) {
 		t.Fatalf("the claimed Pod's thread: annotation %q label %q", pod.Annotations[annThread], pod.Labels[labelThread])
 	}
-	if got := p.podNameOf(ta); got != first.Name {
+	if got, err := p.podNameOf(t.Context(), ta); err != nil || got != first.Name {
 		t.Fatalf("thread %s's Pod is named %s, want %s", ta, got, first.Name)
 	}
 	if _, err := os.Stat(filepath.Join(p.warmRoot(), first.Name)); !os.IsNotExist(err) {
@@ -459,4 +466,316 @@ func TestWarmOtherSettingsNotClaimed(t *testing.T) {
 	if !found {
 		t.Fatal("a server removed a live warm Pod of other settings")
 	}
+}
+
+// claimsOf lists the live claims of cfg's prefix whose annotation names
+// thread.
+func (f *fixture) claimsOf(t *testing.T, thread string) []corev1.PersistentVolumeClaim {
+	t.Helper()
+	list, err := cluster.cs.CoreV1().PersistentVolumeClaims(f.cfg.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: labelPrefix + "=" + f.cfg.PodPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.PersistentVolumeClaim
+	for _, c := range list.Items {
+		if c.DeletionTimestamp == nil && c.Annotations[annThread] == thread {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// storage.mode pvc: a new thread's first call claims a warm Pod and the
+// fresh claim it was made with (the pool's, owned by the Pod): what a
+// command writes lands in that claim's volume, which names the thread from
+// then on and no longer goes with the Pod; the thread's record names the
+// Pod, for every replica, one started later too. The pool refills with a
+// Pod and claim of their own. The claimed Pod idles out; the thread's next
+// Pod, made by another replica under the same name, mounts the same claim
+// and sees the files. The next thread's claim of the refill sees nothing
+// of the first. Discard deletes the thread's claim and its record.
+func TestWarmClaimPVC(t *testing.T) {
+	t.Parallel()
+	cfg := pvcConfig(t, warmConfig(t, 1), 6)
+	cfg.IdleTimeout = 4 * time.Second
+	p := newProviderT(t, cfg)
+	f := &fixture{p: p, cfg: cfg}
+	ctx := t.Context()
+	claims := cluster.cs.CoreV1().PersistentVolumeClaims(cfg.Namespace)
+	waitWarm(t, p, 1, true)
+	first := f.warmPods(t)[0]
+	fresh, err := claims.Get(ctx, claimName(first.Name), metav1.GetOptions{})
+	if err != nil || fresh.Annotations[annThread] != "" || fresh.Labels[labelWarm] != p.pool.spec || len(fresh.OwnerReferences) != 1 || fresh.OwnerReferences[0].UID != first.UID {
+		t.Fatalf("the warm Pod's own claim: %+v %v", fresh, err)
+	}
+
+	ta := "pa-" + randomHex(4)
+	t0 := time.Now()
+	a := acquireNow(t, p, ta)
+	if a.PodName() != first.Name {
+		t.Fatalf("thread %s got Pod %s, want the warm Pod %s", ta, a.PodName(), first.Name)
+	}
+	if out, res := execOut(t, a, "echo from-a > /mnt/user-data/workspace/a.txt; id -u"); res.ExitCode != 0 || out != "1000\n" {
+		t.Fatalf("in the claimed Pod: %q %+v", out, res)
+	}
+	t.Logf("a new thread's first call with a warm Pod (pvc): %v", time.Since(t0).Round(time.Millisecond))
+	if n := relays(t, a); n != 1 {
+		t.Fatalf("%d relays in the claimed Pod, want the one its maker dialed", n)
+	}
+	if b, err := os.ReadFile(filepath.Join(volumeDir(t, cfg.Namespace, fresh.Name), "workspace", "a.txt")); err != nil || string(b) != "from-a\n" {
+		t.Fatalf("the file in the claim's volume: %q %v", b, err)
+	}
+	c, err := claims.Get(ctx, fresh.Name, metav1.GetOptions{})
+	if err != nil || c.UID != fresh.UID || c.Annotations[annThread] != ta || c.Labels[labelThread] != threadHash(ta) || c.Labels[labelWarm] != "" || len(c.OwnerReferences) != 0 {
+		t.Fatalf("the claim once taken: %+v %v", c, err)
+	}
+	if name, ok, err := p.recorded(ctx, ta); err != nil || !ok || name != first.Name {
+		t.Fatalf("thread %s's record: %q %v %v, want %s", ta, name, ok, err, first.Name)
+	}
+	// Another replica, started now (as after a restart), without a pool.
+	cfg2 := cfg
+	cfg2.Warm, cfg2.IdleTimeout = 0, -1
+	p2 := newProviderT(t, cfg2)
+	if got, err := p2.podNameOf(ctx, ta); err != nil || got != first.Name {
+		t.Fatalf("another replica names thread %s's Pod %q (%v), want %s", ta, got, err, first.Name)
+	}
+	if ok, err := p2.Exists(ctx, ta); err != nil || !ok {
+		t.Fatalf("another replica: Exists = %v, %v", ok, err)
+	}
+
+	waitWarm(t, p, 1, true)
+	second := f.warmPods(t)
+	if len(second) != 1 || second[0].Name == first.Name {
+		t.Fatalf("the pool refilled with %d Pods", len(second))
+	}
+	if c, err := claims.Get(ctx, claimName(second[0].Name), metav1.GetOptions{}); err != nil || c.UID == fresh.UID || c.Annotations[annThread] != "" {
+		t.Fatalf("the refill's claim: %v", err)
+	}
+
+	p.Release(ta)
+	waitFor(t, time.Minute, "the claimed Pod idled out", func() bool {
+		for _, pod := range f.pods(t) {
+			if pod.Name == first.Name {
+				return false
+			}
+		}
+		return true
+	})
+	a2 := acquireNow(t, p2, ta)
+	if a2.PodName() != first.Name {
+		t.Fatalf("thread %s came back in %s, want %s", ta, a2.PodName(), first.Name)
+	}
+	if out, _ := execOut(t, a2, "cat /mnt/user-data/workspace/a.txt"); out != "from-a\n" {
+		t.Fatalf("after idle, on another replica: %q", out)
+	}
+	if got := f.claimsOf(t, ta); len(got) != 1 || got[0].UID != fresh.UID {
+		t.Fatalf("thread %s has %d claims after idle, want its one", ta, len(got))
+	}
+	if pods := f.warmPods(t); len(pods) != 1 || pods[0].UID != second[0].UID {
+		t.Fatal("a thread coming back took a warm Pod")
+	}
+	p2.Release(ta)
+
+	tb := "pb-" + randomHex(4)
+	b := acquire(t, p, tb)
+	if b.PodName() != second[0].Name {
+		t.Fatalf("thread %s got Pod %s, want the refill %s", tb, b.PodName(), second[0].Name)
+	}
+	if out, _ := execOut(t, b, "ls -A /mnt/user-data/workspace /mnt/user-data/uploads /mnt/user-data/outputs"); strings.Contains(out, "a.txt") {
+		t.Fatalf("thread %s sees thread %s's files: %q", tb, ta, out)
+	}
+
+	if err := p.Discard(ctx, ta); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.claimsOf(t, ta); len(got) != 0 {
+		t.Fatalf("thread %s's claim outlived its Discard", ta)
+	}
+	if _, ok, err := p.recorded(ctx, ta); err != nil || ok {
+		t.Fatalf("thread %s's record after Discard: %v %v", ta, ok, err)
+	}
+	if ok, err := p2.Exists(ctx, ta); err != nil || ok {
+		t.Fatalf("Exists after Discard = %v, %v", ok, err)
+	}
+}
+
+// storage.mode pvc, two replicas with warm Pods: one new thread on both at
+// once ends with one Pod, one claim and one record; and two claims of one
+// new thread at once, each taking a warm Pod and its claim, meet at the
+// record: exactly one is the thread's, the other's Pod and claim go.
+func TestWarmReplicasRacePVC(t *testing.T) {
+	t.Parallel()
+	cfg := pvcConfig(t, warmConfig(t, 2), 10)
+	a, b := newProviderT(t, cfg), newProviderT(t, cfg)
+	f := &fixture{p: a, cfg: cfg}
+	waitWarm(t, a, 2, false)
+	waitWarm(t, b, 2, false)
+	sa := oneThreadTwoReplicas(t, f, a, b, false)
+	if got := f.claimsOf(t, sa.key); len(got) != 1 || got[0].Name != claimName(sa.PodName()) {
+		t.Fatalf("thread %s has %d claims, want one, %s", sa.key, len(got), claimName(sa.PodName()))
+	}
+	if name, ok, err := b.recorded(t.Context(), sa.key); err != nil || !ok || name != sa.PodName() {
+		t.Fatalf("the record names %q (%v %v), want %s", name, ok, err, sa.PodName())
+	}
+
+	waitWarm(t, a, 2, false)
+	waitWarm(t, b, 2, false)
+	th := "race-" + randomHex(4)
+	var ca, cb string
+	var wg sync.WaitGroup
+	wg.Go(func() { ca = a.pool.claim(t.Context(), th) })
+	wg.Go(func() { cb = b.pool.claim(t.Context(), th) })
+	wg.Wait()
+	won := ca + cb
+	if (ca == "") == (cb == "") || !a.isWarmName(won) {
+		t.Fatalf("two claims of one thread: %q and %q, want exactly one", ca, cb)
+	}
+	if name, ok, err := a.recorded(t.Context(), th); err != nil || !ok || name != won {
+		t.Fatalf("the record names %q (%v %v), want the winner %s", name, ok, err, won)
+	}
+	if got := f.claimsOf(t, th); len(got) != 1 || got[0].Name != claimName(won) {
+		t.Fatalf("thread %s has %d claims, want the winner's alone", th, len(got))
+	}
+	n := 0
+	for _, pod := range f.pods(t) {
+		if pod.Annotations[annThread] == th {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d live Pods name thread %s", n, th)
+	}
+	sb := acquire(t, b, th)
+	if sb.PodName() != won {
+		t.Fatalf("thread %s's sandbox is %s, want %s", th, sb.PodName(), won)
+	}
+	if out, _ := execOut(t, sb, "echo ok"); out != "ok\n" {
+		t.Fatalf("in the winner's Pod: %q", out)
+	}
+}
+
+// storage.mode pvc: warm_pool auto keeps the server's own warm Pods, also
+// where the cluster serves agent-sandbox's CRDs; a drained pool falls back
+// to the thread's own Pod and claim, recorded so; a thread with a claim
+// from before records never takes a warm Pod, and gets a record naming
+// its own.
+func TestWarmFallbacksPVC(t *testing.T) {
+	t.Parallel()
+	cfg := pvcConfig(t, warmConfig(t, 1), 8)
+	cfg.WarmPool = WarmPoolAuto
+	p := newProviderT(t, cfg)
+	if _, ok := p.pool.src.(ownPods); !ok {
+		t.Fatalf("warm_pool auto with pvc: the pool's source is %T, want the server's own Pods", p.pool.src)
+	}
+	f := &fixture{p: p, cfg: cfg}
+	ctx := t.Context()
+	waitWarm(t, p, 1, false)
+	warm := f.warmPods(t)[0]
+
+	old := "old-" + randomHex(4)
+	own := PodName(cfg.PodPrefix, old)
+	if err := p.ensureClaim(ctx, &Sandbox{p: p, key: old, name: own}); err != nil {
+		t.Fatal(err)
+	}
+	so := acquire(t, p, old)
+	if so.PodName() != own {
+		t.Fatalf("a thread with a claim took the warm Pod %s", so.PodName())
+	}
+	execOut(t, so, "echo kept > /mnt/user-data/workspace/kept.txt")
+	if pods := f.warmPods(t); len(pods) != 1 || pods[0].UID != warm.UID {
+		t.Fatalf("a thread with a claim cost the pool its warm Pod (%d warm Pods)", len(pods))
+	}
+	if name, ok, err := p.recorded(ctx, old); err != nil || !ok || name != own {
+		t.Fatalf("the old thread's record: %q %v %v", name, ok, err)
+	}
+
+	n1, n2 := "n1-"+randomHex(4), "n2-"+randomHex(4)
+	var s1, s2 *Sandbox
+	var wg sync.WaitGroup
+	wg.Go(func() { s1 = acquire(t, p, n1); execOut(t, s1, "echo one > /mnt/user-data/workspace/one.txt") })
+	wg.Go(func() { s2 = acquire(t, p, n2); execOut(t, s2, "echo two > /mnt/user-data/workspace/two.txt") })
+	wg.Wait()
+	if p.isWarmName(s1.PodName()) == p.isWarmName(s2.PodName()) {
+		t.Fatalf("with one warm Pod, want one thread to claim it: %s, %s", s1.PodName(), s2.PodName())
+	}
+	for _, s := range []*Sandbox{s1, s2} {
+		if name, ok, err := p.recorded(ctx, s.key); err != nil || !ok || name != s.PodName() {
+			t.Fatalf("thread %s's record: %q %v %v, want %s", s.key, name, ok, err, s.PodName())
+		}
+		if got := f.claimsOf(t, s.key); len(got) != 1 || got[0].Name != claimName(s.PodName()) {
+			t.Fatalf("thread %s has %d claims", s.key, len(got))
+		}
+		if !p.isWarmName(s.PodName()) && s.PodName() != PodName(cfg.PodPrefix, s.key) {
+			t.Fatalf("the cold thread's Pod is %s", s.PodName())
+		}
+	}
+	if out, _ := execOut(t, s2, "ls -A /mnt/user-data/workspace"); out != "two.txt\n" {
+		t.Fatalf("thread %s sees %q", n2, out)
+	}
+}
+
+// storage.mode pvc under a Role from before records (no leases): warm
+// stops start-up, naming kubernetes.warm and the rule; without warm the
+// server starts, and its threads get their claims as before, by their own
+// names, without records.
+func TestWarmPVCWithoutTheRecordsRule(t *testing.T) {
+	t.Parallel()
+	cfg := pvcConfig(t, warmConfig(t, 1), 1)
+	cfg.Kubeconfig = kubeconfigWithout(t, "coordination.k8s.io")
+	_, err := New(t.Context(), cfg)
+	if err == nil || !strings.HasPrefix(err.Error(), "kubernetes.warm 1 with storage.mode pvc:") || !strings.Contains(err.Error(), "coordination.k8s.io") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("warm with pvc, the Role without leases: %v", err)
+	}
+	cfg.Warm = 0
+	p := newProviderT(t, cfg)
+	if p.records {
+		t.Fatal("the server keeps records its Role does not allow")
+	}
+	th := "norec-" + randomHex(4)
+	sb := acquire(t, p, th)
+	if out, _ := execOut(t, sb, "echo ok > /mnt/user-data/workspace/ok.txt; cat /mnt/user-data/workspace/ok.txt"); out != "ok\n" || sb.PodName() != PodName(cfg.PodPrefix, th) {
+		t.Fatalf("a thread without records: %q in %s", out, sb.PodName())
+	}
+	if ok, err := p.Exists(t.Context(), th); err != nil || !ok {
+		t.Fatalf("Exists = %v, %v", ok, err)
+	}
+}
+
+// storage.mode pvc leaves no warm claim behind: one whose unclaimed Pod
+// someone else deletes goes with it (its owner reference: the garbage
+// collector), and a server that stops deletes the unclaimed Pods it made
+// and their claims.
+func TestWarmClaimsGoPVC(t *testing.T) {
+	t.Parallel()
+	cfg := pvcConfig(t, warmConfig(t, 1), 4)
+	p := newProviderT(t, cfg)
+	f := &fixture{p: p, cfg: cfg}
+	claims := cluster.cs.CoreV1().PersistentVolumeClaims(cfg.Namespace)
+	gone := func(name string) func() bool {
+		return func() bool {
+			c, err := claims.Get(t.Context(), name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err) || err == nil && c.DeletionTimestamp != nil
+		}
+	}
+	waitWarm(t, p, 1, false)
+	first := f.warmPods(t)[0]
+	zero := int64(0)
+	if err := cluster.cs.CoreV1().Pods(cfg.Namespace).Delete(t.Context(), first.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the deleted warm Pod's claim gone with it", gone(claimName(first.Name)))
+	var second corev1.Pod
+	waitFor(t, 2*time.Minute, "the pool refilled", func() bool {
+		pods := f.warmPods(t)
+		if len(pods) != 1 || pods[0].Name == first.Name || !running(&pods[0]) {
+			return false
+		}
+		second = pods[0]
+		return true
+	})
+	if _, err := claims.Get(t.Context(), claimName(second.Name), metav1.GetOptions{}); err != nil {
+		t.Fatalf("the refill's claim: %v", err)
+	}
+	p.pool.close(t.Context())
+	waitFor(t, 30*time.Second, "the stopped server's warm Pod's claim deleted", gone(claimName(second.Name)))
 }
