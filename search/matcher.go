@@ -34,8 +34,9 @@ type grepMatcher struct {
 	// at, when every match begins with lit (the pattern is lit followed
 	// by the rest), is the pattern anchored at the start of its text: a
 	// line matches when at matches the rest of the line from one of the
-	// literal's occurrences in it. Anchored, Go's regexp runs its one-pass
-	// engine where it can, not the backtracker over the whole line.
+	// literal's occurrences in it. Anchored, Go's regexp tries one start
+	// over the rest of the line, not every start of the whole line (its
+	// one-pass engine would need the end anchored too: not used).
 	at *regexp.Regexp
 	// then, with at, holds the bytes that may follow lit in a match (nil:
 	// any, or none): an occurrence followed by another byte is no match,
