@@ -237,18 +237,21 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 	}
 	f := m.finder(data)
 	line, counted := 0, 0 // line is the number of "\n" in data[:counted]
-	// pos is where the next candidate is looked for, from the line that
-	// starts at from: pos is past a candidate of that line that at did
-	// not match, or the line's start.
-	for pos, from := 0, 0; pos <= len(data); {
+	// pos is where the next candidate is looked for: a line's start, or
+	// past an occurrence of the literal that at did not match (the next
+	// may be in the same line).
+	for pos := 0; pos <= len(data); {
 		c := f.find(pos)
 		if c < 0 {
 			break
 		}
-		start := from
-		if i := bytes.LastIndexByte(data[pos:c], '\n'); i >= 0 {
-			start = pos + i + 1
+		if m.then != nil {
+			if k := c + len(m.lit); k == len(data) || data[k] == '\n' || !m.then[data[k]] {
+				pos = c + 1
+				continue
+			}
 		}
+		start := bytes.LastIndexByte(data[:c], '\n') + 1 // back to the line's start only
 		if start == len(data) {
 			break // after the last line
 		}
@@ -256,8 +259,8 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 		if i := bytes.IndexByte(data[c:], '\n'); i >= 0 {
 			end = c + i
 		}
-		if m.at != nil && (m.then != nil && (c+len(m.lit) >= end || !m.then[data[c+len(m.lit)]]) || !m.at.Match(data[c:end])) {
-			pos, from = c+1, start // the next occurrence, maybe in this line
+		if m.at != nil && !m.at.Match(data[c:end]) {
+			pos = c + 1
 			continue
 		}
 		if m.exact || m.at != nil || m.line.Match(data[start:end]) {
@@ -271,7 +274,7 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 				break
 			}
 		}
-		pos, from = end+1, end+1
+		pos = end + 1
 	}
 	return matches
 }
