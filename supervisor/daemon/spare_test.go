@@ -23,9 +23,14 @@ import (
 // is not in its own text).
 const inSpare = `case $(tr '\0' ' ' </proc/$$/cmdline) in *__smc""p_c*) echo spare;; *) echo fresh;; esac`
 
-// killSpares kills every spare shell (a pattern that its own command line
-// does not match).
-const killSpares = `for p in /proc/[0-9]*; do case $(tr '\0' ' ' <$p/cmdline 2>/dev/null) in *__smc""p_c*) kill -${SIG-9} ${p#/proc/};; esac; done`
+// killSpares kills the spare shells of the supervisor that runs it (a
+// pattern that its own command line does not match): its children only,
+// never another supervisor's. The tests of other packages run beside
+// these; killing their spares killed their commands (exit 137, neither
+// timed out nor asked to end). It waits up to 5 s for one to kill: the
+// spare a test expects may still be starting (its refill begins as the
+// last command's answer leaves).
+const killSpares = `n=0; for i in $(seq 500); do for p in /proc/[0-9]*; do case $(tr '\0' ' ' <$p/cmdline 2>/dev/null) in *__smc""p_c*) s=$(cat $p/stat 2>/dev/null) || continue; s=${s##*) }; set -- $s; [ "$2" = "$PPID" ] && kill -${SIG-9} ${p#/proc/} && n=$((n+1));; esac; done; [ $n -gt 0 ] && break; sleep 0.01; done`
 
 func bashPath(t *testing.T) string {
 	t.Helper()
