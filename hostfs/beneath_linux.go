@@ -1,9 +1,9 @@
 package hostfs
 
 import (
-	"encoding/binary"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 
+	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
@@ -214,8 +214,8 @@ func (d *dirHandle) Open(name string) (fs.File, error) {
 	return f, nil
 }
 
-// ReadDir lists the directory with getdents, its names cut from one
-// string a batch and the entries in one slice: no allocation an entry.
+// ReadDir lists the directory, once, with getdents, its names cut from
+// one string a batch and the entries in one slice: no allocation an entry.
 // Where the file system gives no entry types, an entry is lstat'ed
 // relative to the directory.
 func (d *dirHandle) ReadDir() ([]fs.DirEntry, error) {
