@@ -10,6 +10,18 @@ import (
 )
 
 // keptPaths lists the paths a restore says another writer changed.
+// restoreAlone restores checkpoint 1 of s to root with no writer beside
+// it: nothing may be kept as changed by another writer.
+func restoreAlone(t *testing.T, s *Store, root string, saveFirst bool) {
+	t.Helper()
+	res, err := s.Restore(t.Context(), root, "1", RestoreOptions{SaveFirst: saveFirst})
+	must(t, err)
+	if k := keptPaths(res); len(k) > 0 {
+		t.Errorf("no writer ran beside the restore, yet it kept %q", k)
+	}
+}
+
+// keptPaths are the paths res left as changed by another writer.
 func keptPaths(res RestoreResult) []string {
 	var out []string
 	for _, sk := range res.Skipped {
@@ -38,11 +50,7 @@ func TestRedTeamRestoreOwnUnlinkOfHardLinkKeepsFile(t *testing.T) {
 			want := snapshot(t, root)
 			must(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("v2 by the agent"), 0o644))
 			must(t, os.Link(filepath.Join(root, "a.txt"), filepath.Join(root, "c.txt")))
-			res, err := s.Restore(t.Context(), root, "1", RestoreOptions{SaveFirst: saveFirst})
-			must(t, err)
-			if k := keptPaths(res); len(k) > 0 {
-				t.Errorf("no writer ran beside the restore, yet it kept %q", k)
-			}
+			restoreAlone(t, s, root, saveFirst)
 			sameSnap(t, "restored", want, snapshot(t, root))
 		})
 	}
@@ -62,11 +70,7 @@ func TestRedTeamRestoreOwnRenameOverHardLinkKeepsSibling(t *testing.T) {
 	must(t, os.Remove(filepath.Join(root, "b.txt")))
 	must(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("agent"), 0o644))
 	must(t, os.Link(filepath.Join(root, "a.txt"), filepath.Join(root, "b.txt")))
-	res, err := s.Restore(t.Context(), root, "1", RestoreOptions{SaveFirst: true})
-	must(t, err)
-	if k := keptPaths(res); len(k) > 0 {
-		t.Errorf("no writer ran beside the restore, yet it kept %q", k)
-	}
+	restoreAlone(t, s, root, true)
 	sameSnap(t, "restored", want, snapshot(t, root))
 }
 
@@ -84,11 +88,7 @@ func TestRedTeamRestoreHardLinkedCheckpointReportsPhantomWriter(t *testing.T) {
 	save(t, s, root, "one")
 	must(t, os.WriteFile(filepath.Join(root, "new.txt"), []byte("added"), 0o644))
 	must(t, os.Chmod(filepath.Join(root, "a.txt"), 0o600)) // both names: one inode
-	res, err := s.Restore(t.Context(), root, "1", RestoreOptions{SaveFirst: true})
-	must(t, err)
-	if k := keptPaths(res); len(k) > 0 {
-		t.Errorf("no writer ran beside the restore, yet it kept %q", k)
-	}
+	restoreAlone(t, s, root, true)
 	for _, n := range []string{"a.txt", "b.txt"} {
 		if fi, err := os.Lstat(filepath.Join(root, n)); err != nil || fi.Mode().Perm() != 0o644 {
 			t.Errorf("%s after restore: %v, %v; want mode 0644", n, fi.Mode(), err)
@@ -137,11 +137,7 @@ func TestRedTeamRestoreKeepsUnreadableFile(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("v2"), 0o644))
 	must(t, os.Chmod(filepath.Join(root, "a.txt"), 0))
 	must(t, os.WriteFile(filepath.Join(root, "hidden"), []byte("kept"), 0))
-	res, err := s.Restore(t.Context(), root, "1", RestoreOptions{SaveFirst: true})
-	must(t, err)
-	if k := keptPaths(res); len(k) > 0 {
-		t.Errorf("no writer ran beside the restore, yet it kept %q", k)
-	}
+	restoreAlone(t, s, root, true)
 	if _, err := os.Lstat(filepath.Join(root, "hidden")); err == nil {
 		t.Errorf("hidden, added since checkpoint 1, survives its restore")
 	}

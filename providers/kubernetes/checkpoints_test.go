@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -269,19 +268,7 @@ func TestCheckpointsPVC(t *testing.T) {
 				os.WriteFile(filepath.Join(dir, "workspace", "old.txt"), []byte("from before\n"), 0o644)
 				os.Chown(filepath.Join(dir, "workspace", "old.txt"), 1000, 1000)
 			}
-			pv := &corev1.PersistentVolume{
-				ObjectMeta: metav1.ObjectMeta{Name: class},
-				Spec: corev1.PersistentVolumeSpec{
-					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resourceMust("1Gi")},
-					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName:              class,
-					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-					PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
-				},
-			}
-			if _, err := cluster.cs.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			hostPathPV(t, t.Context(), cluster.cs, class, class, dir, nil)
 			c := cfg
 			c.PodPrefix = "t-" + randomHex(4)
 			c.Storage = Storage{Mode: StoragePVC, StorageClass: class, Size: "1Gi"}

@@ -112,19 +112,7 @@ func TestDeploy(t *testing.T) {
 		sandboxImage: sandboxImage, sandboxPull: sandboxPull, relay: relay,
 	})
 
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: class, Labels: map[string]string{"sandbox-mcp/test": ns}},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resourceMust("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName:              class,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: volume}},
-		},
-	}
-	if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	hostPathPV(t, ctx, cs, class, class, volume, map[string]string{"sandbox-mcp/test": ns})
 
 	stepStart = time.Now()
 	applyAll(t, ctx, rc, cs, objs)

@@ -660,19 +660,7 @@ func pvcConfig(t testing.TB, cfg Config, n int) Config {
 	for i := range n {
 		dir := t.TempDir()
 		os.Chown(dir, 1000, 1000)
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", class, i), Labels: map[string]string{"smcp-test-class": class}},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resourceMust("1Gi")},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				StorageClassName:              class,
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
-			},
-		}
-		if _, err := cluster.cs.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		hostPathPV(t, t.Context(), cluster.cs, fmt.Sprintf("%s-%d", class, i), class, dir, map[string]string{"smcp-test-class": class})
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -682,6 +670,25 @@ func pvcConfig(t testing.TB, cfg Config, n int) Config {
 	})
 	cfg.Storage = Storage{Mode: StoragePVC, StorageClass: class, Size: "1Gi"}
 	return cfg
+}
+
+// hostPathPV makes the 1 GiB PersistentVolume name of storage class
+// class on node directory dir, with labels; the caller deletes it.
+func hostPathPV(t testing.TB, ctx context.Context, cs *k8s.Clientset, name, class, dir string, labels map[string]string) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resourceMust("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName:              class,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
+		},
+	}
+	if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // volumeDir is the node directory of the volume claim name is bound to.
