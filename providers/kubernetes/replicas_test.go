@@ -34,6 +34,18 @@ func (f *fixture) running(t *testing.T, thread string) string {
 	return ""
 }
 
+// podsOf is how many live Pods name thread.
+func (f *fixture) podsOf(t *testing.T, thread string) int {
+	t.Helper()
+	n := 0
+	for _, pod := range f.pods(t) {
+		if pod.Annotations[annThread] == thread {
+			n++
+		}
+	}
+	return n
+}
+
 // use acquires thread on p, runs true in it and, unless hold, releases it.
 func use(t *testing.T, p *Provider, thread string, hold bool) error {
 	t.Helper()

@@ -304,13 +304,7 @@ func oneThreadTwoReplicas(t *testing.T, f *fixture, a, b *Provider, exec bool) *
 	if out, _ := execOut(t, sb, "cat /mnt/user-data/workspace/z.txt"); out != "z\n" {
 		t.Fatalf("the other replica reads %q", out)
 	}
-	n := 0
-	for _, pod := range f.pods(t) {
-		if pod.Annotations[annThread] == z {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := f.podsOf(t, z); n != 1 {
 		t.Fatalf("%d Pods name thread %s", n, z)
 	}
 	return sa
@@ -636,13 +630,7 @@ func TestWarmReplicasRacePVC(t *testing.T) {
 	if got := f.claimsOf(t, th); len(got) != 1 || got[0].Name != claimName(won) {
 		t.Fatalf("thread %s has %d claims, want the winner's alone", th, len(got))
 	}
-	n := 0
-	for _, pod := range f.pods(t) {
-		if pod.Annotations[annThread] == th {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := f.podsOf(t, th); n != 1 {
 		t.Fatalf("%d live Pods name thread %s", n, th)
 	}
 	sb := acquire(t, b, th)
