@@ -64,6 +64,7 @@ func writeTree(t *testing.T, files map[string]string) dirFS {
 type heldFS struct {
 	dirFS
 	open *atomic.Int64
+	most *atomic.Int64 // the most open at once
 }
 
 var _ sandbox.DirOpener = heldFS{}
@@ -73,7 +74,12 @@ func (h heldFS) OpenDir(_ context.Context, name string) (sandbox.Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.open.Add(1)
+	for n := h.open.Add(1); ; {
+		m := h.most.Load()
+		if n <= m || h.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
 	return &heldTestDir{f: f, open: h.open}, nil
 }
 

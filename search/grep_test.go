@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -174,7 +175,7 @@ func TestGrepOrderAndStop(t *testing.T) {
 			wantFiles = append(wantFiles, v.vp)
 		}
 	}
-	held := heldFS{plain, new(atomic.Int64)}
+	held := heldFS{plain, new(atomic.Int64), new(atomic.Int64)}
 	for _, fsys := range []sandbox.FS{plain, held} {
 		_, isHeld := fsys.(heldFS)
 		stillOpen := func(when string) {
@@ -191,6 +192,11 @@ func TestGrepOrderAndStop(t *testing.T) {
 			t.Fatalf("held %v: got %d files, want %d; first difference at %d", isHeld, len(got), len(wantFiles), firstDiffStr(got, wantFiles))
 		}
 		stillOpen("all files")
+		// Read ahead, the ancestors visited, the files in flight: the
+		// server's descriptors are every tenant's.
+		if most, bound := held.most.Load(), int64(heldAhead+grepWindow*runtime.GOMAXPROCS(0)+8); isHeld && most > bound {
+			t.Errorf("a search held %d directories open at once, want at most %d", most, bound)
+		}
 
 		n := 0
 		err := Grep(t.Context(), fsys, req, func(FileMatch) error {

@@ -21,6 +21,11 @@ var ErrStop = errors.New("search: stop")
 // used.
 const walkAhead = 256
 
+// heldAhead is walkAhead for a walk that holds its directories open: each
+// read ahead is a descriptor, and the server's descriptors are shared by
+// every tenant's calls (max_calls of them at once).
+const heldAhead = 64
+
 // walk visits the tree under root (a directory) depth first, entries in
 // name order, calling fn with each entry's virtual path and its path
 // relative to root. Symlinks are not followed into; .git directories are
@@ -35,13 +40,15 @@ const walkAhead = 256
 // With hold, where fsys is a sandbox.DirOpener, each directory with files
 // in it is held open from its read until the walk has visited it, and fn
 // gets it (else nil) to take a reference for each file it opens later
-// (heldDir). A walk then holds at most walkAhead directories open, and
-// those of the files its caller has yet to open (grep: grepWindow a
-// worker).
+// (heldDir). A walk then holds at most heldAhead directories open read
+// ahead, the ancestors of the one it visits, and those of the files its
+// caller has yet to open (grep: grepWindow a worker).
 func walk(ctx context.Context, fsys sandbox.FS, root string, skipGit, hold bool, fn func(vpath, rel string, d fs.DirEntry, in *heldDir) error) error {
-	w := &walker{ctx: ctx, fsys: fsys, skipGit: skipGit, held: map[*dirNode]bool{}}
+	w := &walker{ctx: ctx, fsys: fsys, skipGit: skipGit, maxAhead: walkAhead, held: map[*dirNode]bool{}}
 	if hold {
-		w.dirs, _ = fsys.(sandbox.DirOpener)
+		if w.dirs, _ = fsys.(sandbox.DirOpener); w.dirs != nil {
+			w.maxAhead = heldAhead
+		}
 	}
 	w.wake = sync.NewCond(&w.mu)
 	var readers sync.WaitGroup
@@ -115,6 +122,8 @@ type walker struct {
 	fsys    sandbox.FS
 	skipGit bool
 	dirs    sandbox.DirOpener // nil: directories are listed, not held
+	// maxAhead is walkAhead, or heldAhead when directories are held.
+	maxAhead int
 
 	mu      sync.Mutex
 	wake    *sync.Cond
@@ -148,7 +157,7 @@ func (w *walker) reader() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
-		for !w.stopped && (len(w.todo) == 0 || w.ahead >= walkAhead) {
+		for !w.stopped && (len(w.todo) == 0 || w.ahead >= w.maxAhead) {
 			w.wake.Wait()
 		}
 		if w.stopped {
