@@ -2,6 +2,7 @@ package search
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -14,8 +15,7 @@ import (
 // matches it; the line without its "\n" is the whole text, so ^, $, \A and
 // \z are the line's start and end. Rather than run line on every line of a
 // file, it looks for candidates in the whole file: occurrences of a literal
-// every match contains (with bytes.Index, or a scan for a rare byte of the
-// literal in both cases), or else matches of the multi-line form of the
+// every match contains (see pair), or else matches of the multi-line form of the
 // pattern. Only the lines holding a candidate are run, and not even those
 // when the pattern is the literal itself.
 type grepMatcher struct {
@@ -28,8 +28,7 @@ type grepMatcher struct {
 	lit       []byte // every match contains lit; nil when no literal is known
 	fold      bool   // lit is ASCII in lower case, matched case-insensitively
 	exact     bool   // an occurrence of lit is a match: line need not run
-	rare      int    // lit[rare] is what a scan looks for first
-	index     bool   // look for lit with bytes.Index instead
+	pair      pair   // how lit is looked for
 	everyLine bool   // no literal, and \A or \z: run line on every line
 	// at, when every match begins with lit (the pattern is lit followed
 	// by the rest), is the pattern anchored at the start of its text: a
@@ -61,26 +60,17 @@ func newGrepMatcher(expr string) (*grepMatcher, error) {
 		return m, nil
 	}
 	if !m.exact && !m.fold && startsWith(syn, m.lit) {
-		m.at = regexp.MustCompile(`\A(?:` + expr + `)`)
+		// From the parsed pattern, not its text: a pattern may end inside
+		// \Q…, which would quote a ")" written after it.
+		at := &syntax.Regexp{Op: syntax.OpConcat, Sub: []*syntax.Regexp{{Op: syntax.OpBeginText}, syn}}
+		if m.at, err = regexp.Compile(at.String()); err != nil {
+			return nil, fmt.Errorf("pattern %q: %w", expr, err) // not expected: syn is valid
+		}
 		if syn.Op == syntax.OpConcat && len(syn.Sub) > 1 {
 			m.then = firstBytes(syn.Sub[1])
 		}
 	}
-	best := -1
-	for i, c := range m.lit {
-		w := byteWeight(c)
-		if m.fold && c >= 'a' && c <= 'z' {
-			w += byteWeight(c - 'a' + 'A')
-		}
-		if best < 0 || w < best {
-			best, m.rare = w, i
-		}
-	}
-	// bytes.Index scans for the first byte, and when that finds too many
-	// false candidates it switches to comparing the whole literal at every
-	// position with SIMD: better than a scan for a rare byte that is not
-	// much rarer (measured with BenchmarkFinder).
-	m.index = !m.fold && byteWeight(m.lit[0]) <= best+5
+	m.pair = newPair(m.lit, m.fold)
 	return m, nil
 }
 
@@ -203,7 +193,7 @@ func hasTextAnchor(re *syntax.Regexp) bool {
 
 // byteFreq lists bytes from the most to the least common in source code
 // (counted over the text files of the Go tree); bytes not listed are rarer
-// still. A literal is looked for by its rarest byte.
+// still. A literal is looked for by its rarest bytes (pair).
 const byteFreq = " et\t0rn\naiso,xclfdu1.p/()A2mg:h\"=b43S6_TEyR8v{}ICO5\\DP97MkLwXVBFN[]-UG*HW;+Y|Q!z&<K'>q%jZ$J`#^?@~"
 
 func byteWeight(c byte) int {
@@ -279,95 +269,41 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 	return matches
 }
 
-// finder gives the candidates of a matcher in data (find), kept on the
-// caller's stack: a closure would cost an allocation a file.
+// finder gives the candidates of a matcher in data (find).
 type finder struct {
 	m    *grepMatcher
 	data []byte
-	lit  litFinder // when m.lit is looked for by its rare byte
 }
 
 func (m *grepMatcher) finder(data []byte) finder {
-	f := finder{m: m, data: data}
-	if m.lit != nil && !m.index {
-		f.lit = litFinder{s: data, lit: m.lit, fold: m.fold, k: m.rare, lo: m.lit[m.rare], next: [2]int{-1, -1}}
-		f.lit.up = f.lit.lo
-		if m.fold && f.lit.lo >= 'a' && f.lit.lo <= 'z' {
-			f.lit.up = f.lit.lo - 'a' + 'A'
-		}
-	}
-	return f
+	return finder{m: m, data: data}
 }
 
 // find returns the first candidate at or after pos, or -1.
 func (f *finder) find(pos int) int {
-	switch {
-	case f.m.lit == nil:
-		loc := f.m.file.FindIndex(f.data[pos:])
+	m, s := f.m, f.data
+	if m.lit == nil {
+		loc := m.file.FindIndex(s[pos:])
 		if loc == nil {
 			return -1
 		}
 		return pos + loc[0]
-	case f.m.index:
-		i := bytes.Index(f.data[pos:], f.m.lit)
+	}
+	p := &m.pair
+	last := len(s) - len(m.lit) // where the last occurrence can start
+	for pos <= last {
+		// The pair's first byte of an occurrence at pos..last.
+		i := p.index(s[pos+p.a : last+p.a+p.d+1])
 		if i < 0 {
 			return -1
 		}
-		return pos + i
-	}
-	return f.lit.index(pos)
-}
-
-// litFinder finds a literal by its rare byte: it scans for the byte (under
-// case folding, for both its cases) with bytes.IndexByte and compares the
-// literal around each. bytes.Index looks for the first byte instead, which
-// in text is often a common one ("e" of "errors.New"). It remembers where
-// it found each case next, so no byte is scanned twice for the same case.
-type litFinder struct {
-	s      []byte
-	lit    []byte // in lower case when fold
-	fold   bool   // lit is ASCII, matched ignoring case
-	k      int    // lit[k] is the rare byte
-	lo, up byte   // its cases (the same byte when it has none)
-	next   [2]int
-}
-
-func (f *litFinder) index(from int) int {
-	s, k := f.s, f.k
-	last := len(s) - len(f.lit) + k // where the rare byte of the last possible occurrence is
-	lo, up := f.next[0], f.next[1]
-	defer func() { f.next[0], f.next[1] = lo, up }()
-	for i := from + k; i <= last; {
-		// lo (up) is the first f.lo (f.up) at or after some earlier i: when
-		// it is not behind this i, it is still the first from here.
-		if lo < i {
-			lo = nextByte(s, i, f.lo)
-		}
-		c := lo
-		if f.up != f.lo {
-			if up < i {
-				up = nextByte(s, i, f.up)
-			}
-			c = min(c, up)
-		}
-		if c > last {
-			return -1
-		}
-		start := c - k
-		if w := s[start : start+len(f.lit)]; f.fold && equalFoldASCII(w, f.lit) || !f.fold && bytes.Equal(w, f.lit) {
+		start := pos + i
+		if w := s[start : start+len(m.lit)]; m.fold && equalFoldASCII(w, m.lit) || !m.fold && bytes.Equal(w, m.lit) {
 			return start
 		}
-		i = c + 1
+		pos = start + 1
 	}
 	return -1
-}
-
-// nextByte returns the index of the first b in s at or after i, or len(s).
-func nextByte(s []byte, i int, b byte) int {
-	if p := bytes.IndexByte(s[i:], b); p >= 0 {
-		return i + p
-	}
-	return len(s)
 }
 
 // equalFoldASCII compares s with lit (lower case) ignoring ASCII case.

@@ -2,6 +2,7 @@ package search
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,7 @@ var matcherTexts = []string{
 	"hello crlf\r\nbye\r\n\r\n",
 	"errors.New(x)\nerrors.new\nERRORS.NEW\nfmt.Errorf\nerrors.Newer",
 	"func Foo(\nfunc foo(\nfunc  Bar(\n\tfunc Baz_1(x)\nfunc X(",
+	"ab12( ab( ab1\nfunc X*(x) func Y(\n",
 	"func x; func Y(\nfunc func Z(\nfuncfunc A(\nfunc b func\nab abc ab\nabab",
 	"abé ab\u212a abK abk ab\xff a12 a1 ab\nab\r\nabcd abd ab-",
 	"mutex\nMutex\nMUTEX\nmutexes\na mutex.\nsync.Mutex{}\némutex\n_mutex",
@@ -66,7 +68,7 @@ var matcherPatterns = []string{
 	"\ufffd", `[^a]*`, "zz|ab", "(?i)hello", "hello", "bye\r", `\r$`,
 	"(?i)line t", "line t(wo|hree)", "(?U)a+", "\\x00",
 	`func \w+$`, `func [a-z]+\(`, `ab\b`, `abc?`, `ab$`, `errors\.New\(`, `(?i:ab)c`, "ab(?i)c",
-	`ab[^c]`, `ab[é]`, `ab[\x{80}-\x{10FFFF}]+`, `a[0-9]{2,}`, `ab(?i)[k]`, `ab[a-c]*d`, `ab[^a-z]`,
+	`ab[^c]`, `ab[é]`, `ab[0-9]*\Q(`, `func [A-Z]\Q*(`, `ab[\x{80}-\x{10FFFF}]+`, `a[0-9]{2,}`, `ab(?i)[k]`, `ab[a-c]*d`, `ab[^a-z]`,
 }
 
 func TestGrepMatcherLines(t *testing.T) {
@@ -85,13 +87,6 @@ func TestGrepMatcherLines(t *testing.T) {
 			}
 			if ws := refStarts(data, want); !slices.Equal(starts, ws) {
 				t.Errorf("pattern %q, text %.60q: starts %v, want %v", p, text, starts, ws)
-			}
-			if m.lit != nil && !m.fold { // the other way to find the literal
-				other := *m
-				other.index = !m.index
-				if got := other.lines(data, false, nil); !slices.Equal(got, want) {
-					t.Errorf("pattern %q (index %v), text %.60q: lines %v, want %v", p, other.index, text, got, want)
-				}
 			}
 			first := m.lines(data, true, nil)
 			if len(want) > 0 && !slices.Equal(first, want[:1]) || len(want) == 0 && len(first) != 0 {
@@ -175,7 +170,9 @@ func FuzzGrepMatcher(f *testing.F) {
 	})
 }
 
-func TestLitFinder(t *testing.T) {
+// TestFind checks the candidates of a literal against strings.Index, from
+// every position, for every pair of its bytes that could be chosen.
+func TestFind(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		text, lit string
@@ -185,27 +182,92 @@ func TestLitFinder(t *testing.T) {
 		{"aaaa", "aa", false},
 		{"ab", "abc", false},
 		{"", "a", true},
+		{"a", "a", false},
 		{"errors.NEW errors.New", "errors.new", true},
 		{"errors.NEW errors.New", "errors.New", false},
 		{strings.Repeat("m", 100) + "M" + strings.Repeat("x", 100) + "mux", "mux", true},
+		{strings.Repeat("func (", 20) + "func F(" + strings.Repeat("x", 40) + "func ", "func ", false},
+		{strings.Repeat("@`", 40) + "@@" + strings.Repeat("x", 33) + "``", "``", true},
+		{strings.Repeat("Aa", 40) + "Ab" + strings.Repeat("b", 33) + "aB", "ab", true},
 	} {
-		for k := range tc.lit {
-			f := &litFinder{s: []byte(tc.text), lit: []byte(tc.lit), fold: tc.fold, k: k, lo: tc.lit[k], next: [2]int{-1, -1}}
-			f.up = f.lo
-			if tc.fold && f.lo >= 'a' && f.lo <= 'z' {
-				f.up = f.lo - 'a' + 'A'
+		m := &grepMatcher{lit: []byte(tc.lit), fold: tc.fold}
+		for a := range tc.lit {
+			for b := a; b < len(tc.lit); b++ {
+				if b == a && len(tc.lit) > 1 {
+					continue
+				}
+				m.pair = newPair(m.lit, m.fold)
+				m.pair.a, m.pair.d = a, b-a
+				m.pair.c0, m.pair.c1 = m.lit[a], m.lit[b]
+				m.pair.m0, m.pair.m1 = 0, 0
+				if tc.fold && m.lit[a] >= 'a' && m.lit[a] <= 'z' {
+					m.pair.m0 = 0x20
+				}
+				if tc.fold && m.lit[b] >= 'a' && m.lit[b] <= 'z' {
+					m.pair.m1 = 0x20
+				}
+				f := m.finder([]byte(tc.text))
+				for from := 0; from <= len(tc.text); from++ {
+					want := -1
+					hay := tc.text[from:]
+					if tc.fold {
+						hay = strings.ToLower(hay)
+					}
+					if i := strings.Index(hay, tc.lit); i >= 0 {
+						want = from + i
+					}
+					if got := f.find(from); got != want {
+						t.Errorf("%q in %q (bytes %d, %d) from %d: %d, want %d", tc.lit, tc.text, a, b, from, got, want)
+					}
+				}
 			}
-			for from := 0; from <= len(tc.text); from++ {
-				want := -1
-				hay := tc.text[from:]
-				if tc.fold {
-					hay = strings.ToLower(hay)
+		}
+	}
+}
+
+// TestPairIndex compares the SIMD and the portable search for a pair with
+// a byte-by-byte one, over every length and distance around the block size
+// and candidates at every position, exact and ignoring case.
+func TestPairIndex(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	naive := func(s []byte, p *pair) int {
+		for i := 0; i+p.d < len(s); i++ {
+			if s[i]|p.m0 == p.c0 && s[i+p.d]|p.m1 == p.c1 {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, p := range []pair{
+		{d: 0, c0: 'x', c1: 'x'},
+		{d: 1, c0: 'f', c1: 'u'},
+		{d: 4, c0: 'f', c1: ' '},
+		{d: 3, c0: 'n', m0: 0x20, c1: 'w', m1: 0x20},
+		{d: 37, c0: 'q', m0: 0x20, c1: '.', rare1: true},
+		{d: 2, c0: 0xff, c1: 0x00, rare1: true},
+	} {
+		for n := range 110 { // over three blocks of 32
+			s := make([]byte, n)
+			for range 20 {
+				// Mostly no candidate, or one planted, over bytes that
+				// hold both halves of a candidate often.
+				const alphabet = "fu xXqQ.nNwW\xff\x00"
+				for i := range s {
+					s[i] = alphabet[rng.IntN(len(alphabet))]
 				}
-				if i := strings.Index(hay, tc.lit); i >= 0 {
-					want = from + i
+				if n > p.d && rng.IntN(2) == 0 {
+					i := rng.IntN(n - p.d)
+					s[i], s[i+p.d] = p.c0, p.c1
 				}
-				if got := f.index(from); got != want {
-					t.Errorf("%q in %q (k %d) from %d: %d, want %d", tc.lit, tc.text, k, from, got, want)
+				want := naive(s, &p)
+				if got := p.index(s); got != want {
+					t.Fatalf("pair %+v in %q: index %d, want %d", p, s, got, want)
+				}
+				if k := len(s) - p.d; k > 0 {
+					if got := p.indexGo(s, k); got != want {
+						t.Fatalf("pair %+v in %q: indexGo %d, want %d", p, s, got, want)
+					}
 				}
 			}
 		}
