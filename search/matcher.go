@@ -37,6 +37,9 @@ type grepMatcher struct {
 	// over the rest of the line, not every start of the whole line (its
 	// one-pass engine would need the end anchored too: not used).
 	at *regexp.Regexp
+	// chain, when the pattern is one, is matched from each occurrence
+	// instead of at.
+	chain chain
 	// then, with at, holds the bytes that may follow lit in a match (nil:
 	// any, or none): an occurrence followed by another byte is no match,
 	// and at need not run.
@@ -60,18 +63,30 @@ func newGrepMatcher(expr string) (*grepMatcher, error) {
 		return m, nil
 	}
 	if !m.exact && !m.fold && startsWith(syn, m.lit) {
-		// From the parsed pattern, not its text: a pattern may end inside
-		// \Q…, which would quote a ")" written after it.
-		at := &syntax.Regexp{Op: syntax.OpConcat, Sub: []*syntax.Regexp{{Op: syntax.OpBeginText}, syn}}
-		if m.at, err = regexp.Compile(at.String()); err != nil {
-			return nil, fmt.Errorf("pattern %q: %w", expr, err) // not expected: syn is valid
-		}
-		if syn.Op == syntax.OpConcat && len(syn.Sub) > 1 {
-			m.then = firstBytes(syn.Sub[1])
+		if m.chain = newChain(syn); m.chain == nil {
+			if m.at, m.then, err = anchored(syn); err != nil {
+				return nil, fmt.Errorf("pattern %q: %w", expr, err) // not expected: syn is valid
+			}
 		}
 	}
 	m.pair = newPair(m.lit, m.fold)
 	return m, nil
+}
+
+// anchored returns the pattern anchored at the start of its text, and the
+// bytes that may follow its literal (see grepMatcher.at and then). It is
+// made from the parsed pattern, not its text: a pattern may end inside
+// \Q…, which would quote a ")" written after it.
+func anchored(syn *syntax.Regexp) (*regexp.Regexp, *[256]bool, error) {
+	at, err := regexp.Compile((&syntax.Regexp{Op: syntax.OpConcat, Sub: []*syntax.Regexp{{Op: syntax.OpBeginText}, syn}}).String())
+	if err != nil {
+		return nil, nil, err
+	}
+	var then *[256]bool
+	if syn.Op == syntax.OpConcat && len(syn.Sub) > 1 {
+		then = firstBytes(syn.Sub[1])
+	}
+	return at, then, nil
 }
 
 // requiredLiteral returns a literal that every match of re contains (lower
@@ -235,6 +250,10 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 		if c < 0 {
 			break
 		}
+		if m.chain != nil && !m.chain.match(data[c:]) {
+			pos = c + 1
+			continue
+		}
 		if m.then != nil {
 			if k := c + len(m.lit); k == len(data) || data[k] == '\n' || !m.then[data[k]] {
 				pos = c + 1
@@ -253,7 +272,7 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 			pos = c + 1
 			continue
 		}
-		if m.exact || m.at != nil || m.line.Match(data[start:end]) {
+		if m.exact || m.at != nil || m.chain != nil || m.line.Match(data[start:end]) {
 			line += bytes.Count(data[counted:start], []byte{'\n'})
 			counted = start
 			matches = append(matches, line)

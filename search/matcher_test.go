@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"testing"
@@ -48,6 +49,7 @@ var matcherTexts = []string{
 	"errors.New(x)\nerrors.new\nERRORS.NEW\nfmt.Errorf\nerrors.Newer",
 	"func Foo(\nfunc foo(\nfunc  Bar(\n\tfunc Baz_1(x)\nfunc X(",
 	"ab12( ab( ab1\nfunc X*(x) func Y(\n",
+	"a12bbccc a1bcc a9bbcccc\nabbcc\nab  \nab12 ab\t\nab\n12\na2 a12 a3\n",
 	"func x; func Y(\nfunc func Z(\nfuncfunc A(\nfunc b func\nab abc ab\nabab",
 	"abé ab\u212a abK abk ab\xff a12 a1 ab\nab\r\nabcd abd ab-",
 	"mutex\nMutex\nMUTEX\nmutexes\na mutex.\nsync.Mutex{}\némutex\n_mutex",
@@ -68,7 +70,8 @@ var matcherPatterns = []string{
 	"\ufffd", `[^a]*`, "zz|ab", "(?i)hello", "hello", "bye\r", `\r$`,
 	"(?i)line t", "line t(wo|hree)", "(?U)a+", "\\x00",
 	`func \w+$`, `func [a-z]+\(`, `ab\b`, `abc?`, `ab$`, `errors\.New\(`, `(?i:ab)c`, "ab(?i)c",
-	`ab[^c]`, `ab[é]`, `ab[0-9]*\Q(`, `func [A-Z]\Q*(`, `ab[\x{80}-\x{10FFFF}]+`, `a[0-9]{2,}`, `ab(?i)[k]`, `ab[a-c]*d`, `ab[^a-z]`,
+	`ab[^c]`, `ab[é]`, `ab[0-9]*\Q(`, `func [A-Z]\Q*(`,
+	`a[0-9]*b+c{2,3}$`, `a[0-9]*b+c{2,3}`, `a[0-9]*[0-9a]`, `a[0-9]*b?2`, `ab[a-z]{2}`, `ab\s*$`, `ab\d+`, `a1?2`, `ab[^a-z\n]+`, `line\s+t`, `func \w+\(`, `ab[\x{80}-\x{10FFFF}]+`, `a[0-9]{2,}`, `ab(?i)[k]`, `ab[a-c]*d`, `ab[^a-z]`,
 }
 
 func TestGrepMatcherLines(t *testing.T) {
@@ -105,25 +108,34 @@ func TestGrepMatcherLiteral(t *testing.T) {
 		fold  bool
 		exact bool
 		at    bool // every match begins with lit
+		chain bool // and the pattern is a chain
 	}{
-		{"errors.New", "errors", false, false, true}, // "." is any character
-		{regexp.QuoteMeta("errors.New"), "errors.New", false, true, false},
-		{"(?i)" + regexp.QuoteMeta("errors.New"), "error", true, false, false}, // s folds to the long s
-		{"(?i)mutex", "mutex", true, true, false},
-		{`func [A-Z][A-Za-z0-9_]*\(`, "func ", false, false, true},
-		{`\bfunc [A-Z]`, "func ", false, false, false},
-		{`(func) [A-Z]`, "func", false, false, false},
-		{`(?i)\bmutex\b`, "mutex", true, false, false},
-		{"(?i)mask", "ma", true, false, false}, // k folds to the Kelvin sign
-		{"(?i)xsx", "x", true, false, false},   // s folds to the long s
-		{"(needle)", "needle", false, true, false},
-		{"ne+dle", "dle", false, false, false},
-		{"needle.", "needle", false, false, true},
-		{"a|b", "", false, false, false},
-		{"\ufffdab", "ab", false, false, false}, // U+FFFD also matches invalid UTF-8
-		{`abc\ndefg`, "defg", false, false, false},
-		{"é", "é", false, true, false},
-		{"(?i)é", "", false, false, false},
+		{"errors.New", "errors", false, false, true, false}, // "." is any character
+		{regexp.QuoteMeta("errors.New"), "errors.New", false, true, false, false},
+		{"(?i)" + regexp.QuoteMeta("errors.New"), "error", true, false, false, false}, // s folds to the long s
+		{"(?i)mutex", "mutex", true, true, false, false},
+		{`func [A-Z][A-Za-z0-9_]*\(`, "func ", false, false, true, true},
+		{`func [A-Z].*\(`, "func ", false, false, true, false}, // "." is not ASCII
+		{`func [A-Z]\w*\b`, "func ", false, false, true, false},
+		{`a[0-9]*[0-9a]`, "a", false, false, true, false},   // which [0-9] is which?
+		{`a[0-9]*b?c`, "a", false, false, true, false},      // b? may be skipped
+		{`a[0-9]*b+c{2,3}$`, "a", false, false, true, true}, // b+ then c{2,3}: disjoint
+		{`a[0-9]+$x`, "a", false, false, true, false},
+		{`a\z`, "a", false, false, true, true},
+		{`(?i)ab[c-d]+`, "ab", true, false, false, false},
+		{`\bfunc [A-Z]`, "func ", false, false, false, false},
+		{`(func) [A-Z]`, "func", false, false, false, false},
+		{`(?i)\bmutex\b`, "mutex", true, false, false, false},
+		{"(?i)mask", "ma", true, false, false, false}, // k folds to the Kelvin sign
+		{"(?i)xsx", "x", true, false, false, false},   // s folds to the long s
+		{"(needle)", "needle", false, true, false, false},
+		{"ne+dle", "dle", false, false, false, false},
+		{"needle.", "needle", false, false, true, false},
+		{"a|b", "", false, false, false, false},
+		{"\ufffdab", "ab", false, false, false, false}, // U+FFFD also matches invalid UTF-8
+		{`abc\ndefg`, "defg", false, false, false, false},
+		{"é", "é", false, true, false, false},
+		{"(?i)é", "", false, false, false, false},
 	} {
 		m, err := newGrepMatcher(tc.expr)
 		if err != nil {
@@ -132,10 +144,10 @@ func TestGrepMatcherLiteral(t *testing.T) {
 		if string(m.lit) != tc.lit || (m.lit != nil && (m.fold != tc.fold || m.exact != tc.exact)) {
 			t.Errorf("%q: literal %q fold %v exact %v, want %q %v %v", tc.expr, m.lit, m.fold, m.exact, tc.lit, tc.fold, tc.exact)
 		}
-		if (m.at != nil) != tc.at {
-			t.Errorf("%q: matched from the literal %v, want %v", tc.expr, m.at != nil, tc.at)
+		if from := m.at != nil || m.chain != nil; from != tc.at || (m.chain != nil) != tc.chain {
+			t.Errorf("%q: matched from the literal %v (a chain %v), want %v (%v)", tc.expr, from, m.chain != nil, tc.at, tc.chain)
 		}
-		if isFunc := tc.expr == `func [A-Z][A-Za-z0-9_]*\(`; (m.then != nil) != isFunc || isFunc && (!m.then['Q'] || m.then['('] || m.then['q']) {
+		if tc.expr == `func [A-Z].*\(` && (m.then == nil || !m.then['Q'] || m.then['('] || m.then['q']) {
 			t.Errorf("%q: the bytes after the literal %v", tc.expr, m.then)
 		}
 	}
@@ -391,8 +403,9 @@ func BenchmarkFinder(b *testing.B) {
 }
 
 // BenchmarkLinesFromLiteral compares, for a pattern that begins with its
-// literal, matching from each occurrence (at) with running the pattern on
-// every line that holds one, over the Go tree's net package.
+// literal, matching from each occurrence (as a chain, or with the anchored
+// regexp) with running the pattern on every line that holds one, over the
+// Go tree's net package.
 func BenchmarkLinesFromLiteral(b *testing.B) {
 	out, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
@@ -411,15 +424,35 @@ func BenchmarkLinesFromLiteral(b *testing.B) {
 	}
 	for _, p := range []string{`func [A-Z][A-Za-z0-9_]*\(`, `errors.New\(`, `return [a-z]+, nil$`} {
 		m, err := newGrepMatcher(p)
-		if err != nil || m.at == nil {
-			b.Fatalf("%q: %v, at %v", p, err, m.at)
+		if err != nil || m.at == nil && m.chain == nil {
+			b.Fatalf("%q: %v, not matched from the literal", p, err)
 		}
-		line := *m
-		line.at = nil
-		for _, c := range []struct {
+		variants := []struct {
 			name string
 			m    *grepMatcher
-		}{{"at", m}, {"line", &line}} {
+		}{{"from", m}}
+		if m.chain != nil {
+			at := *m
+			at.chain = nil
+			syn, err := syntax.Parse("(?m)"+p, syntax.Perl)
+			if err == nil {
+				at.at, at.then, err = anchored(syn)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			variants = append(variants, struct {
+				name string
+				m    *grepMatcher
+			}{"regexp", &at})
+		}
+		line := *m
+		line.at, line.chain, line.then = nil, nil, nil
+		variants = append(variants, struct {
+			name string
+			m    *grepMatcher
+		}{"line", &line})
+		for _, c := range variants {
 			b.Run(p+"/"+c.name, func(b *testing.B) {
 				n := 0
 				for b.Loop() {
