@@ -62,9 +62,9 @@ func newGrepMatcher(expr string) (*grepMatcher, error) {
 		m.everyLine = hasTextAnchor(syn)
 		return m, nil
 	}
-	if !m.exact && !m.fold && startsWith(syn, m.lit) {
+	if ok, whole := startsWith(syn, m.lit, m.fold); ok && !m.exact {
 		if m.chain = newChain(syn); m.chain == nil {
-			if m.at, m.then, err = anchored(syn); err != nil {
+			if m.at, m.then, err = anchored(syn, whole); err != nil {
 				return nil, fmt.Errorf("pattern %q: %w", expr, err) // not expected: syn is valid
 			}
 		}
@@ -73,17 +73,18 @@ func newGrepMatcher(expr string) (*grepMatcher, error) {
 	return m, nil
 }
 
-// anchored returns the pattern anchored at the start of its text, and the
-// bytes that may follow its literal (see grepMatcher.at and then). It is
-// made from the parsed pattern, not its text: a pattern may end inside
-// \Q…, which would quote a ")" written after it.
-func anchored(syn *syntax.Regexp) (*regexp.Regexp, *[256]bool, error) {
+// anchored returns the pattern anchored at the start of its text, and,
+// when the literal is the whole of the pattern's first part, the bytes that
+// may follow it (see grepMatcher.at and then). It is made from the parsed
+// pattern, not its text: a pattern may end inside \Q…, which would quote a
+// ")" written after it.
+func anchored(syn *syntax.Regexp, whole bool) (*regexp.Regexp, *[256]bool, error) {
 	at, err := regexp.Compile((&syntax.Regexp{Op: syntax.OpConcat, Sub: []*syntax.Regexp{{Op: syntax.OpBeginText}, syn}}).String())
 	if err != nil {
 		return nil, nil, err
 	}
 	var then *[256]bool
-	if syn.Op == syntax.OpConcat && len(syn.Sub) > 1 {
+	if whole && syn.Op == syntax.OpConcat && len(syn.Sub) > 1 {
 		then = firstBytes(syn.Sub[1])
 	}
 	return at, then, nil
@@ -122,22 +123,13 @@ func requiredLiteral(re *syntax.Regexp) (lit []byte, fold, exact bool) {
 }
 
 // literalBytes returns the longest run of runes of a literal that a byte
-// search finds exactly, and whether that is the whole literal. Left out:
-// U+FFFD (it also matches invalid UTF-8), "\n" (no line holds one) and,
-// under case folding, whatever is not ASCII or folds to something that is
-// not.
+// search finds exactly (literalRune), and whether that is the whole
+// literal.
 func literalBytes(runes []rune, fold bool) ([]byte, bool) {
 	var best, cur []byte
 	whole := true
 	for _, r := range runes {
-		ok := r != utf8.RuneError && r != '\n'
-		if fold {
-			for f := unicode.SimpleFold(r); ok && f != r; f = unicode.SimpleFold(f) {
-				ok = f < utf8.RuneSelf
-			}
-			ok = ok && r < utf8.RuneSelf
-		}
-		if !ok {
+		if !literalRune(r, fold) {
 			whole = false
 			cur = nil
 			continue
@@ -153,17 +145,40 @@ func literalBytes(runes []rune, fold bool) ([]byte, bool) {
 	return best, whole && len(best) > 0
 }
 
-// startsWith reports whether every match of re begins with lit: re is
-// lit itself, case-sensitive, followed by the rest of the pattern.
-func startsWith(re *syntax.Regexp, lit []byte) bool {
+// literalRune reports whether a byte search finds r exactly. Not U+FFFD
+// (it also matches invalid UTF-8), "\n" (no line holds one) nor, under case
+// folding, what is not ASCII or folds to what is not (k and s: the Kelvin
+// sign, the long s).
+func literalRune(r rune, fold bool) bool {
+	ok := r != utf8.RuneError && r != '\n'
+	if fold {
+		for f := unicode.SimpleFold(r); ok && f != r; f = unicode.SimpleFold(f) {
+			ok = f < utf8.RuneSelf
+		}
+		ok = ok && r < utf8.RuneSelf
+	}
+	return ok
+}
+
+// startsWith reports whether every match of re begins with lit (lower case
+// when fold): re's first part is a literal, folded as lit is, that begins
+// with lit's run; and whether lit is the whole literal.
+func startsWith(re *syntax.Regexp, lit []byte, fold bool) (ok, whole bool) {
 	if re.Op == syntax.OpConcat && len(re.Sub) > 0 {
 		re = re.Sub[0]
 	}
-	if re.Op != syntax.OpLiteral || re.Flags&syntax.FoldCase != 0 {
-		return false
+	if re.Op != syntax.OpLiteral || (re.Flags&syntax.FoldCase != 0) != fold {
+		return false, false
 	}
-	b, whole := literalBytes(re.Rune, false)
-	return whole && bytes.Equal(b, lit)
+	first := re.Rune
+	for i, r := range first {
+		if !literalRune(r, fold) {
+			first = first[:i]
+			break
+		}
+	}
+	b, _ := literalBytes(first, fold)
+	return len(b) > 0 && bytes.Equal(b, lit), len(first) == len(re.Rune)
 }
 
 // firstBytes returns the bytes a match of re can begin with, when re must

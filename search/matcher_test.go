@@ -49,6 +49,7 @@ var matcherTexts = []string{
 	"errors.New(x)\nerrors.new\nERRORS.NEW\nfmt.Errorf\nerrors.Newer",
 	"func Foo(\nfunc foo(\nfunc  Bar(\n\tfunc Baz_1(x)\nfunc X(",
 	"ab12( ab( ab1\nfunc X*(x) func Y(\n",
+	"x\u017fx XSX xsY\nFUNC Foo(\nfunc (x\nErrors.NEW( errors.new\nAB12C ab\u212a\n",
 	"a12bbccc a1bcc a9bbcccc\nabbcc\nab  \nab12 ab\t\nab\n12\na2 a12 a3\n",
 	"func x; func Y(\nfunc func Z(\nfuncfunc A(\nfunc b func\nab abc ab\nabab",
 	"abé ab\u212a abK abk ab\xff a12 a1 ab\nab\r\nabcd abd ab-",
@@ -71,6 +72,7 @@ var matcherPatterns = []string{
 	"(?i)line t", "line t(wo|hree)", "(?U)a+", "\\x00",
 	`func \w+$`, `func [a-z]+\(`, `ab\b`, `abc?`, `ab$`, `errors\.New\(`, `(?i:ab)c`, "ab(?i)c",
 	`ab[^c]`, `ab[é]`, `ab[0-9]*\Q(`, `func [A-Z]\Q*(`,
+	`(?i)func [a-z]+\(`, `(?i)ab[0-9]*c`, `(?i)errors\.new\(`, `(?i)xs[x-y]`, `(?i)ab[c-d]+`, `(?i)a[0-9]+$`,
 	`a[0-9]*b+c{2,3}$`, `a[0-9]*b+c{2,3}`, `a[0-9]*[0-9a]`, `a[0-9]*b?2`, `ab[a-z]{2}`, `ab\s*$`, `ab\d+`, `a1?2`, `ab[^a-z\n]+`, `line\s+t`, `func \w+\(`, `ab[\x{80}-\x{10FFFF}]+`, `a[0-9]{2,}`, `ab(?i)[k]`, `ab[a-c]*d`, `ab[^a-z]`,
 }
 
@@ -112,7 +114,7 @@ func TestGrepMatcherLiteral(t *testing.T) {
 	}{
 		{"errors.New", "errors", false, false, true, false}, // "." is any character
 		{regexp.QuoteMeta("errors.New"), "errors.New", false, true, false, false},
-		{"(?i)" + regexp.QuoteMeta("errors.New"), "error", true, false, false, false}, // s folds to the long s
+		{"(?i)" + regexp.QuoteMeta("errors.New"), "error", true, false, true, false}, // s folds to the long s
 		{"(?i)mutex", "mutex", true, true, false, false},
 		{`func [A-Z][A-Za-z0-9_]*\(`, "func ", false, false, true, true},
 		{`func [A-Z].*\(`, "func ", false, false, true, false}, // "." is not ASCII
@@ -122,12 +124,12 @@ func TestGrepMatcherLiteral(t *testing.T) {
 		{`a[0-9]*b+c{2,3}$`, "a", false, false, true, true}, // b+ then c{2,3}: disjoint
 		{`a[0-9]+$x`, "a", false, false, true, false},
 		{`a\z`, "a", false, false, true, true},
-		{`(?i)ab[c-d]+`, "ab", true, false, false, false},
+		{`(?i)ab[c-d]+`, "ab", true, false, true, true},
 		{`\bfunc [A-Z]`, "func ", false, false, false, false},
 		{`(func) [A-Z]`, "func", false, false, false, false},
 		{`(?i)\bmutex\b`, "mutex", true, false, false, false},
-		{"(?i)mask", "ma", true, false, false, false}, // k folds to the Kelvin sign
-		{"(?i)xsx", "x", true, false, false, false},   // s folds to the long s
+		{"(?i)mask", "ma", true, false, true, false}, // k folds to the Kelvin sign
+		{"(?i)xsx", "x", true, false, true, false},   // s folds to the long s
 		{"(needle)", "needle", false, true, false, false},
 		{"ne+dle", "dle", false, false, false, false},
 		{"needle.", "needle", false, false, true, false},
@@ -436,7 +438,7 @@ func BenchmarkLinesFromLiteral(b *testing.B) {
 			at.chain = nil
 			syn, err := syntax.Parse("(?m)"+p, syntax.Perl)
 			if err == nil {
-				at.at, at.then, err = anchored(syn)
+				at.at, at.then, err = anchored(syn, true)
 			}
 			if err != nil {
 				b.Fatal(err)

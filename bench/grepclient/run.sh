@@ -8,6 +8,8 @@
 #
 #   KIT=/path/to/node-kit bench/grepclient/run.sh [-r ROUNDS] [-n CALLS]
 #
+# ICASE=1 adds both searches ignoring case (grep's default; rg -i).
+#
 # $SERVER (default: sandbox-mcp on PATH) serves the local provider with GOROOT/src mounted
 # read-only at /mnt/goroot, its state under $TMPDIR.
 set -euo pipefail
@@ -18,17 +20,23 @@ tree=$(go env GOROOT)/src
 st=$(mktemp -d)
 trap 'rm -rf "$st"' EXIT
 printf 'mounts:\n  - {host_path: %s, container_path: /mnt/goroot, read_only: true}\n' "$tree" >"$st/config.yaml"
-rg_c() { rg -c --no-config --hidden --no-ignore -g '!.git' --max-filesize 10M -j 2 -s "$@" "$tree"; }
-# name | our arguments | rg's flag (-F: a literal; -e: a regex) | rg's pattern
+rg_c() { rg -c --no-config --hidden --no-ignore -g '!.git' --max-filesize 10M -j 2 "$@" "$tree"; }
+# name | our arguments | rg's flags (-F: a literal, -e: a regex; -s: case-sensitive, -i: not) | rg's pattern
 cases=(
-  'literal errors.New|"pattern":"errors.New","literal":true|-F|errors.New'
-  'regex func [A-Z]…\(|"pattern":"func [A-Z][A-Za-z0-9_]*\\("|-e|func [A-Z][A-Za-z0-9_]*\('
+  'literal errors.New|"pattern":"errors.New","literal":true,"case_sensitive":true|-s -F|errors.New'
+  'regex func [A-Z]…\(|"pattern":"func [A-Z][A-Za-z0-9_]*\\(","case_sensitive":true|-s -e|func [A-Z][A-Za-z0-9_]*\('
+)
+# -i adds the same two ignoring case (grep's default): rg -i.
+[ "${ICASE:-}" = 1 ] && cases+=(
+  'literal errors.New, any case|"pattern":"errors.New","literal":true|-i -F|errors.New'
+  'regex func [A-Z]…\(, any case|"pattern":"func [A-Z][A-Za-z0-9_]*\\("|-i -e|func [A-Z][A-Za-z0-9_]*\('
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name ours flag pat <<<"$c"
-  args="{$ours,\"path\":\"/mnt/goroot\",\"output_mode\":\"count\",\"case_sensitive\":true,\"max_results\":100000}"
+  args="{$ours,\"path\":\"/mnt/goroot\",\"output_mode\":\"count\",\"max_results\":100000}"
   # The same total: our count lines end in :N, as rg's do.
-  want=$(rg_c "$flag" "$pat" | awk -F: '{s+=$NF} END {print s}')
+  # shellcheck disable=SC2086 # $flag is two flags
+  want=$(rg_c $flag "$pat" | awk -F: '{s+=$NF} END {print s}')
   got=$(KIT=$KIT node - "$SERVER" "$st" "$args" <<'JS'
 const [bin, st, a] = process.argv.slice(2);
 const { Client } = await import(process.env.KIT + '/node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js');
@@ -46,7 +54,7 @@ JS
   for r in $(seq "$R"); do
     o=$(KIT=$KIT node "${PEERBENCH:-/work/shared/tools/peerbench.mjs}" "$SERVER" --state-dir "$st" --config "$st/config.yaml" -- grep "$args" "$N" |
       sed 's/.*p50_us":\([0-9]*\).*/\1/')
-    hyperfine -N -w 2 -r "$N" --export-json "$st/h.json" "rg -c --no-config --hidden --no-ignore -g !.git --max-filesize 10M -j 2 -s $flag '$pat' $tree" >/dev/null 2>&1
+    hyperfine -N -w 2 -r "$N" --export-json "$st/h.json" "rg -c --no-config --hidden --no-ignore -g !.git --max-filesize 10M -j 2 $flag '$pat' $tree" >/dev/null 2>&1
     p=$(python3 -c "import json; print(round(json.load(open('$st/h.json'))['results'][0]['median']*1e6))")
     echo "$name, round $r: ours ${o} µs, rg ${p} µs, ratio $(python3 -c "print(f'{$o/$p:.2f}')") (total $want)"
   done
