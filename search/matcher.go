@@ -15,9 +15,9 @@ import (
 // matches it; the line without its "\n" is the whole text, so ^, $, \A and
 // \z are the line's start and end. Rather than run line on every line of a
 // file, it looks for candidates in the whole file: occurrences of a literal
-// every match contains (see pair), or else matches of the multi-line form of the
-// pattern. Only the lines holding a candidate are run, and not even those
-// when the pattern is the literal itself.
+// every match contains (see pair), or else matches of the multi-line form
+// of the pattern. Only the lines holding a candidate are run, and not even
+// those when the pattern is the literal itself.
 type grepMatcher struct {
 	line *regexp.Regexp
 	// file is line in multi-line mode. A line's match is also a match of
@@ -30,12 +30,12 @@ type grepMatcher struct {
 	exact     bool   // an occurrence of lit is a match: line need not run
 	pair      pair   // how lit is looked for
 	everyLine bool   // no literal, and \A or \z: run line on every line
-	// at, when every match begins with lit (the pattern is lit followed
-	// by the rest), is the pattern anchored at the start of its text: a
-	// line matches when at matches the rest of the line from one of the
-	// literal's occurrences in it. Anchored, Go's regexp tries one start
-	// over the rest of the line, not every start of the whole line (its
-	// one-pass engine would need the end anchored too: not used).
+	// at, when every match begins with lit (the pattern begins with it),
+	// is the pattern anchored at the start of its text: a line matches
+	// when at matches the rest of the line from one of the literal's
+	// occurrences in it. Anchored, Go's regexp tries one start over the
+	// rest of the line, not every start of the whole line (its one-pass
+	// engine would need the end anchored too: not used).
 	at *regexp.Regexp
 	// chain, when the pattern is one, is matched from each occurrence
 	// instead of at.
@@ -255,13 +255,12 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 		}
 		return matches
 	}
-	f := m.finder(data)
 	line, counted := 0, 0 // line is the number of "\n" in data[:counted]
 	// pos is where the next candidate is looked for: a line's start, or
 	// past an occurrence of the literal that at did not match (the next
 	// may be in the same line).
 	for pos := 0; pos <= len(data); {
-		c := f.find(pos)
+		c := m.find(data, pos)
 		if c < 0 {
 			break
 		}
@@ -303,19 +302,8 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 	return matches
 }
 
-// finder gives the candidates of a matcher in data (find).
-type finder struct {
-	m    *grepMatcher
-	data []byte
-}
-
-func (m *grepMatcher) finder(data []byte) finder {
-	return finder{m: m, data: data}
-}
-
-// find returns the first candidate at or after pos, or -1.
-func (f *finder) find(pos int) int {
-	m, s := f.m, f.data
+// find returns the first candidate in s at or after pos, or -1.
+func (m *grepMatcher) find(s []byte, pos int) int {
 	if m.lit == nil {
 		loc := m.file.FindIndex(s[pos:])
 		if loc == nil {

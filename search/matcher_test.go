@@ -220,7 +220,7 @@ func TestFind(t *testing.T) {
 				if tc.fold && m.lit[b] >= 'a' && m.lit[b] <= 'z' {
 					m.pair.m1 = 0x20
 				}
-				f := m.finder([]byte(tc.text))
+				text := []byte(tc.text)
 				for from := 0; from <= len(tc.text); from++ {
 					want := -1
 					hay := tc.text[from:]
@@ -230,7 +230,7 @@ func TestFind(t *testing.T) {
 					if i := strings.Index(hay, tc.lit); i >= 0 {
 						want = from + i
 					}
-					if got := f.find(from); got != want {
+					if got := m.find(text, from); got != want {
 						t.Errorf("%q in %q (bytes %d, %d) from %d: %d, want %d", tc.lit, tc.text, a, b, from, got, want)
 					}
 				}
@@ -380,8 +380,7 @@ func BenchmarkFinder(b *testing.B) {
 		b.Run(lit+"/matcher", func(b *testing.B) {
 			b.SetBytes(int64(len(corpus)))
 			for b.Loop() {
-				f := m.finder(corpus)
-				for i := f.find(0); i >= 0; i = f.find(i + 1) {
+				for i := m.find(corpus, 0); i >= 0; i = m.find(corpus, i+1) {
 				}
 			}
 		})
