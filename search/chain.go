@@ -136,12 +136,12 @@ func classSet(ranges []rune) *[256]bool {
 }
 
 // match reports whether the chain matches s from its start, within its
-// first line.
-func (c chain) match(s []byte) bool {
+// first line, and how many bytes it walked to know.
+func (c chain) match(s []byte) (bool, int) {
 	i := 0
 	for _, l := range c {
 		if l.set == nil {
-			return i == len(s) || s[i] == '\n'
+			return i == len(s) || s[i] == '\n', i
 		}
 		n := 0
 		for i < len(s) && n != l.max && l.set[s[i]] {
@@ -149,8 +149,8 @@ func (c chain) match(s []byte) bool {
 			n++
 		}
 		if n < l.min {
-			return false
+			return false, i
 		}
 	}
-	return true
+	return true, i
 }

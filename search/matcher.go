@@ -255,18 +255,15 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 		}
 		return matches
 	}
-	line, counted := 0, 0 // line is the number of "\n" in data[:counted]
+	line, counted := 0, 0    // line is the number of "\n" in data[:counted]
+	cur := lineSpan{end: -1} // the line of the last candidate
 	// pos is where the next candidate is looked for: a line's start, or
-	// past an occurrence of the literal that at did not match (the next
-	// may be in the same line).
+	// past an occurrence of the literal that did not match from there
+	// (the next may be in the same line).
 	for pos := 0; pos <= len(data); {
 		c := m.find(data, pos)
 		if c < 0 {
 			break
-		}
-		if m.chain != nil && !m.chain.match(data[c:]) {
-			pos = c + 1
-			continue
 		}
 		if m.then != nil {
 			if k := c + len(m.lit); k == len(data) || data[k] == '\n' || !m.then[data[k]] {
@@ -274,19 +271,32 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 				continue
 			}
 		}
-		start := bytes.LastIndexByte(data[:c], '\n') + 1 // back to the line's start only
+		if c > cur.end { // in a line after cur's
+			cur = lineSpan{start: bytes.LastIndexByte(data[:c], '\n') + 1, end: len(data)} // back to the line's start only
+			if i := bytes.IndexByte(data[c:], '\n'); i >= 0 {
+				cur.end = c + i
+			}
+		}
+		start, end := cur.start, cur.end
 		if start == len(data) {
 			break // after the last line
 		}
-		end := len(data)
-		if i := bytes.IndexByte(data[c:], '\n'); i >= 0 {
-			end = c + i
+		var ok bool
+		switch {
+		case m.exact:
+			ok = true
+		case m.chain != nil || m.at != nil:
+			var whole bool
+			if ok, whole = cur.match(m, data, c); whole {
+				ok = m.line.Match(data[start:end])
+			} else if !ok {
+				pos = c + 1
+				continue
+			}
+		default:
+			ok = m.line.Match(data[start:end])
 		}
-		if m.at != nil && !m.at.Match(data[c:end]) {
-			pos = c + 1
-			continue
-		}
-		if m.exact || m.at != nil || m.chain != nil || m.line.Match(data[start:end]) {
+		if ok {
 			line += bytes.Count(data[counted:start], []byte{'\n'})
 			counted = start
 			matches = append(matches, line)
@@ -300,6 +310,34 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 		pos = end + 1
 	}
 	return matches
+}
+
+// lineSpan is a line, data[start:end], and how many bytes matching from
+// the literal's occurrences in it has walked so far (a regexp's match
+// counted to the line's end, all it may walk). Each may walk to the line's
+// end: a long line holding many occurrences where the pattern fails late
+// would cost its length times their number. So once they have walked more
+// than twice the line's length, the line is run whole, once: linear.
+type lineSpan struct {
+	start, end int
+	walked     int
+}
+
+// match reports whether the pattern matches from its literal's occurrence
+// at c in the line (m.chain or m.at); whole, when the line is to be run
+// whole instead.
+func (l *lineSpan) match(m *grepMatcher, data []byte, c int) (ok, whole bool) {
+	if l.walked > 2*(l.end-l.start) {
+		return false, true
+	}
+	walked := l.end - c // what the regexp may walk
+	if m.chain != nil {
+		ok, walked = m.chain.match(data[c:l.end])
+	} else {
+		ok = m.at.Match(data[c:l.end])
+	}
+	l.walked += walked
+	return ok, false
 }
 
 // find returns the first candidate in s at or after pos, or -1.

@@ -50,6 +50,7 @@ var matcherTexts = []string{
 	"func Foo(\nfunc foo(\nfunc  Bar(\n\tfunc Baz_1(x)\nfunc X(",
 	"ab12( ab( ab1\nfunc X*(x) func Y(\n",
 	"x\u017fx XSX xsY\nFUNC Foo(\nfunc (x\nErrors.NEW( errors.new\nAB12C ab\u212a\n",
+	strings.Repeat("func Xy ", 50) + "func Z(\n" + strings.Repeat("func Xy ", 50) + "\nfunc Xy func Q(",
 	"a12bbccc a1bcc a9bbcccc\nabbcc\nab  \nab12 ab\t\nab\n12\na2 a12 a3\n",
 	"func x; func Y(\nfunc func Z(\nfuncfunc A(\nfunc b func\nab abc ab\nabab",
 	"abé ab\u212a abK abk ab\xff a12 a1 ab\nab\r\nabcd abd ab-",
@@ -72,7 +73,7 @@ var matcherPatterns = []string{
 	"(?i)line t", "line t(wo|hree)", "(?U)a+", "\\x00",
 	`func \w+$`, `func [a-z]+\(`, `ab\b`, `abc?`, `ab$`, `errors\.New\(`, `(?i:ab)c`, "ab(?i)c",
 	`ab[^c]`, `ab[é]`, `ab[0-9]*\Q(`, `func [A-Z]\Q*(`,
-	`(?i)func [a-z]+\(`, `(?i)ab[0-9]*c`, `(?i)errors\.new\(`, `(?i)xs[x-y]`, `(?i)ab[c-d]+`, `(?i)a[0-9]+$`,
+	`(?i)func [a-z]+\(`, `func [A-Z].*\(`, `(?i)ab[0-9]*c`, `(?i)errors\.new\(`, `(?i)xs[x-y]`, `(?i)ab[c-d]+`, `(?i)a[0-9]+$`,
 	`a[0-9]*b+c{2,3}$`, `a[0-9]*b+c{2,3}`, `a[0-9]*[0-9a]`, `a[0-9]*b?2`, `ab[a-z]{2}`, `ab\s*$`, `ab\d+`, `a1?2`, `ab[^a-z\n]+`, `line\s+t`, `func \w+\(`, `ab[\x{80}-\x{10FFFF}]+`, `a[0-9]{2,}`, `ab(?i)[k]`, `ab[a-c]*d`, `ab[^a-z]`,
 }
 
@@ -285,6 +286,57 @@ func TestPairIndex(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestLineSpanBounded: matching from the occurrences of a literal in a
+// line walks at most three times its length however many there are; then
+// the line is run whole (a regexp that may walk to the line's end each
+// time), or every occurrence is tried (a chain that walks a few bytes).
+func TestLineSpanBounded(t *testing.T) {
+	t.Parallel()
+	data := []byte(strings.Repeat("func Xy ", 500))
+	for _, tc := range []struct {
+		expr  string
+		whole bool
+	}{{`func [A-Z].*\(`, true}, {`func [A-Z][a-z ]*\(`, false}} {
+		m, err := newGrepMatcher(tc.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := lineSpan{start: 0, end: len(data)}
+		tries, whole := 0, false
+		for c := 0; c < len(data) && !whole; c += 8 {
+			var ok bool
+			if ok, whole = l.match(m, data, c); ok {
+				t.Fatalf("%q matched at %d", tc.expr, c)
+			}
+			tries++
+		}
+		if l.walked > 3*len(data) || whole != tc.whole || !whole && tries != 500 {
+			t.Errorf("%q: %d tries walked %d bytes of a %d-byte line, then whole %v", tc.expr, tries, l.walked, len(data), whole)
+		}
+	}
+}
+
+// BenchmarkLongLine matches a pattern from each of its literal's
+// occurrences in one long line where every one fails late: linear in the
+// line's length (lineSpan), not its square.
+func BenchmarkLongLine(b *testing.B) {
+	data := []byte(strings.Repeat("func Xy ", 1<<15) + "\n") // 256 KiB, 32 768 occurrences
+	for _, p := range []string{`func [A-Z][a-z ]*\(`, `func [A-Z].*\(`} {
+		m, err := newGrepMatcher(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(p, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if got := m.lines(data, false, nil); len(got) != 0 {
+					b.Fatalf("lines %v", got)
+				}
+			}
+		})
 	}
 }
 
