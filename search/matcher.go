@@ -23,13 +23,14 @@ type grepMatcher struct {
 	// file is line in multi-line mode. A line's match is also a match of
 	// file in the rest of the file from the line's start, and the leftmost
 	// one; but for \A and \z, which file only matches at the start and the
-	// end of the text (everyLine).
+	// end of the text, and for a pattern whose matches may cross lines
+	// (everyLine).
 	file      *regexp.Regexp
 	lit       []byte // every match contains lit; nil when no literal is known
 	fold      bool   // lit is ASCII in lower case, matched case-insensitively
 	exact     bool   // an occurrence of lit is a match: line need not run
 	pair      pair   // how lit is looked for
-	everyLine bool   // no literal, and \A or \z: run line on every line
+	everyLine bool   // no literal, and \A, \z or a "\n" (lineBound): run line on every line
 	// at, when every match begins with lit (the pattern begins with it),
 	// is the pattern anchored at the start of its text: a line matches
 	// when at matches the rest of the line from one of the literal's
@@ -59,7 +60,7 @@ func newGrepMatcher(expr string) (*grepMatcher, error) {
 	m.lit, m.fold, m.exact = requiredLiteral(syn)
 	if len(m.lit) == 0 {
 		m.lit = nil
-		m.everyLine = hasTextAnchor(syn)
+		m.everyLine = !lineBound(syn)
 		return m, nil
 	}
 	if ok, whole := startsWith(syn, m.lit, m.fold); ok && !m.exact {
@@ -213,12 +214,32 @@ func firstBytes(re *syntax.Regexp) *[256]bool {
 	return set
 }
 
-// hasTextAnchor reports whether re holds \A or \z.
-func hasTextAnchor(re *syntax.Regexp) bool {
-	if re.Op == syntax.OpBeginText || re.Op == syntax.OpEndText {
-		return true
+// lineBound reports whether every match of re (multi-line) is within a
+// line: re holds no \A or \z, and matches no "\n". Where one can cross a
+// line, the file's matches are no candidates: a match from each line to the
+// file's end ([0-9][\s\S]*[yz]) would be found again from each of them, the
+// file's length times its lines.
+func lineBound(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpBeginText, syntax.OpEndText, syntax.OpAnyChar:
+		return false
+	case syntax.OpLiteral:
+		if slices.Contains(re.Rune, '\n') {
+			return false
+		}
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			if re.Rune[i] <= '\n' && '\n' <= re.Rune[i+1] {
+				return false
+			}
+		}
 	}
-	return slices.ContainsFunc(re.Sub, hasTextAnchor)
+	for _, sub := range re.Sub {
+		if !lineBound(sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // byteFreq lists bytes from the most to the least common in source code
@@ -240,9 +261,12 @@ func byteWeight(c byte) int {
 func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 	var matches []int
 	if m.everyLine {
-		start := 0
-		for i, l := range grepLines(data) {
-			if m.line.Match(l) {
+		for i, start := 0, 0; start < len(data); i++ {
+			end := len(data)
+			if j := bytes.IndexByte(data[start:], '\n'); j >= 0 {
+				end = start + j
+			}
+			if m.line.Match(data[start:end]) {
 				matches = append(matches, i)
 				if starts != nil {
 					*starts = append(*starts, start)
@@ -251,7 +275,7 @@ func (m *grepMatcher) lines(data []byte, firstOnly bool, starts *[]int) []int {
 					break
 				}
 			}
-			start += len(l) + 1
+			start = end + 1
 		}
 		return matches
 	}

@@ -74,7 +74,7 @@ var matcherPatterns = []string{
 	`func \w+$`, `func [a-z]+\(`, `ab\b`, `abc?`, `ab$`, `errors\.New\(`, `(?i:ab)c`, "ab(?i)c",
 	`ab[^c]`, `ab[é]`, `ab[0-9]*\Q(`, `func [A-Z]\Q*(`,
 	`(?i)func [a-z]+\(`, `func [A-Z].*\(`, `(?i)ab[0-9]*c`, `(?i)errors\.new\(`, `(?i)xs[x-y]`, `(?i)ab[c-d]+`, `(?i)a[0-9]+$`,
-	`a[0-9]*b+c{2,3}$`, `a[0-9]*b+c{2,3}`, `a[0-9]*[0-9a]`, `a[0-9]*b?2`, `ab[a-z]{2}`, `ab\s*$`, `ab\d+`, `a1?2`, `ab[^a-z\n]+`, `line\s+t`, `func \w+\(`, `ab[\x{80}-\x{10FFFF}]+`, `a[0-9]{2,}`, `ab(?i)[k]`, `ab[a-c]*d`, `ab[^a-z]`,
+	`[0-9][\s\S]*[yz]`, `[0-9]\s*[xy]{2}`, `a[0-9]*b+c{2,3}$`, `a[0-9]*b+c{2,3}`, `a[0-9]*[0-9a]`, `a[0-9]*b?2`, `ab[a-z]{2}`, `ab\s*$`, `ab\d+`, `a1?2`, `ab[^a-z\n]+`, `line\s+t`, `func \w+\(`, `ab[\x{80}-\x{10FFFF}]+`, `a[0-9]{2,}`, `ab(?i)[k]`, `ab[a-c]*d`, `ab[^a-z]`,
 }
 
 func TestGrepMatcherLines(t *testing.T) {
@@ -315,6 +315,44 @@ func TestLineSpanBounded(t *testing.T) {
 		}
 		if l.walked > 3*len(data) || whole != tc.whole || !whole && tries != 500 {
 			t.Errorf("%q: %d tries walked %d bytes of a %d-byte line, then whole %v", tc.expr, tries, l.walked, len(data), whole)
+		}
+	}
+}
+
+// TestEveryLine pins the patterns without a literal that are run on every
+// line rather than found in the whole file: those whose matches may cross
+// a line or need its text's ends.
+func TestEveryLine(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]bool{
+		`[0-9][\s\S]*[yz]`: true, `[0-9]\s*[yz]`: true, `(?s)[0-9].[yz]`: true, `[0-9][^a]+`: true,
+		`\Aa|b`: true, `[ab]\z`: true, `[0-9]\n`: true,
+		`[0-9][ \t]*[yz]`: false, `[0-9].*[yz]`: false, `^[ab]+$`: false, `\b[0-9]+\b`: false,
+	} {
+		m, err := newGrepMatcher(expr)
+		if err != nil || m.lit != nil {
+			t.Fatalf("%q: %v, literal %q", expr, err, m.lit)
+		}
+		if m.everyLine != want {
+			t.Errorf("%q: every line %v, want %v", expr, m.everyLine, want)
+		}
+	}
+}
+
+// BenchmarkCrossLine: a pattern without a literal whose matches may cross
+// lines, over 4 000 lines where each line's leftmost match runs to the
+// file's end. Found in the whole file, each line's search would scan to the
+// end again.
+func BenchmarkCrossLine(b *testing.B) {
+	data := []byte(strings.Repeat("1\n", 4000) + "y")
+	m, err := newGrepMatcher(`[0-9][\s\S]*[yz]`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if got := m.lines(data, false, nil); len(got) != 0 {
+			b.Fatalf("lines %v", got)
 		}
 	}
 }
