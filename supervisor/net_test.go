@@ -489,6 +489,22 @@ func TestPipeDeadlines(t *testing.T) {
 	if _, err := nc.Write([]byte("x")); !isTimeout(err) {
 		t.Fatalf("a write past its deadline: %v", err)
 	}
+	// The credit the write above did not use up in time (a loaded machine:
+	// the daemon still drains it into the socket's growing buffers) is
+	// used up now: writes until none gets a byte through in 300 ms.
+	for i := 0; ; i++ {
+		nc.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+		n, err := nc.Write(make([]byte, 1<<20))
+		if !isTimeout(err) {
+			t.Fatalf("a write to a server that reads nothing: %d bytes, %v", n, err)
+		}
+		if n == 0 {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("credit still coming after %d writes", i)
+		}
+	}
 	// No deadline: the write waits (until Close).
 	nc.SetWriteDeadline(time.Time{})
 	done := make(chan error, 1)
