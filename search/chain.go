@@ -105,34 +105,28 @@ func (c *chain) add(re *syntax.Regexp) bool {
 	return false
 }
 
-// runeSet returns the bytes that match r, or nil when one of its case
-// variants (under fold) is not ASCII. Never "\n": no line holds one.
+// runeSet returns the bytes that match r (under fold, both cases of an
+// ASCII letter), or nil when a byte search cannot find it exactly
+// (literalRune) or it is beyond ASCII.
 func runeSet(r rune, fold bool) *[256]bool {
-	set := new([256]bool)
-	for f := r; ; {
-		if f >= utf8.RuneSelf {
-			return nil
-		}
-		set[f] = f != '\n'
-		if f = unicode.SimpleFold(f); !fold || f == r {
-			return set
-		}
+	if r >= utf8.RuneSelf || !literalRune(r, fold) {
+		return nil
 	}
+	set := new([256]bool)
+	set[r] = true
+	if fold && unicode.IsLetter(r) {
+		set[r|0x20], set[r&^0x20] = true, true
+	}
+	return set
 }
 
 // classSet returns the bytes of a character class, or nil when it holds a
 // character beyond ASCII.
 func classSet(ranges []rune) *[256]bool {
-	set := new([256]bool)
-	for i := 0; i+1 < len(ranges); i += 2 {
-		if ranges[i+1] >= utf8.RuneSelf {
-			return nil
-		}
-		for r := ranges[i]; r <= ranges[i+1]; r++ {
-			set[r] = r != '\n'
-		}
+	if set, ascii := classBytes(ranges); ascii {
+		return set
 	}
-	return set
+	return nil
 }
 
 // match reports whether the chain matches s from its start, within its

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"slices"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -196,22 +195,31 @@ func firstBytes(re *syntax.Regexp) *[256]bool {
 		}
 		return nil
 	case syntax.OpCharClass:
-	default:
-		return nil
+		set, _ := classBytes(re.Rune)
+		return set
 	}
-	set := new([256]bool)
-	for i := 0; i+1 < len(re.Rune); i += 2 {
-		lo, hi := re.Rune[i], re.Rune[i+1]
+	return nil
+}
+
+// classBytes returns the bytes that may begin a character of a class,
+// every byte from 0x80 (the UTF-8 lead bytes among them) when it holds a
+// character beyond ASCII; and whether it is all ASCII. Never "\n": no line
+// holds one.
+func classBytes(ranges []rune) (set *[256]bool, ascii bool) {
+	set, ascii = new([256]bool), true
+	for i := 0; i+1 < len(ranges); i += 2 {
+		lo, hi := ranges[i], ranges[i+1]
 		for r := lo; r <= min(hi, utf8.RuneSelf-1); r++ {
-			set[r] = true
+			set[r] = r != '\n'
 		}
 		if hi >= utf8.RuneSelf {
+			ascii = false
 			for b := utf8.RuneSelf; b < 256; b++ {
 				set[b] = true
 			}
 		}
 	}
-	return set
+	return set, ascii
 }
 
 // lineBound reports whether every match of re (multi-line) is within a
@@ -240,18 +248,6 @@ func lineBound(re *syntax.Regexp) bool {
 		}
 	}
 	return true
-}
-
-// byteFreq lists bytes from the most to the least common in source code
-// (counted over the text files of the Go tree); bytes not listed are rarer
-// still. A literal is looked for by its rarest bytes (pair).
-const byteFreq = " et\t0rn\naiso,xclfdu1.p/()A2mg:h\"=b43S6_TEyR8v{}ICO5\\DP97MkLwXVBFN[]-UG*HW;+Y|Q!z&<K'>q%jZ$J`#^?@~"
-
-func byteWeight(c byte) int {
-	if i := strings.IndexByte(byteFreq, c); i >= 0 {
-		return len(byteFreq) - i
-	}
-	return 0
 }
 
 // lines returns the 0-based indexes of the matching lines of data; with

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
+	"strings"
 )
 
 // pair is how a literal is looked for: by two of its bytes at once, its
@@ -113,4 +114,16 @@ func (p *pair) indexGo(s []byte, n int) int {
 		}
 	}
 	return -1
+}
+
+// byteFreq lists bytes from the most to the least common in source code
+// (counted over the text files of the Go tree); bytes not listed are rarer
+// still. A literal is looked for by its rarest bytes (pair).
+const byteFreq = " et\t0rn\naiso,xclfdu1.p/()A2mg:h\"=b43S6_TEyR8v{}ICO5\\DP97MkLwXVBFN[]-UG*HW;+Y|Q!z&<K'>q%jZ$J`#^?@~"
+
+func byteWeight(c byte) int {
+	if i := strings.IndexByte(byteFreq, c); i >= 0 {
+		return len(byteFreq) - i
+	}
+	return 0
 }
