@@ -21,17 +21,26 @@ import (
 // locale, the state's start file (shellstate.go) — paid again for every
 // command, and in a container whose image is served through
 // fuse-overlayfs each file it opens is a round trip to that daemon. So
-// once a foreground Shell command has ended (its state taken), the
-// supervisor starts the next one's bash at once, from that state: in its
-// directory, with its environment, its script setting its EXIT trap and
-// reading the next command's text from a pipe (fd 3, closed before the
-// command runs). It reads no start file (no BASH_ENV: one file less to
-// make and remove a command). The next Shell command that would start
-// exactly so — the same shell, $0, directory and Exec.Env, the state
-// unchanged since (shellState.gen), its directory still the one the spare
-// sits in, no stdin pipe — is written to that pipe, and the spare runs
-// it; anything else discards the spare (killed) and starts the command
-// afresh, as does a spare killed before it read its command (unread).
+// the supervisor starts the next command's bash before it is asked for,
+// from the state: in its directory, with its environment, its script
+// setting its EXIT trap and reading the next command's text from a pipe
+// (fd 3, closed before the command runs). It reads no start file (no
+// BASH_ENV: one file less to make and remove a command). The next Shell
+// command that would start exactly so — the same shell, $0, directory and
+// Exec.Env, the state unchanged since (shellState.gen), its directory
+// still the one the spare sits in, no stdin pipe — is written to that
+// pipe, and the spare runs it; anything else discards the spare (killed)
+// and starts the command afresh, as does a spare killed before it read
+// its command (unread).
+//
+// A spare is kept one command ahead: as a command starts in one, the next
+// one's starts, from the state that command started from, so that its
+// bash has loaded by the time an agent that calls back to back asks again
+// (started only once the command ended, it was still loading: #28). Most
+// commands leave the state as it was; when a foreground Shell command
+// ends, a spare that no longer fits (the command changed the state, or
+// the directory the spare sits in) is replaced by one from the state the
+// command left, as is the spare of a command that started afresh.
 //
 // What the command sees is what `bash -c COMMAND` would show it: the
 // command runs through eval at the top level (no function, no source:
@@ -47,7 +56,8 @@ import (
 // no spare.
 //
 // A spare is one idle bash per sandbox that ran a Shell command (none
-// before the first), for spareIdle at most: an idle thread then holds no
+// before the first; beside each command that runs in a spare, the one
+// ahead), for spareIdle at most: an idle thread then holds no
 // process but its supervisor (a thousand idle threads are not a thousand
 // idle bashes), and its next command starts afresh. It is one of the
 // supervisor's procs (killOrphans leaves it, shutdown kills it); when the
@@ -75,11 +85,12 @@ var spareIdle = 2 * time.Minute
 
 // spares holds the supervisor's spare shell.
 type spares struct {
-	mu      sync.Mutex
-	cond    sync.Cond // on mu (newSupervisor): filling went to 0
-	cur     *spare
-	filling int  // refills under way: the next command waits for them
-	done    bool // the supervisor ends: no more
+	mu       sync.Mutex
+	cond     sync.Cond // on mu (newSupervisor): filling or starting went down
+	cur      *spare
+	filling  int  // refills under way: the next command waits for them
+	starting int  // refills starting a spare: another waits to see it (refillSpare)
+	done     bool // the supervisor ends: no more
 }
 
 // spareKey is what a Shell command's start depends on besides the state,
@@ -111,8 +122,8 @@ func (s *supervisor) takeSpare(m wire.Exec) *spare {
 	}
 	s.spares.mu.Lock()
 	for s.spares.filling > 0 {
-		// The last command's refill, begun as its answer left: a fork
-		// away, far less than a start afresh.
+		// A refill under way (one ahead, or as the last command's
+		// answer left): a fork away, far less than a start afresh.
 		s.spares.cond.Wait()
 	}
 	sp := s.spares.cur
@@ -124,28 +135,30 @@ func (s *supervisor) takeSpare(m wire.Exec) *spare {
 	if sp.idle != nil {
 		sp.idle.Stop()
 	}
-	k := s.state.snapshot()
-	fits := sp.key == key && sp.gen == k.gen
-	if fits {
-		select {
-		case <-sp.p.done:
-			fits = false // it died (killed from a job)
-		default:
-		}
-	}
-	if fits {
-		// Where a command would start now (startEnv) is where the spare
-		// sits: the same directory, not one made anew at its path (the
-		// spare's then is removed; its number may be the new one's).
-		dir, fi := startDir(k, m.Dir)
-		cwd, err := readlinkProc(strconv.Itoa(sp.p.pid) + "/cwd")
-		fits = fi != nil && dir == sp.l.dir && os.SameFile(fi, sp.dir) && err == nil && !strings.HasSuffix(cwd, " (deleted)")
-	}
-	if !fits {
+	if !sp.fits(key, s.state.snapshot(), m.Dir) {
 		s.discard(sp)
 		return nil
 	}
 	return sp
+}
+
+// fits says whether the command with spare key key, of directory dir,
+// would start from state k exactly as sp did: the same key, the state
+// unchanged since, sp alive and where the command would start
+// (startEnv's) — the same directory, not one made anew at its path (the
+// spare's then is removed; its number may be the new one's).
+func (sp *spare) fits(key string, k kept, dir string) bool {
+	if sp.key != key || sp.gen != k.gen {
+		return false
+	}
+	select {
+	case <-sp.p.done:
+		return false // it died (killed from a job, or by a command)
+	default:
+	}
+	d, fi := startDir(k, dir)
+	cwd, err := readlinkProc(strconv.Itoa(sp.p.pid) + "/cwd")
+	return fi != nil && d == sp.l.dir && os.SameFile(fi, sp.dir) && err == nil && !strings.HasSuffix(cwd, " (deleted)")
 }
 
 // run hands the spare its command: the text is written and the pipe
@@ -189,8 +202,9 @@ func (s *supervisor) discard(sp *spare) {
 }
 
 // willRefill says that a spare shell for the next command like m is to be
-// started (refillSpare): the next command waits for it. Called before the
-// answer to m leaves, so that no next command can come before.
+// started (refillSpare): the next command waits for it. Called before m
+// runs (one ahead) or before its answer leaves, so that no next command
+// can come before.
 func (s *supervisor) willRefill(m wire.Exec) bool {
 	if spareIdle == 0 || spareKey(m) == "" {
 		return false
@@ -205,42 +219,43 @@ func (s *supervisor) willRefill(m wire.Exec) bool {
 }
 
 // refillSpare starts a spare shell for the next command like m, from the
-// state now, unless one fits already (it replaces one that does not); it
-// ends the refill willRefill began.
+// state now, unless one fits already (it replaces one that does not; it
+// waits for one being started to see whether it does); it ends the refill
+// willRefill began.
 func (s *supervisor) refillSpare(m wire.Exec) {
-	var sp *spare
-	defer func() {
-		s.spares.mu.Lock()
-		var old *spare
-		switch {
-		case sp == nil:
-		case s.spares.cur != nil || s.spares.done:
-			old = sp // another refill was first, or the supervisor ends
-		default:
-			s.spares.cur = sp
-			sp.idle = time.AfterFunc(spareIdle, func() { s.expireSpare(sp) })
-		}
+	key := spareKey(m)
+	s.spares.mu.Lock()
+	for s.spares.starting > 0 {
+		s.spares.cond.Wait()
+	}
+	k := s.state.snapshot()
+	old := s.spares.cur
+	if old != nil && old.fits(key, k, m.Dir) || s.spares.done {
 		s.spares.filling--
 		s.spares.cond.Broadcast()
-		s.spares.mu.Unlock()
-		if old != nil {
-			s.discard(old)
-		}
-	}()
-	key := spareKey(m)
-	k := s.state.snapshot()
-	s.spares.mu.Lock()
-	old := s.spares.cur
-	if old != nil && old.key == key && old.gen == k.gen || s.spares.done {
 		s.spares.mu.Unlock()
 		return
 	}
 	s.spares.cur = nil
+	s.spares.starting++
 	s.spares.mu.Unlock()
 	if old != nil {
 		s.discard(old)
 	}
-	sp = s.startSpare(m, key, k)
+	sp := s.startSpare(m, key, k)
+	s.spares.mu.Lock()
+	ends := s.spares.done
+	if sp != nil && !ends {
+		s.spares.cur = sp
+		sp.idle = time.AfterFunc(spareIdle, func() { s.expireSpare(sp) })
+	}
+	s.spares.starting--
+	s.spares.filling--
+	s.spares.cond.Broadcast()
+	s.spares.mu.Unlock()
+	if sp != nil && ends {
+		s.discard(sp) // the supervisor ends
+	}
 }
 
 // expireSpare discards sp if it is still the spare, unused (spareIdle).

@@ -403,3 +403,35 @@ func TestSpareIdleExpires(t *testing.T) {
 		t.Fatalf("with --spare-idle 0 the command ran %q, want fresh", got)
 	}
 }
+
+// A spare is kept one ahead: while a command runs in one, the next
+// command's is already started; a command that changes the state, or
+// makes its directory anew, has it replaced by one from the state it
+// left.
+func TestSpareOneAhead(t *testing.T) {
+	bash := bashPath(t)
+	l := jobLink(t, listen(t))
+	shell := client.ExecRequest{Shell: true}
+	d := t.TempDir()
+	shellRun(t, l, bash, "cd "+d, client.ExecRequest{Shell: true, ResetState: true})
+	shellRun(t, l, bash, "true", shell)
+	// Another spare beside this one (itself a spare), child of the same
+	// supervisor, within 3 s.
+	ahead := `r=none; while [ "$SECONDS" -lt 3 ]; do for p in $(cat /proc/$PPID/task/*/children); do [ "$p" = $$ ] && continue; ` +
+		`case $(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null) in *__smc""p_c*) r=ahead; break 2;; esac; done; sleep 0.01; done; echo $r`
+	if out, _ := shellRun(t, l, bash, ahead+"; "+inSpare, shell); out != "ahead\nspare\n" {
+		t.Fatalf("while a command runs in a spare: %q, want the next one's spare started", out)
+	}
+	if out, _ := shellRun(t, l, bash, "cd sub 2>/dev/null || mkdir sub && cd sub; export B=2", shell); out != "" {
+		t.Fatalf("cd and export: %q", out)
+	}
+	if out, _ := shellRun(t, l, bash, `pwd; echo "$B"; `+inSpare, shell); out != d+"/sub\n2\nspare\n" {
+		t.Fatalf("after a command changed the state: %q, want it in a spare from the new state", out)
+	}
+	// The directory made anew by a Shell command that stays in it: the
+	// state's path is the same, the spare ahead sits in the removed one.
+	shellRun(t, l, bash, "cd .. && rm -rf sub && mkdir sub && cd sub && echo new >f", shell)
+	if out, _ := shellRun(t, l, bash, `pwd; cat f; `+inSpare, shell); out != d+"/sub\nnew\nspare\n" {
+		t.Fatalf("in a directory made anew: %q, want it in a spare started there", out)
+	}
+}

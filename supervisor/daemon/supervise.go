@@ -410,6 +410,13 @@ func (c *channel) begin(m wire.Exec, fresh bool) (begun, int, error) {
 		s.busy++
 		s.mu.Unlock()
 		sp.run(m.Argv[2])
+		if s.willRefill(m) {
+			// One ahead: the next command's shell starts while this one
+			// runs, from the state it started from — which most commands
+			// leave as it was; one that changes it has this spare
+			// replaced when it ends.
+			go s.refillSpare(m)
+		}
 		return begun{p: sp.p, l: sp.l, pr: sp.out, spare: sp}, 0, nil
 	} else if sp != nil {
 		s.discard(sp)
