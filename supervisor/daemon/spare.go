@@ -33,14 +33,17 @@ import (
 // and starts the command afresh, as does a spare killed before it read
 // its command (unread).
 //
-// A spare is kept one command ahead: as a command starts in one, the next
-// one's starts, from the state that command started from, so that its
-// bash has loaded by the time an agent that calls back to back asks again
-// (started only once the command ended, it was still loading: #28). Most
-// commands leave the state as it was; when a foreground Shell command
-// ends, a spare that no longer fits (the command changed the state, or
-// the directory the spare sits in) is replaced by one from the state the
-// command left, as is the spare of a command that started afresh.
+// A spare is started as a foreground Shell command's answer leaves, from
+// the state it left: an agent's next call, seconds later, finds it ready.
+// A client that calls back to back (its command came within spareAhead
+// of the last answer) would find it still loading; for it, the spare is
+// kept one command ahead: as a command starts in one, the next one's
+// starts, from the state that command started from. Most commands leave
+// the state as it was; when a command ends, a spare that no longer fits
+// (the command changed the state, or the directory the spare sits in) is
+// replaced by one from the state the command left. (One ahead always
+// would cost every call: a shell loading beside the command, 0.5 ms of a
+// paced bash true here — #28.)
 //
 // What the command sees is what `bash -c COMMAND` would show it: the
 // command runs through eval at the top level (no function, no source:
@@ -83,14 +86,21 @@ type spare struct {
 // discarded; 0: no spares (--spare-idle).
 var spareIdle = 2 * time.Minute
 
+// spareAhead: a Shell command that comes within this of the last one's
+// answer comes from a client calling back to back, and its spare is kept
+// one ahead. (A spare's bash takes 3–5 ms to load in a container whose
+// image is served through fuse-overlayfs.)
+const spareAhead = 10 * time.Millisecond
+
 // spares holds the supervisor's spare shell.
 type spares struct {
 	mu       sync.Mutex
 	cond     sync.Cond // on mu (newSupervisor): filling or starting went down
 	cur      *spare
-	filling  int  // refills under way: the next command waits for them
-	starting int  // refills starting a spare: another waits to see it (refillSpare)
-	done     bool // the supervisor ends: no more
+	filling  int       // refills under way: the next command waits for them
+	starting int       // refills starting a spare: another waits to see it (refillSpare)
+	done     bool      // the supervisor ends: no more
+	answered time.Time // when the last command's answer that refills left (backToBack)
 }
 
 // spareKey is what a Shell command's start depends on besides the state,
@@ -203,9 +213,9 @@ func (s *supervisor) discard(sp *spare) {
 
 // willRefill says that a spare shell for the next command like m is to be
 // started (refillSpare): the next command waits for it. Called before m
-// runs (one ahead) or before its answer leaves, so that no next command
-// can come before.
-func (s *supervisor) willRefill(m wire.Exec) bool {
+// runs (ahead) or before its answer leaves, so that no next command can
+// come before.
+func (s *supervisor) willRefill(m wire.Exec, ahead bool) bool {
 	if spareIdle == 0 || spareKey(m) == "" {
 		return false
 	}
@@ -215,7 +225,18 @@ func (s *supervisor) willRefill(m wire.Exec) bool {
 		return false
 	}
 	s.spares.filling++
+	if !ahead {
+		s.spares.answered = time.Now()
+	}
 	return true
+}
+
+// backToBack says whether a command taking a spare now comes within
+// spareAhead of the last answer that refilled.
+func (s *supervisor) backToBack() bool {
+	s.spares.mu.Lock()
+	defer s.spares.mu.Unlock()
+	return time.Since(s.spares.answered) < spareAhead
 }
 
 // refillSpare starts a spare shell for the next command like m, from the

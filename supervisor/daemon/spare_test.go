@@ -404,10 +404,11 @@ func TestSpareIdleExpires(t *testing.T) {
 	}
 }
 
-// A spare is kept one ahead: while a command runs in one, the next
-// command's is already started; a command that changes the state, or
-// makes its directory anew, has it replaced by one from the state it
-// left.
+// For a client calling back to back, a spare is kept one ahead: while a
+// command runs in one, the next command's is already started; a command
+// that changes the state, or makes its directory anew, has it replaced by
+// one from the state it left. A command that comes later than spareAhead
+// after the last answer has no spare started beside it.
 func TestSpareOneAhead(t *testing.T) {
 	bash := bashPath(t)
 	l := jobLink(t, listen(t))
@@ -417,7 +418,7 @@ func TestSpareOneAhead(t *testing.T) {
 	shellRun(t, l, bash, "true", shell)
 	// Another spare beside this one (itself a spare), child of the same
 	// supervisor, within 3 s.
-	ahead := `r=none; while [ "$SECONDS" -lt 3 ]; do for p in $(cat /proc/$PPID/task/*/children); do [ "$p" = $$ ] && continue; ` +
+	ahead := `r=none; while [ "$SECONDS" -lt ${WAIT-3} ]; do for p in $(cat /proc/$PPID/task/*/children); do [ "$p" = $$ ] && continue; ` +
 		`case $(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null) in *__smc""p_c*) r=ahead; break 2;; esac; done; sleep 0.01; done; echo $r`
 	if out, _ := shellRun(t, l, bash, ahead+"; "+inSpare, shell); out != "ahead\nspare\n" {
 		t.Fatalf("while a command runs in a spare: %q, want the next one's spare started", out)
@@ -433,5 +434,10 @@ func TestSpareOneAhead(t *testing.T) {
 	shellRun(t, l, bash, "cd .. && rm -rf sub && mkdir sub && cd sub && echo new >f", shell)
 	if out, _ := shellRun(t, l, bash, `pwd; cat f; `+inSpare, shell); out != d+"/sub\nnew\nspare\n" {
 		t.Fatalf("in a directory made anew: %q, want it in a spare started there", out)
+	}
+	shellRun(t, l, bash, "true", shell)
+	time.Sleep(20 * spareAhead)
+	if out, _ := shellRun(t, l, bash, "WAIT=1; "+ahead+"; "+inSpare, shell); out != "none\nspare\n" {
+		t.Fatalf("a command long after the last answer: %q, want no spare started beside it", out)
 	}
 }

@@ -384,7 +384,7 @@ wait:
 		res.OOMKills = *now - *ooms
 		res.MemoryMax = memoryMax(cgs)
 	}
-	refill := s.willRefill(m)
+	refill := s.willRefill(m, false)
 	exit(res)
 	if refill {
 		s.refillSpare(m) // the next command's shell, from the state this one left
@@ -410,7 +410,7 @@ func (c *channel) begin(m wire.Exec, fresh bool) (begun, int, error) {
 		s.busy++
 		s.mu.Unlock()
 		sp.run(m.Argv[2])
-		if s.willRefill(m) {
+		if s.backToBack() && s.willRefill(m, true) {
 			// One ahead: the next command's shell starts while this one
 			// runs, from the state it started from — which most commands
 			// leave as it was; one that changes it has this spare
