@@ -744,13 +744,20 @@ func (p *Provider) Close() error {
 // that token's share); when nothing may go the error is a
 // *replicas.FullError naming docker.replicas.
 func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbox.Mount) (id string, done func(), err error) {
-	start := func(admit func() error) (string, error) { return p.startContainer(ctx, name, key, mounts, admit) }
+	claimed := false // the box admitted is a claimed warm one: it runs already
+	start := func(admit func() error) (string, error) {
+		return p.startContainer(ctx, name, key, mounts, func(claim bool) error { claimed = claim; return admit() })
+	}
 	id, done, err = p.boxes.Ensure(ctx, name, key, start, replicas.Room{Take: func(b replicas.Box) bool {
 		if !p.takeIdle(ctx, b) {
 			return false
 		}
 		p.log.Info("docker provider: least recently used container removed (replicas)", "id", shortID(b.ID), "for", name)
-		p.remove(ctx, b.ID)
+		if claimed && p.pool != nil {
+			p.pool.evict(b.ID) // the claim's call does not wait for it
+		} else {
+			p.remove(ctx, b.ID)
+		}
 		return true
 	}})
 	if errors.Is(err, replicas.ErrFull) {
@@ -761,12 +768,13 @@ func (p *Provider) ensure(ctx context.Context, name, key string, mounts []sandbo
 
 // startContainer finds the thread's container by name or makes it, and
 // makes sure it runs. admit is called before a container is made or
-// started (not for one found running): its error is the call's.
-func (p *Provider) startContainer(ctx context.Context, name, key string, mounts []sandbox.Mount, admit func() error) (string, error) {
+// started (not for one found running), with claim for a claimed warm box
+// (running already): its error is the call's.
+func (p *Provider) startContainer(ctx context.Context, name, key string, mounts []sandbox.Mount, admit func(claim bool) error) (string, error) {
 	if id, ok := p.pool.take(name); ok {
 		// Just claimed, known running and answering: it counts under the
 		// cap from now on. (Gone since, the dial finds out and comes back.)
-		if err := admit(); err != nil {
+		if err := admit(true); err != nil {
 			return "", err
 		}
 		return id, nil
@@ -781,13 +789,13 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 			if info.State != nil && info.State.Running {
 				if labels := info.Config.Labels; labels[labelWarm] != "" && labels[labelThread] == "" {
 					// A warm box claimed: it counts under the cap now.
-					if err := admit(); err != nil {
+					if err := admit(true); err != nil {
 						return "", err
 					}
 				}
 				return info.ID, nil
 			}
-			if err := admit(); err != nil {
+			if err := admit(false); err != nil {
 				return "", err
 			}
 			if err := p.cli.ContainerStart(ctx, info.ID, container.StartOptions{}); err == nil {
@@ -798,7 +806,7 @@ func (p *Provider) startContainer(ctx context.Context, name, key string, mounts 
 		case !cerrdefs.IsNotFound(err):
 			return "", engineError(err)
 		}
-		if err := admit(); err != nil {
+		if err := admit(false); err != nil {
 			return "", err
 		}
 		var run string // the socket's host directory; exec: none

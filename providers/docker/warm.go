@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/rename"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
+	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // The warm pool (docker.warm: N, SPEC §11): N containers started, hardened
@@ -65,18 +67,20 @@ const maxWarm = 64
 const boxRecord = "box"
 
 type pool struct {
-	p       *Provider
-	size    int
-	id      string   // this pool's name
-	dir     string   // <state>/warm/<id>
-	lock    *os.File // held while this server runs
-	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once // close
-	mu      sync.Mutex
-	ready   []warmBox         // started and answering, claimed by nobody
-	claimed map[string]string // claimed, not yet used: id by name
+	p        *Provider
+	size     int
+	id       string   // this pool's name
+	dir      string   // <state>/warm/<id>
+	lock     *os.File // held while this server runs
+	kick     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once // close
+	mu       sync.Mutex
+	ready    []warmBox         // started and answering, claimed by nobody
+	claimed  map[string]string // claimed, not yet used: id by name
+	evicting int               // containers being removed to make room for claimed boxes (evict)
+	evicted  sync.Cond         // on mu: evicting went down
 }
 
 // warmBox is one box of the pool.
@@ -107,8 +111,10 @@ func newPool(p *Provider, size int) (*pool, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("docker provider: state dir: %w", err)
 	}
-	return &pool{p: p, size: size, id: id, dir: dir, lock: f,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}, nil
+	w := &pool{p: p, size: size, id: id, dir: dir, lock: f,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	w.evicted.L = &w.mu
+	return w, nil
 }
 
 // claimsDir holds, for each claimed box, the key of the thread that claimed it.
@@ -198,6 +204,7 @@ func (w *pool) fill() error {
 		}
 		c, cerr := connect(wctx, resp.ID)
 		if cerr == nil {
+			warmShell(wctx, c)
 			c.Close()
 		}
 		err = cerr
@@ -212,6 +219,23 @@ func (w *pool) fill() error {
 	w.mu.Unlock()
 	w.p.log.Info("docker provider: warm container ready", "name", name, "id", shortID(resp.ID))
 	return nil
+}
+
+// warmShell runs, in a warm box, the bash tool's `true` as a thread's
+// first call would (the same argv, directory and Shell), so that the
+// claim's first command finds what a thread's second one does: bash's
+// files read through the image's file system once, the supervisor's
+// cgroups found, and a spare shell started from the state that command
+// left — the box's initial one: the workspace and the supervisor's own
+// environment, nothing of any thread (supervisor/daemon/spare.go). A
+// failure leaves the box as it was: its first command starts afresh.
+func warmShell(ctx context.Context, c *supervisor.Conn) {
+	shell := c.Hello().Shell
+	if shell == "" {
+		return // no shell in the image: no bash tool
+	}
+	c.Exec(ctx, supervisor.ExecRequest{Argv: []string{shell, "-c", "true", "bash"}, Dir: sandbox.WorkspaceDir,
+		Timeout: 30 * time.Second, Output: io.Discard, Shell: true})
 }
 
 // forget removes what the host keeps of box name: its directories, its
@@ -297,6 +321,36 @@ func (w *pool) take(name string) (string, bool) {
 	return id, ok
 }
 
+// evict removes container id in the background: it went to make room under
+// docker.replicas for a claimed box, which runs already, so that the
+// claim's first call does not wait for the removal (50 ms and more). Until
+// it is gone, one container more than docker.replicas runs (taken off the
+// table: no call of its thread uses it); the pool's close waits for it
+// (settle).
+func (w *pool) evict(id string) {
+	w.mu.Lock()
+	w.evicting++
+	w.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		w.p.remove(ctx, id)
+		w.mu.Lock()
+		w.evicting--
+		w.evicted.Broadcast()
+		w.mu.Unlock()
+	}()
+}
+
+// settle waits for the removals evict began.
+func (w *pool) settle() {
+	w.mu.Lock()
+	for w.evicting > 0 {
+		w.evicted.Wait()
+	}
+	w.mu.Unlock()
+}
+
 // refill wakes run.
 func (w *pool) refill() {
 	select {
@@ -323,6 +377,7 @@ func (w *pool) close(ctx context.Context) {
 func (w *pool) closeOnce(ctx context.Context) {
 	close(w.stop)
 	<-w.done
+	w.settle()
 	w.mu.Lock()
 	ready := w.ready
 	w.ready = nil

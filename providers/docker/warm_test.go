@@ -228,3 +228,65 @@ func BenchmarkColdFirstCallWarm(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// A warm box's shell is warmed as a thread's first call would use it: the
+// claiming thread's first bash command (Shell, as the bash tool runs it)
+// runs in a spare shell, and sees what a thread's first command sees in a
+// container made for it — the workspace, $0, the environment (but for the
+// host name: the container's id).
+func TestWarmPoolShellWarmed(t *testing.T) {
+	const cmd = `pwd; echo "$0 $SHLVL $-"; env | grep -v '^HOSTNAME=' | sort; ` +
+		`case $(tr '\0' ' ' </proc/$$/cmdline) in *__smc""p_c*) echo spare;; *) echo fresh;; esac`
+	shell := func(sb sandbox.Sandbox) string {
+		t.Helper()
+		c := sandbox.NewCapture(1<<20, 1<<20)
+		res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: cmd, Timeout: time.Minute, Output: c, Shell: true})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v %+v", err, res)
+		}
+		h, tl, _ := c.Result()
+		return string(h) + string(tl)
+	}
+	f := newFixture(t, func(c *Config) { c.Warm = 1 })
+	waitWarm(t, f.p, 1)
+	warm := shell(f.acquire(t, "warmshell"))
+	cold := newFixture(t)
+	fresh := shell(cold.acquire(t, "warmshell"))
+	if !strings.HasSuffix(warm, "\nspare\n") || !strings.HasSuffix(fresh, "\nfresh\n") {
+		t.Fatalf("the claimed box's first command ran %q; in a new container %q", warm, fresh)
+	}
+	if strings.TrimSuffix(warm, "spare\n") != strings.TrimSuffix(fresh, "fresh\n") {
+		t.Fatalf("the first command in a claimed box sees\n%s\nin a container made for the thread\n%s", warm, fresh)
+	}
+}
+
+// At docker.replicas, a claim's first call makes room as any new thread's
+// does: the least recently used container goes (in the background, the
+// call not waiting for it) and the claimed box runs the call; the
+// provider's Close waits for the removal.
+func TestWarmPoolClaimAtTheCap(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Warm = 1; c.Replicas = 1; c.IdleTimeout = -1 })
+	waitWarm(t, f.p, 1)
+	if err := f.use(t, "cap-a", false); err != nil {
+		t.Fatal(err)
+	}
+	a := f.p.boxes.ID(f.p.boxName("cap-a"))
+	if a == "" {
+		t.Fatal("thread cap-a has no container")
+	}
+	waitWarm(t, f.p, 1)
+	b := f.acquire(t, "cap-b")
+	if out, _ := execOut(t, b, "echo ok"); out != "ok\n" {
+		t.Fatalf("a claim at the cap: %q", out)
+	}
+	if f.p.boxes.ID(f.p.boxName("cap-a")) != "" {
+		t.Fatal("cap-a's container is still counted under the cap")
+	}
+	f.p.Release("cap-b")
+	f.p.Close()
+	for _, c := range f.ours(t, true) {
+		if c.ID == a {
+			t.Fatalf("cap-a's container %s is still there after Close: %s", shortID(a), c.State)
+		}
+	}
+}
