@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,8 +19,8 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/filelock"
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/rename"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/supervised"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
-	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
 
 // The warm pool (docker.warm: N, SPEC §11): N containers started, hardened
@@ -204,7 +203,7 @@ func (w *pool) fill() error {
 		}
 		c, cerr := connect(wctx, resp.ID)
 		if cerr == nil {
-			warmShell(wctx, c)
+			supervised.WarmShell(wctx, c)
 			c.Close()
 		}
 		err = cerr
@@ -219,23 +218,6 @@ func (w *pool) fill() error {
 	w.mu.Unlock()
 	w.p.log.Info("docker provider: warm container ready", "name", name, "id", shortID(resp.ID))
 	return nil
-}
-
-// warmShell runs, in a warm box, the bash tool's `true` as a thread's
-// first call would (the same argv, directory and Shell), so that the
-// claim's first command finds what a thread's second one does: bash's
-// files read through the image's file system once, the supervisor's
-// cgroups found, and a spare shell started from the state that command
-// left — the box's initial one: the workspace and the supervisor's own
-// environment, nothing of any thread (supervisor/daemon/spare.go). A
-// failure leaves the box as it was: its first command starts afresh.
-func warmShell(ctx context.Context, c *supervisor.Conn) {
-	shell := c.Hello().Shell
-	if shell == "" {
-		return // no shell in the image: no bash tool
-	}
-	c.Exec(ctx, supervisor.ExecRequest{Argv: []string{shell, "-c", "true", "bash"}, Dir: sandbox.WorkspaceDir,
-		Timeout: 30 * time.Second, Output: io.Discard, Shell: true})
 }
 
 // forget removes what the host keeps of box name: its directories, its

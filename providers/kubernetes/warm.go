@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/rename"
+	"github.com/sandbox-mcp/sandbox-mcp/providers/internal/supervised"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 	"github.com/sandbox-mcp/sandbox-mcp/supervisor"
 )
@@ -513,12 +514,16 @@ func (p *Provider) makeWarmDir(dir, name string) error {
 	return rename.Record(filepath.Join(dir, warmRecord), name, 0o644)
 }
 
-// dial opens a channel to the supervisor of warm Pod name, made here, and
-// keeps it for the claim (channel).
+// dial opens a channel to the supervisor of warm Pod name, made here,
+// warms its shell (supervised.WarmShell) and keeps it for the claim
+// (channel).
 func (w *pool) dial(name string, uid types.UID) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := w.p.connect(ctx, name, w.p.wrapRelay)
+	if err == nil {
+		supervised.WarmShell(ctx, c)
+	}
 	w.mu.Lock()
 	delete(w.dialing, name)
 	if err == nil && !w.stopped && w.conns[name].c == nil && (w.ready[name].uid == uid || w.taking[name]) {

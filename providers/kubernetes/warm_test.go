@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -766,4 +767,35 @@ func TestWarmClaimsGoPVC(t *testing.T) {
 	}
 	p.pool.close(t.Context())
 	waitFor(t, 30*time.Second, "the stopped server's warm Pod's claim deleted", gone(claimName(second.Name)))
+}
+
+// A warm Pod's shell is warmed as a thread's first call would use it
+// (supervised.WarmShell): the claiming thread's first bash command (Shell,
+// as the bash tool runs it) runs in a spare shell, and sees what a
+// thread's first command sees in a Pod made for it — the workspace, $0,
+// the environment (but for the host name: the Pod's).
+func TestWarmShellWarmed(t *testing.T) {
+	t.Parallel()
+	const cmd = `pwd; echo "$0 $SHLVL $-"; env | grep -v '^HOSTNAME=' | sort; ` +
+		`case $(tr '\0' ' ' </proc/$$/cmdline) in *__smc""p_c*) echo spare;; *) echo fresh;; esac`
+	shell := func(sb sandbox.Sandbox) string {
+		t.Helper()
+		var out bytes.Buffer
+		res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: cmd, Timeout: time.Minute, Output: &out, Shell: true})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v %+v", err, res)
+		}
+		return out.String()
+	}
+	cfg := warmConfig(t, 1)
+	p := newProviderT(t, cfg)
+	waitWarm(t, p, 1, true)
+	warm := shell(acquire(t, p, "ws-"+randomHex(4)))
+	fresh := shell(acquire(t, newProviderT(t, newConfig(t)), "wf-"+randomHex(4)))
+	if !strings.HasSuffix(warm, "\nspare\n") || !strings.HasSuffix(fresh, "\nfresh\n") {
+		t.Fatalf("the claimed Pod's first command ran %q; in a new Pod %q", warm, fresh)
+	}
+	if strings.TrimSuffix(warm, "spare\n") != strings.TrimSuffix(fresh, "fresh\n") {
+		t.Fatalf("the first command in a claimed Pod sees\n%s\nin a Pod made for the thread\n%s", warm, fresh)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/sandbox-mcp/sandbox-mcp/hostfs"
 	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
@@ -157,9 +159,7 @@ func (s *Sandbox) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	return res, err
 }
 
-// command is how the box's supervisor runs command. $0 is "bash", as for
-// bash -c, whatever the box's shell: it prefixes the shell's error
-// messages.
+// command is how the box's supervisor runs command (boxCommand).
 func (s *Sandbox) command(ctx context.Context, command string) (supervisor.Command, error) {
 	if s.cfg.Command != nil {
 		return s.cfg.Command(command)
@@ -172,7 +172,34 @@ func (s *Sandbox) command(ctx context.Context, command string) (supervisor.Comma
 	if shell == "" {
 		return supervisor.Command{}, fmt.Errorf("bash needs a shell (sh) in the image %s; read_file and write_file still work", s.cfg.Image)
 	}
-	return supervisor.Command{Argv: []string{shell, "-c", command, "bash"}, Dir: sandbox.WorkspaceDir, LogDir: sandbox.JobLogDir}, nil
+	return boxCommand(shell, command), nil
+}
+
+// boxCommand is how a box's supervisor runs command with the box's shell,
+// in the workspace. $0 is "bash", as for bash -c, whatever the shell: it
+// prefixes the shell's error messages.
+func boxCommand(shell, command string) supervisor.Command {
+	return supervisor.Command{Argv: []string{shell, "-c", command, "bash"}, Dir: sandbox.WorkspaceDir, LogDir: sandbox.JobLogDir}
+}
+
+// WarmShell runs, through c, the channel to a box that belongs to no
+// thread yet (a warm one), the bash tool's `true` as a thread's first call
+// runs it (boxCommand, in the shell state), so that the claiming thread's
+// first command finds what a thread's second one does: the shell's files
+// read through the image's file system once, the supervisor's cgroups
+// found, and a spare shell started from the state that command left — the
+// box's initial one: the workspace and the supervisor's own environment,
+// nothing of any thread (supervisor/daemon/spare.go). A box without a
+// shell, or a failure, leaves it as it was: its first command starts
+// afresh. (With network by policy the thread's commands carry its proxy's
+// environment: the spare does not fit them, the files read still help.)
+func WarmShell(ctx context.Context, c *supervisor.Conn) {
+	shell := c.Hello().Shell
+	if shell == "" {
+		return
+	}
+	cmd := boxCommand(shell, "true")
+	c.Exec(ctx, supervisor.ExecRequest{Argv: cmd.Argv, Dir: cmd.Dir, Timeout: 30 * time.Second, Output: io.Discard, Shell: true})
 }
 
 func (s *Sandbox) jobStarted() {
