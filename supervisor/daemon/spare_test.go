@@ -415,13 +415,21 @@ func TestSpareOneAhead(t *testing.T) {
 	shell := client.ExecRequest{Shell: true}
 	d := t.TempDir()
 	shellRun(t, l, bash, "cd "+d, client.ExecRequest{Shell: true, ResetState: true})
-	shellRun(t, l, bash, "true", shell)
 	// Another spare beside this one (itself a spare), child of the same
-	// supervisor, within 3 s.
-	ahead := `r=none; while [ "$SECONDS" -lt ${WAIT-3} ]; do for p in $(cat /proc/$PPID/task/*/children); do [ "$p" = $$ ] && continue; ` +
+	// supervisor, within 1–2 s.
+	ahead := `r=none; while [ "$SECONDS" -lt 2 ]; do for p in $(cat /proc/$PPID/task/*/children); do [ "$p" = $$ ] && continue; ` +
 		`case $(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null) in *__smc""p_c*) r=ahead; break 2;; esac; done; sleep 0.01; done; echo $r`
-	if out, _ := shellRun(t, l, bash, ahead+"; "+inSpare, shell); out != "ahead\nspare\n" {
-		t.Fatalf("while a command runs in a spare: %q, want the next one's spare started", out)
+	// Back to back is within spareAhead of the last answer: a loaded
+	// machine may miss that now and then, so a few tries.
+	for try := 0; ; try++ {
+		shellRun(t, l, bash, "true", shell)
+		out, _ := shellRun(t, l, bash, ahead+"; "+inSpare, shell)
+		if out == "ahead\nspare\n" {
+			break
+		}
+		if try == 4 {
+			t.Fatalf("while a command runs in a spare: %q, want the next one's spare started", out)
+		}
 	}
 	if out, _ := shellRun(t, l, bash, "cd sub 2>/dev/null || mkdir sub && cd sub; export B=2", shell); out != "" {
 		t.Fatalf("cd and export: %q", out)
@@ -437,7 +445,7 @@ func TestSpareOneAhead(t *testing.T) {
 	}
 	shellRun(t, l, bash, "true", shell)
 	time.Sleep(20 * spareAhead)
-	if out, _ := shellRun(t, l, bash, "WAIT=1; "+ahead+"; "+inSpare, shell); out != "none\nspare\n" {
+	if out, _ := shellRun(t, l, bash, ahead+"; "+inSpare, shell); out != "none\nspare\n" {
 		t.Fatalf("a command long after the last answer: %q, want no spare started beside it", out)
 	}
 }
