@@ -100,7 +100,7 @@ type spares struct {
 	filling  int       // refills under way: the next command waits for them
 	starting int       // refills starting a spare: another waits to see it (refillSpare)
 	done     bool      // the supervisor ends: no more
-	answered time.Time // when the last command's answer that refills left (backToBack)
+	answered time.Time // when the last command's answer that refills left (willRefill)
 }
 
 // spareKey is what a Shell command's start depends on besides the state,
@@ -212,16 +212,17 @@ func (s *supervisor) discard(sp *spare) {
 }
 
 // willRefill says that a spare shell for the next command like m is to be
-// started (refillSpare): the next command waits for it. Called before m
-// runs (ahead) or before its answer leaves, so that no next command can
-// come before.
+// started (refillSpare): the next command waits for it. Called before its
+// answer leaves, so that no next command can come before; or, ahead,
+// before m runs — only when m came within spareAhead of the last such
+// answer (a client calling back to back).
 func (s *supervisor) willRefill(m wire.Exec, ahead bool) bool {
 	if spareIdle == 0 || spareKey(m) == "" {
 		return false
 	}
 	s.spares.mu.Lock()
 	defer s.spares.mu.Unlock()
-	if s.spares.done {
+	if s.spares.done || ahead && time.Since(s.spares.answered) >= spareAhead {
 		return false
 	}
 	s.spares.filling++
@@ -229,14 +230,6 @@ func (s *supervisor) willRefill(m wire.Exec, ahead bool) bool {
 		s.spares.answered = time.Now()
 	}
 	return true
-}
-
-// backToBack says whether a command taking a spare now comes within
-// spareAhead of the last answer that refilled.
-func (s *supervisor) backToBack() bool {
-	s.spares.mu.Lock()
-	defer s.spares.mu.Unlock()
-	return time.Since(s.spares.answered) < spareAhead
 }
 
 // refillSpare starts a spare shell for the next command like m, from the

@@ -410,7 +410,7 @@ func (c *channel) begin(m wire.Exec, fresh bool) (begun, int, error) {
 		s.busy++
 		s.mu.Unlock()
 		sp.run(m.Argv[2])
-		if s.backToBack() && s.willRefill(m, true) {
+		if s.willRefill(m, true) {
 			// One ahead: the next command's shell starts while this one
 			// runs, from the state it started from — which most commands
 			// leave as it was; one that changes it has this spare
