@@ -2,6 +2,8 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,7 +43,9 @@ import (
 //     subPathExpr under the Pod's own name (the downward API), which the
 //     kubelet makes (with the pool directory's mode, 0777, so that the
 //     installer, as the Pods' user, makes user-data's directories in it).
-//   - A first call creates the SandboxClaim <pod_prefix>-warm-<thread hash>.
+//   - A first call takes the member its replica claimed ahead (below:
+//     "The claim ahead"), when it holds one; else it creates the
+//     SandboxClaim <pod_prefix>-warm-<thread hash>.
 //     Create is atomic: of two replicas claiming for one thread, one gets
 //     AlreadyExists and waits for the other's directory (errClaiming). The
 //     controller adopts a ready member (or, the pool drained, makes a fresh
@@ -88,6 +92,8 @@ var (
 const (
 	labelWarmPool      = "sandbox-mcp/warm-pool"             // an agent-sandbox member: the warmSpec of its settings
 	labelSandboxHash   = "agents.x-k8s.io/sandbox-name-hash" // the Sandbox controller's tracking label on its Pods
+	labelClaimUID      = "agents.x-k8s.io/claim-uid"         // on a Pod: the claim that adopted its Sandbox
+	labelAhead         = "sandbox-mcp/claimed-ahead"         // on a claim made ahead of a thread: the replica's id
 	annAssignedSandbox = "agents.x-k8s.io/sandbox-name"      // on a claim: the member the controller adopts for it
 	podNameEnv         = "SANDBOX_MCP_POD"                   // a member's own name (downward API), its directory's
 	poolRootMode       = os.FileMode(0o777)                  // not sticky: a server not root renames the kubelet's directories too
@@ -121,6 +127,21 @@ type agentPool struct {
 	*pool
 	dyn  dynamic.Interface
 	name string // the template's and the SandboxWarmPool's
+
+	// Under the pool's mu: the member claimed ahead (nil: none yet, or
+	// taken), and whether a claim ahead is under way.
+	ahead    *held
+	aheading bool
+}
+
+// held is a member this replica claimed ahead: its SandboxClaim, adopted,
+// and the member's Pod, still agent-sandbox's (and marked taking in the
+// pool, so that its channel stays open for the claim to come).
+type held struct {
+	claim    string
+	claimUID types.UID
+	pod      string
+	alive    time.Time // the claim's warm-alive, last written
 }
 
 func newAgentPool(w *pool, dyn dynamic.Interface) *agentPool {
@@ -280,14 +301,22 @@ func (a *agentPool) pass() (time.Duration, error) {
 	if err != nil {
 		return 0, apiError(err)
 	}
+	a.mu.Lock()
+	h := a.ahead
+	a.mu.Unlock()
 	listed := map[string]bool{}
 	ready := map[string]warmPod{}
-	starting := false
+	starting, heldUp := false, false
 	var broken error
 	for i := range list.Items {
 		pod := &list.Items[i]
 		listed[pod.Name] = true
-		if pod.Labels[labelWarmPool] != a.spec || pod.DeletionTimestamp != nil || pod.Annotations[annThread] != "" || !ownedBySandbox(pod) {
+		if h != nil && pod.Name == h.pod {
+			heldUp = pod.DeletionTimestamp == nil && running(pod) && ownedBySandbox(pod) && pod.Annotations[annThread] == ""
+			continue
+		}
+		if pod.Labels[labelWarmPool] != a.spec || pod.DeletionTimestamp != nil || pod.Annotations[annThread] != "" || !ownedBySandbox(pod) ||
+			pod.Labels[labelClaimUID] != "" { // adopted: claimed ahead, or mid-claim
 			continue
 		}
 		switch {
@@ -302,17 +331,22 @@ func (a *agentPool) pass() (time.Duration, error) {
 		}
 	}
 	full := len(ready) >= a.size // read before ready is the pool's
+	members := len(ready)
 	sweep, stopped := a.track(ready, func(string) bool { return true }, func(string) bool { return true })
 	if stopped {
 		return 0, nil
 	}
+	if h != nil && !heldUp {
+		a.dropAhead(ctx, h, "its Pod does not run")
+	}
+	claiming := a.keepAhead(ctx, members)
 	if sweep {
 		a.sweep(ctx, listed)
 	}
 	if broken != nil {
 		return 0, broken
 	}
-	if starting || !full {
+	if starting || !full || claiming { // a claim ahead takes a member: the controller makes another
 		return 200 * time.Millisecond, nil
 	}
 	return warmAliveEvery, nil
@@ -320,14 +354,14 @@ func (a *agentPool) pass() (time.Duration, error) {
 
 // sweep removes the claims of this prefix older than two minutes (a
 // replica's claim lives for as long as it takes its Pod: one that died
-// mid-claim left it), the pools no server keeps, and the member
+// mid-claim left it) and the claims ahead no replica keeps any more
+// (warm-alive stale), the pools no server keeps, and the member
 // directories whose Pod is no more.
 func (a *agentPool) sweep(ctx context.Context, listed map[string]bool) {
 	claims, err := a.dyn.Resource(claimGVR).Namespace(a.p.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: a.p.selector()})
 	if err == nil {
 		for i := range claims.Items {
-			c := &claims.Items[i]
-			if c.GetDeletionTimestamp() == nil && time.Since(c.GetCreationTimestamp().Time) > 2*time.Minute {
+			if c := &claims.Items[i]; leftClaim(c, time.Now()) {
 				a.deleteClaim(ctx, c.GetName(), c.GetUID())
 			}
 		}
@@ -342,6 +376,19 @@ func (a *agentPool) sweep(ctx context.Context, listed map[string]bool) {
 			os.RemoveAll(a.dir(e.Name()))
 		}
 	}
+}
+
+// leftClaim says whether claim c of this prefix was left by a replica
+// that stopped: a thread's claim older than two minutes (it lives for as
+// long as it takes its Pod), a claim ahead whose warm-alive is stale.
+func leftClaim(c *unstructured.Unstructured, now time.Time) bool {
+	if c.GetDeletionTimestamp() != nil {
+		return false
+	}
+	if c.GetLabels()[labelAhead] != "" {
+		return now.Sub(aliveOf(c)) >= warmStale
+	}
+	return now.Sub(c.GetCreationTimestamp().Time) > 2*time.Minute
 }
 
 // removeStalePools deletes the SandboxWarmPools and SandboxTemplates of
@@ -381,21 +428,30 @@ func (a *agentPool) deleteClaim(ctx context.Context, name string, uid types.UID)
 	}
 }
 
-// take claims a member for thread key through a SandboxClaim, takes its
-// Pod off agent-sandbox and makes its directory ready to be the thread's.
+// take claims a member for thread key: the one this replica claimed
+// ahead when it holds one, else one its own SandboxClaim gets. Either
+// way it takes the member's Pod off agent-sandbox and makes its directory
+// ready to be the thread's.
 func (a *agentPool) take(ctx context.Context, key string) (string, types.UID, error) {
+	if h := a.takeAhead(); h != nil {
+		pod, err := a.takePod(ctx, h.pod, key)
+		if err == nil {
+			go a.release(h.claim, h.claimUID)
+			a.refill() // the next one ahead
+			return a.taken(ctx, pod, key, "ahead")
+		}
+		a.p.log.Debug("kubernetes provider: the member claimed ahead could not be taken", "pod", h.pod, "err", err)
+		a.untake(h.pod)
+		a.drop(h.pod)
+		a.deleteClaim(context.WithoutCancel(ctx), h.claim, h.claimUID)
+	}
 	claims := a.dyn.Resource(claimGVR).Namespace(a.p.cfg.Namespace)
 	name := a.claimName(key)
 	labels := map[string]any{labelThread: threadHash(key)}
 	for k, v := range a.p.labels() {
 		labels[k] = v
 	}
-	claim := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": claimGVR.GroupVersion().String(), "kind": "SandboxClaim",
-		"metadata": map[string]any{"name": name, "namespace": a.p.cfg.Namespace, "labels": labels, "annotations": map[string]any{annThread: key}},
-		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": a.name}},
-	}}
-	t0 := time.Now()
+	claim := a.newClaim(name, labels, map[string]any{annThread: key})
 	created, err := claims.Create(ctx, claim, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		got, err := claims.Get(ctx, name, metav1.GetOptions{})
@@ -414,9 +470,11 @@ func (a *agentPool) take(ctx context.Context, key string) (string, types.UID, er
 	if err != nil {
 		return "", "", apiError(err)
 	}
-	t1 := time.Now()
-	pod, err := a.adopted(ctx, created, key)
-	t2 := time.Now()
+	sandbox, err := a.assigned(ctx, created)
+	var pod *corev1.Pod
+	if err == nil {
+		pod, err = a.takePod(ctx, sandbox, key)
+	}
 	if err != nil {
 		a.deleteClaim(context.WithoutCancel(ctx), name, created.GetUID())
 		return "", "", err
@@ -424,13 +482,150 @@ func (a *agentPool) take(ctx context.Context, key string) (string, types.UID, er
 	// The Pod is ours now: the claim and its Sandbox go, once the
 	// controller has finished the adoption.
 	go a.release(name, created.GetUID())
+	return a.taken(ctx, pod, key, "claim")
+}
+
+// taken makes member pod, just taken for thread key, ready to be the
+// thread's; it goes when it cannot be.
+func (a *agentPool) taken(ctx context.Context, pod *corev1.Pod, key, how string) (string, types.UID, error) {
 	if err := a.ready(ctx, pod); err != nil {
 		a.lost(ctx, pod.Name, pod.UID)
 		return "", "", err
 	}
-	a.p.log.Debug("kubernetes provider: SandboxClaim's Pod taken", "pod", pod.Name, "thread", key,
-		"create", t1.Sub(t0), "adopted", t2.Sub(t1), "ready", time.Since(t2))
+	a.p.log.Debug("kubernetes provider: agent-sandbox member taken", "pod", pod.Name, "thread", key, "from", how)
 	return pod.Name, pod.UID, nil
+}
+
+// newClaim is a SandboxClaim of this pool's members.
+func (a *agentPool) newClaim(name string, labels, annotations map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": claimGVR.GroupVersion().String(), "kind": "SandboxClaim",
+		"metadata": map[string]any{"name": name, "namespace": a.p.cfg.Namespace, "labels": labels, "annotations": annotations},
+		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": a.name}},
+	}}
+}
+
+// The claim ahead. A SandboxClaim waits for agent-sandbox's controller
+// to pick a member — tens of milliseconds, more when it is busy — so each
+// replica keeps one member claimed before a thread needs it: a claim of
+// its own (<pod_prefix>-warm-<16 random hex>, labelled with the replica's
+// id, its warm-alive kept fresh), adopted, its member's Pod left as the
+// controllers made it and its channel dialed. A thread's first call takes
+// that Pod as it takes any member (takePod) and deletes the claim; the
+// next pass claims the next one. A replica claims ahead only when the
+// pool has a ready member (never a fresh Sandbox started for it), and
+// holds one at most; it deletes it when it stops, and a replica that died
+// leaves it to the others' sweep once its warm-alive is stale. The
+// member's Sandbox belongs to the claim meanwhile, so agent-sandbox's
+// controller refills the pool: kubernetes.warm members in the pool, and
+// one more held by each replica.
+
+// takeAhead takes the member held ahead, if any: it stays marked taking
+// (the pool's claim, or the caller, ends that).
+func (a *agentPool) takeAhead() *held {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := a.ahead
+	a.ahead = nil
+	return h
+}
+
+// keepAhead claims a member ahead when none is held or being claimed and
+// the pool had one ready (members), and keeps the held claim's
+// warm-alive fresh. It says whether a claim ahead is under way.
+func (a *agentPool) keepAhead(ctx context.Context, members int) bool {
+	a.mu.Lock()
+	h, start := a.ahead, a.ahead == nil && !a.aheading && members > 0 && !a.stopped
+	if start {
+		a.aheading = true
+	}
+	claiming := a.aheading
+	a.mu.Unlock()
+	if start {
+		go a.claimAhead()
+	}
+	if h == nil || time.Since(h.alive) < warmAliveEvery {
+		return claiming
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{annWarmAlive: time.Now().UTC().Format(time.RFC3339Nano)}}})
+	if _, err := a.dyn.Resource(claimGVR).Namespace(a.p.cfg.Namespace).Patch(ctx, h.claim, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		a.p.log.Warn("kubernetes provider: the claim ahead's warm-alive could not be written", "claim", h.claim, "err", apiError(err))
+		return claiming
+	}
+	a.mu.Lock()
+	if a.ahead == h {
+		h.alive = time.Now()
+	}
+	a.mu.Unlock()
+	return claiming
+}
+
+// claimAhead makes a claim ahead, waits for its member, and holds it with
+// its channel dialed; the claim goes when that fails or the pool stopped
+// meanwhile.
+func (a *agentPool) claimAhead() {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	b := make([]byte, 8)
+	rand.Read(b)
+	name := a.p.cfg.PodPrefix + "-warm-" + hex.EncodeToString(b)
+	labels := map[string]any{labelAhead: a.p.id}
+	for k, v := range a.p.labels() {
+		labels[k] = v
+	}
+	now := time.Now()
+	created, err := a.dyn.Resource(claimGVR).Namespace(a.p.cfg.Namespace).Create(ctx,
+		a.newClaim(name, labels, map[string]any{annWarmAlive: now.UTC().Format(time.RFC3339Nano)}), metav1.CreateOptions{})
+	var pod *corev1.Pod
+	if err == nil {
+		var sandbox string
+		if sandbox, err = a.assigned(ctx, created); err == nil {
+			pod, err = a.member(ctx, sandbox)
+		}
+		if err == nil && !running(pod) {
+			_, err = a.p.waitRunning(ctx, pod.Name, pod.UID, true)
+		}
+	}
+	a.mu.Lock()
+	a.aheading = false
+	keep := err == nil && !a.stopped
+	if keep {
+		a.ahead = &held{claim: name, claimUID: created.GetUID(), pod: pod.Name, alive: now}
+		a.taking[pod.Name] = true
+		delete(a.pool.ready, pod.Name) // listed before its adoption
+	}
+	a.mu.Unlock()
+	a.refill() // the pool as it is now: one member fewer
+	switch {
+	case keep:
+		a.p.log.Debug("kubernetes provider: agent-sandbox member claimed ahead", "claim", name, "pod", pod.Name)
+		a.dial(pod.Name, pod.UID)
+	case err != nil && created != nil:
+		a.p.log.Debug("kubernetes provider: no member claimed ahead", "claim", name, "err", err)
+		fallthrough
+	case created != nil:
+		a.deleteClaim(context.WithoutCancel(ctx), name, created.GetUID())
+	default:
+		a.p.log.Debug("kubernetes provider: no member claimed ahead", "err", apiError(err))
+	}
+}
+
+// dropAhead lets the member held ahead go (its claim deleted, with its
+// Sandbox and Pod), unless it was taken meanwhile.
+func (a *agentPool) dropAhead(ctx context.Context, h *held, why string) {
+	a.mu.Lock()
+	mine := a.ahead == h
+	if mine {
+		a.ahead = nil
+		delete(a.taking, h.pod)
+	}
+	a.mu.Unlock()
+	if !mine {
+		return
+	}
+	a.p.log.Debug("kubernetes provider: the member claimed ahead goes", "pod", h.pod, "why", why)
+	a.drop(h.pod)
+	a.deleteClaim(ctx, h.claim, h.claimUID)
 }
 
 // release deletes claim once the controller says, in its status, which
@@ -453,59 +648,78 @@ func (a *agentPool) release(claim string, uid types.UID) {
 	a.deleteClaim(ctx, claim, uid)
 }
 
-// adopted waits for claim's Sandbox — a member adopted (the claim's
+// assigned waits for claim's Sandbox — a member adopted (the claim's
 // annotation names it, the moment the controller picks it) or a fresh one
-// (its status names it) — then takes its Pod off agent-sandbox for thread
-// key.
-func (a *agentPool) adopted(ctx context.Context, claim *unstructured.Unstructured, key string) (*corev1.Pod, error) {
+// (its status names it) — and names it.
+func (a *agentPool) assigned(ctx context.Context, claim *unstructured.Unstructured) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	w, err := a.dyn.Resource(claimGVR).Namespace(a.p.cfg.Namespace).Watch(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", claim.GetName()).String(), ResourceVersion: claim.GetResourceVersion()})
 	if err != nil {
-		return nil, apiError(err)
+		return "", apiError(err)
 	}
-	sandbox := ""
-	for sandbox == "" {
+	defer w.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			w.Stop()
-			return nil, errors.New("the SandboxClaim got no Sandbox within 30 s (is agent-sandbox's controller running, with --extensions?)")
+			return "", errors.New("the SandboxClaim got no Sandbox within 30 s (is agent-sandbox's controller running, with --extensions?)")
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil, errors.New("the SandboxClaim's watch ended")
+				return "", errors.New("the SandboxClaim's watch ended")
 			}
 			if ev.Type == watch.Deleted {
-				w.Stop()
-				return nil, errors.New("the SandboxClaim was deleted")
+				return "", errors.New("the SandboxClaim was deleted")
 			}
 			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
-				sandbox = u.GetAnnotations()[annAssignedSandbox]
+				sandbox := u.GetAnnotations()[annAssignedSandbox]
 				if sandbox == "" {
 					sandbox, _, _ = unstructured.NestedString(u.Object, "status", "sandbox", "name")
+				}
+				if sandbox != "" {
+					return sandbox, nil
 				}
 			}
 		}
 	}
-	w.Stop()
-	// A fresh Sandbox's Pod is made a moment after it.
-	pods := a.p.cs.CoreV1().Pods(a.p.cfg.Namespace)
-	for attempt := 0; ; attempt++ {
-		pod, err := pods.Get(ctx, sandbox, metav1.GetOptions{})
+}
+
+// member gets the Pod of Sandbox name, an unclaimed member of this pool
+// (a fresh Sandbox's Pod is made a moment after it).
+func (a *agentPool) member(ctx context.Context, name string) (*corev1.Pod, error) {
+	for {
+		pod, err := a.p.cs.CoreV1().Pods(a.p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			select {
 			case <-ctx.Done():
-				return nil, fmt.Errorf("the SandboxClaim's Pod %s was not made within 30 s", sandbox)
+				return nil, fmt.Errorf("the SandboxClaim's Pod %s was not made within 30 s", name)
 			case <-time.After(20 * time.Millisecond):
 			}
 			continue
 		case err != nil:
 			return nil, apiError(err)
 		case pod.Labels[labelWarmPool] != a.spec || !ownedBySandbox(pod) || pod.Annotations[annThread] != "" || pod.DeletionTimestamp != nil:
-			return nil, fmt.Errorf("the SandboxClaim's Pod %s is not an unclaimed member of this pool", sandbox)
+			return nil, fmt.Errorf("the SandboxClaim's Pod %s is not an unclaimed member of this pool", name)
 		case !a.p.isWarmName(pod.Name):
-			return nil, fmt.Errorf("the SandboxClaim's Pod %s is not named as a member of this pool", sandbox)
+			return nil, fmt.Errorf("the SandboxClaim's Pod %s is not named as a member of this pool", name)
+		}
+		return pod, nil
+	}
+}
+
+// takePod takes member name's Pod off agent-sandbox for thread key: one
+// patch, with the resourceVersion it read as precondition, that names the
+// thread and removes the Pod's owner and the Sandbox controller's
+// tracking label.
+func (a *agentPool) takePod(ctx context.Context, name, key string) (*corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pods := a.p.cs.CoreV1().Pods(a.p.cfg.Namespace)
+	for attempt := 0; ; attempt++ {
+		pod, err := a.member(ctx, name)
+		if err != nil {
+			return nil, err
 		}
 		now := time.Now().UTC().Format(time.RFC3339Nano)
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
@@ -557,6 +771,14 @@ func (a *agentPool) lost(ctx context.Context, pod string, uid types.UID) {
 	os.RemoveAll(a.dir(pod))
 }
 
-// close: the pool stays the other replicas'; no server keeping it, the
-// next one of this prefix removes it (removeStalePools).
-func (a *agentPool) close(context.Context) {}
+// close deletes the claim ahead; the pool stays the other replicas'; no
+// server keeping it, the next one of this prefix removes it
+// (removeStalePools).
+func (a *agentPool) close(ctx context.Context) {
+	a.mu.Lock()
+	h := a.ahead
+	a.mu.Unlock()
+	if h != nil {
+		a.dropAhead(ctx, h, "its server stops")
+	}
+}

@@ -11,8 +11,10 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -121,15 +123,16 @@ func TestAgentSandboxClaim(t *testing.T) {
 	t.Parallel()
 	dyn := requireAgentSandbox(t)
 	cfg := agentConfig(t, 1)
+	cfg.Kubeconfig = kubeconfigWithout(t, "") // as a ServiceAccount whose Role is serverNeeds
 	p := newAgentProvider(t, dyn, cfg)
 	f := &fixture{p: p, cfg: cfg}
 	waitWarm(t, p, 1, true)
-	var first string
-	for name := range warmReady(p) {
-		first = name
-	}
+	first, ahead := waitAhead(t, p)
 	if !p.isWarmName(first) || !strings.HasPrefix(first, p.pool.src.(*agentPool).name+"-") {
 		t.Fatalf("member %s is not named as the pool's", first)
+	}
+	if _, ok := warmReady(p)[first]; ok {
+		t.Fatalf("the member claimed ahead, %s, is still one of the pool's ready members", first)
 	}
 
 	ta := "aa-" + randomHex(4)
@@ -169,9 +172,11 @@ func TestAgentSandboxClaim(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(p.poolRoot(), first)); !os.IsNotExist(err) {
 		t.Fatalf("the member's pool directory is still there: %v", err)
 	}
-	claim := p.pool.src.(*agentPool).claimName(ta)
-	waitFor(t, 30*time.Second, "the claim and its Sandbox gone", func() bool {
-		return objectsNamed(t, dyn, claimGVR, cfg.Namespace, claim) == 0 && objectsNamed(t, dyn, sandboxGVR, cfg.Namespace, first) == 0
+	if n := objectsNamed(t, dyn, claimGVR, cfg.Namespace, p.pool.src.(*agentPool).claimName(ta)); n != 0 {
+		t.Fatalf("the thread's first call made a claim of its own beside the one ahead")
+	}
+	waitFor(t, 30*time.Second, "the claim ahead and its Sandbox gone", func() bool {
+		return objectsNamed(t, dyn, claimGVR, cfg.Namespace, ahead) == 0 && objectsNamed(t, dyn, sandboxGVR, cfg.Namespace, first) == 0
 	})
 	if pod, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(t.Context(), first, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the thread's Pod went with its claim: %v", err)
@@ -190,10 +195,11 @@ func TestAgentSandboxClaim(t *testing.T) {
 	})
 	t.Logf("the pool refilled in %s", time.Since(t1).Round(time.Millisecond))
 	waitWarm(t, p, 1, true)
+	second, _ := waitAhead(t, p)
 	tb := "ab-" + randomHex(4)
 	b := acquire(t, p, tb)
-	if b.PodName() == first || !p.isWarmName(b.PodName()) {
-		t.Fatalf("thread %s got Pod %s", tb, b.PodName())
+	if b.PodName() != second || second == first {
+		t.Fatalf("thread %s got Pod %s, want the next member claimed ahead, %s", tb, b.PodName(), second)
 	}
 	if out, _ := execOut(t, b, "ls -A /mnt/user-data/workspace /mnt/user-data/uploads; cat /tmp/a 2>&1 || true"); strings.Contains(out, "a.txt") || strings.Contains(out, "up.txt") || strings.Contains(out, "secret-a") {
 		t.Fatalf("thread %s sees thread %s's files: %q", tb, ta, out)
@@ -202,6 +208,23 @@ func TestAgentSandboxClaim(t *testing.T) {
 		t.Fatalf("thread %s's Pod changed: %q", ta, out)
 	}
 	waitFor(t, time.Minute, "the two threads' Pods and a member again", func() bool { return len(f.pods(t)) >= 3 })
+}
+
+// waitAhead waits until p's pool holds a member claimed ahead, its
+// channel open, and names its Pod and its claim.
+func waitAhead(t testing.TB, p *Provider) (pod, claim string) {
+	t.Helper()
+	a := p.pool.src.(*agentPool)
+	waitFor(t, 2*time.Minute, "a member claimed ahead", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.ahead == nil || a.conns[a.ahead.pod].c == nil {
+			return false
+		}
+		pod, claim = a.ahead.pod, a.ahead.claim
+		return true
+	})
+	return pod, claim
 }
 
 // warmReady is a copy of p's pool's ready members.
@@ -320,10 +343,13 @@ func TestAgentSandboxFresh(t *testing.T) {
 	p := newAgentProvider(t, dyn, cfg)
 	a := p.pool.src.(*agentPool)
 	waitWarm(t, p, 1, false)
-	// The pool's loop stops (it would keep replicas at 1), and the pool
-	// is drained.
+	waitAhead(t, p)
+	// The pool's loop stops (it would keep replicas at 1, and claim a
+	// member ahead), the member claimed ahead goes, and the pool is
+	// drained.
 	close(p.pool.stop)
 	<-p.pool.done
+	a.dropAhead(t.Context(), a.ahead, "the test drains the pool")
 	if _, err := dyn.Resource(warmPoolGVR).Namespace(cfg.Namespace).Patch(t.Context(), a.name, "application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -348,16 +374,89 @@ func TestAgentSandboxFresh(t *testing.T) {
 	p.pool.once.Do(func() {}) // stopped above
 }
 
+// A claim ahead lives as long as its replica: one that stops deletes it
+// (its member goes with it), and another replica's sweep leaves a live one
+// alone (leftClaim: once its warm-alive is stale, it goes).
+func TestAgentSandboxAheadGoes(t *testing.T) {
+	t.Parallel()
+	dyn := requireAgentSandbox(t)
+	cfg := agentConfig(t, 1)
+	claims := dyn.Resource(claimGVR).Namespace(cfg.Namespace)
+	labels := map[string]any{labelAhead: "other"}
+	for k, v := range (&Provider{cfg: cfg}).labels() {
+		labels[k] = v
+	}
+	other := cfg.PodPrefix + "-warm-" + randomHex(8)
+	a := &agentPool{pool: &pool{p: &Provider{cfg: cfg}}, name: "none"}
+	if _, err := claims.Create(t.Context(), a.newClaim(other, labels, map[string]any{annWarmAlive: time.Now().UTC().Format(time.RFC3339Nano)}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { claims.Delete(context.Background(), other, metav1.DeleteOptions{}) })
+
+	cfg.Kubeconfig = kubeconfigWithout(t, "") // as a ServiceAccount whose Role is serverNeeds
+	p := newAgentProvider(t, dyn, cfg)
+	pod, claim := waitAhead(t, p) // after its first pass, which sweeps
+	if objectsNamed(t, dyn, claimGVR, cfg.Namespace, other) != 1 {
+		t.Fatalf("another replica's live claim ahead %s was swept", other)
+	}
+	// Its warm-alive is kept fresh.
+	ap := p.pool.src.(*agentPool)
+	ap.mu.Lock()
+	ap.ahead.alive = time.Time{}
+	ap.mu.Unlock()
+	before := time.Now()
+	ap.keepAhead(t.Context(), 0)
+	got, err := claims.Get(t.Context(), claim, metav1.GetOptions{})
+	if err != nil || aliveOf(got).Before(before.Add(-time.Second)) {
+		t.Fatalf("the claim ahead's warm-alive was not refreshed: %v %v", got.GetAnnotations(), err)
+	}
+	p.pool.close(t.Context())
+	waitFor(t, time.Minute, "the claim ahead and its member gone with their server", func() bool {
+		_, err := cluster.cs.CoreV1().Pods(cfg.Namespace).Get(t.Context(), pod, metav1.GetOptions{})
+		return objectsNamed(t, dyn, claimGVR, cfg.Namespace, claim) == 0 && err != nil
+	})
+}
+
+func TestLeftClaim(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	claim := func(ahead bool, created, alive time.Time) *unstructured.Unstructured {
+		c := &unstructured.Unstructured{Object: map[string]any{}}
+		c.SetCreationTimestamp(metav1.NewTime(created))
+		if ahead {
+			c.SetLabels(map[string]string{labelAhead: "r"})
+			c.SetAnnotations(map[string]string{annWarmAlive: alive.UTC().Format(time.RFC3339Nano)})
+		}
+		return c
+	}
+	old := now.Add(-time.Hour)
+	for _, c := range []struct {
+		what string
+		c    *unstructured.Unstructured
+		want bool
+	}{
+		{"a thread's claim of a minute", claim(false, now.Add(-time.Minute), time.Time{}), false},
+		{"a thread's claim of three minutes", claim(false, now.Add(-3*time.Minute), time.Time{}), true},
+		{"a claim ahead of an hour, kept alive", claim(true, old, now.Add(-warmAliveEvery)), false},
+		{"a claim ahead of an hour, its replica gone", claim(true, old, now.Add(-warmStale)), true},
+		{"a claim ahead of a second", claim(true, now.Add(-time.Second), now.Add(-time.Second)), false},
+	} {
+		if got := leftClaim(c.c, now); got != c.want {
+			t.Errorf("%s: left %v, want %v", c.what, got, c.want)
+		}
+	}
+}
+
 // kubeconfigWithout is a kubeconfig acting as a ServiceAccount of the test
 // namespace whose Role has every rule the provider needs (serverNeeds) but
-// those of API group group: a Role from before them.
+// those of API group group: a Role from before them ("": all of them).
 func kubeconfigWithout(t *testing.T, group string) string {
 	t.Helper()
 	ctx := t.Context()
 	sa := "old-role-" + randomHex(3)
 	var rules []rbacv1.PolicyRule
 	for r, verbs := range serverNeeds {
-		if r.group == group {
+		if r.group == group && group != "" {
 			continue
 		}
 		res := r.resource
@@ -392,6 +491,16 @@ func kubeconfigWithout(t *testing.T, group string) string {
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	// The authorizer sees a new Role a moment after it is made.
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(rc)
+	waitFor(t, 30*time.Second, "the Role in force", func() bool {
+		_, err := cs.CoreV1().Pods(cluster.ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil
+	})
 	return kubeconfig
 }
 

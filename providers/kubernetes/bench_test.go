@@ -247,6 +247,9 @@ func benchFirstCallWarm(b *testing.B, warmPool string, volumes int) {
 		if wantWarm {
 			t := time.Now()
 			waitWarm(b, p, 1, true)
+			if _, ok := p.pool.src.(*agentPool); ok {
+				waitAhead(b, p)
+			}
 			refill = append(refill, time.Since(t))
 		}
 		dropAndWait(b, p, sb.(*Sandbox).name)
@@ -255,6 +258,9 @@ func benchFirstCallWarm(b *testing.B, warmPool string, volumes int) {
 	}
 	b.StopTimer()
 	waitWarm(b, warm, 1, true)
+	if _, ok := warm.pool.src.(*agentPool); ok {
+		waitAhead(b, warm)
+	}
 	b.StartTimer()
 	for b.Loop() {
 		ours = append(ours, first(warm, true))

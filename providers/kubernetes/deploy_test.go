@@ -1009,7 +1009,7 @@ var serverNeeds = map[authzResource][]string{
 	// The agent-sandbox warm pool (agentsandbox.go).
 	{"extensions.agents.x-k8s.io", "sandboxtemplates", ""}: {"create", "delete", "get", "list", "patch"},
 	{"extensions.agents.x-k8s.io", "sandboxwarmpools", ""}: {"create", "delete", "get", "list", "patch"},
-	{"extensions.agents.x-k8s.io", "sandboxclaims", ""}:    {"create", "delete", "get", "list", "watch"},
+	{"extensions.agents.x-k8s.io", "sandboxclaims", ""}:    {"create", "delete", "get", "list", "patch", "watch"},
 }
 
 type authzResource struct{ group, resource, sub string }
