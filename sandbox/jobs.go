@@ -136,3 +136,25 @@ type JobOutput struct {
 	Dropped    int64 // characters asked for that are no longer kept
 	Job        JobInfo
 }
+
+// IfRunning marks ctx so that what runs under it (a Jobs call, a dial)
+// uses the thread's box only if it runs: none is made or started for it
+// (ErrNotRunning). The server asks whether jobs run this way when a
+// session ends: a box that idled out runs no job, and making it again
+// only to ask would start a Pod, a container or a supervisor for nothing.
+func IfRunning(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ifRunningKey{}, true)
+}
+
+// OnlyIfRunning says whether ctx is IfRunning's: a box that does not run
+// must not be made or started under it.
+func OnlyIfRunning(ctx context.Context) bool {
+	b, _ := ctx.Value(ifRunningKey{}).(bool)
+	return b
+}
+
+type ifRunningKey struct{}
+
+// ErrNotRunning: the thread's box does not run, and IfRunning said not to
+// make or start it.
+var ErrNotRunning = errors.New("the sandbox does not run")

@@ -470,7 +470,9 @@ func (r *Sessions) jobsRunningOf(b *binding) bool {
 	if !ok {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A box that does not run (idled out) runs no job: it is not made
+	// again only to ask.
+	ctx, cancel := context.WithTimeout(sandbox.IfRunning(context.Background()), 5*time.Second)
 	defer cancel()
 	list, err := j.Jobs(ctx)
 	if err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -80,5 +81,36 @@ func TestUserDataHost(t *testing.T) {
 		if got := userDataHost(tc.mounts); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// jobsSpy is a sandbox with jobs that notes how it was asked for them
+// (only its Jobs is called).
+type jobsSpy struct {
+	sandbox.Sandbox
+	jobMethods
+	ifRunning bool
+}
+
+type jobMethods = sandbox.Jobs
+
+func (j *jobsSpy) Jobs(ctx context.Context) ([]sandbox.JobInfo, error) {
+	j.ifRunning = sandbox.OnlyIfRunning(ctx)
+	if j.ifRunning {
+		return nil, sandbox.ErrNotRunning
+	}
+	return []sandbox.JobInfo{{ID: "j1", State: sandbox.JobRunning}}, nil
+}
+
+// A session's end asks whether its sandbox runs a job without making or
+// starting its box (one that idled out runs none): the provider is asked
+// IfRunning, and its ErrNotRunning is no job.
+func TestJobsRunningDoesNotStartTheBox(t *testing.T) {
+	ready := make(chan struct{})
+	close(ready)
+	spy := &jobsSpy{}
+	b := &binding{ready: ready, sb: spy}
+	if (&Sessions{}).jobsRunningOf(b) || !spy.ifRunning {
+		t.Fatalf("jobs running %v, asked IfRunning %v; want no jobs, asked IfRunning", true, spy.ifRunning)
 	}
 }

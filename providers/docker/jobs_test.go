@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -87,5 +88,30 @@ func TestJobKeepsIdleContainer(t *testing.T) {
 			t.Fatal("the container is still there a while after its job ended")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Asked whether its jobs run once its container idled out (a session
+// ending), a thread's sandbox says it does not run: the container is not
+// made again only to ask (sandbox.IfRunning).
+func TestJobsIfRunningMakesNoContainer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.IdleTimeout = time.Second })
+	sb := f.acquire(t, "ifrun")
+	if out, _ := execOut(t, sb, "echo up"); out != "up\n" {
+		t.Fatalf("%q", out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(f.ours(t, true)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle container was not reaped")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := jobsOf(t, sb).Jobs(sandbox.IfRunning(t.Context())); !errors.Is(err, sandbox.ErrNotRunning) {
+		t.Fatalf("jobs of a container that idled out: %v, want ErrNotRunning", err)
+	}
+	if got := f.ours(t, true); len(got) != 0 {
+		t.Fatalf("asking for jobs made the container again: %d", len(got))
 	}
 }

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -56,4 +57,37 @@ func TestJobKeepsIdlePod(t *testing.T) {
 		t.Fatalf("%q %+v", out, info)
 	}
 	waitFor(t, 60*time.Second, "the idle Pod deleted once its job ended", func() bool { return len(f.pods(t)) == 0 })
+}
+
+// Asked whether its jobs run once its Pod idled out (a session ending),
+// a thread's sandbox says it does not run: the Pod is not made again
+// only to ask (sandbox.IfRunning). A job running keeps the Pod, and is
+// listed so.
+func TestJobsIfRunningMakesNoPod(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t)
+	cfg.IdleTimeout = 2 * time.Second
+	p := newProviderT(t, cfg)
+	f := &fixture{p: p, cfg: cfg}
+	sb := acquire(t, p, "ifrun-"+randomHex(4))
+	if out, _ := execOut(t, sb, "echo up"); out != "up\n" {
+		t.Fatalf("%q", out)
+	}
+	waitFor(t, time.Minute, "the idle Pod deleted", func() bool { return len(f.pods(t)) == 0 })
+	if _, err := sb.Jobs(sandbox.IfRunning(t.Context())); !errors.Is(err, sandbox.ErrNotRunning) {
+		t.Fatalf("jobs of a Pod that idled out: %v, want ErrNotRunning", err)
+	}
+	time.Sleep(2 * time.Second)
+	if pods := f.pods(t); len(pods) != 0 {
+		t.Fatalf("asking for jobs made Pod %s again", pods[0].Name)
+	}
+	j, err := sb.StartJob(t.Context(), sandbox.JobRequest{Command: "sleep 30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := sb.Jobs(sandbox.IfRunning(t.Context()))
+	if err != nil || len(list) != 1 || list[0].ID != j.ID || list[0].State != sandbox.JobRunning {
+		t.Fatalf("jobs of a Pod that runs one: %+v %v", list, err)
+	}
+	sb.KillJob(t.Context(), j.ID, "KILL")
 }

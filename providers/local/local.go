@@ -269,6 +269,10 @@ func (s *Sandbox) close() {
 // Dial starts the thread's supervisor (supervised.Box: dial): each dial
 // is a box started, for the metrics and the call's trace.
 func (s *Sandbox) Dial(ctx context.Context) (*supervisor.Conn, error) {
+	if sandbox.OnlyIfRunning(ctx) {
+		// No channel: no supervisor runs (it ends with its channel).
+		return nil, sandbox.ErrNotRunning
+	}
 	began := time.Now()
 	c, err := s.dial(ctx)
 	if err == nil {

@@ -344,3 +344,24 @@ func TestExecSupervisorKilledOrStopped(t *testing.T) {
 		})
 	}
 }
+
+// Asked whether its jobs run with no supervisor (none started yet, or it
+// ended), a thread's sandbox says it does not run rather than starting one
+// (sandbox.IfRunning); with its supervisor up, it lists them.
+func TestJobsIfRunningStartsNoSupervisor(t *testing.T) {
+	t.Parallel()
+	sb, _ := newSandbox(t, true)
+	ctx := sandbox.IfRunning(t.Context())
+	if _, err := sb.Jobs(ctx); !errors.Is(err, sandbox.ErrNotRunning) {
+		t.Fatalf("jobs with no supervisor: %v, want ErrNotRunning", err)
+	}
+	if sb.Link().Connected() {
+		t.Fatal("asking for jobs started the supervisor")
+	}
+	if out, _, err := execOut(t, sb, t.Context(), "echo up", 10*time.Second); err != nil || out != "up\n" {
+		t.Fatalf("%q %v", out, err)
+	}
+	if list, err := sb.Jobs(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("jobs with the supervisor up: %+v %v", list, err)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 // Table is what one server process knows of the boxes (containers, Pods)
@@ -70,7 +72,8 @@ type Room struct {
 
 // Ensure returns the id of thread's running box name, marked in use until
 // done is called: the one known here, or else — under the box's creation
-// lock — the one start finds or makes. start calls admit before it makes
+// lock — the one start finds or makes (not under sandbox.IfRunning: a box
+// not known running here is then sandbox.ErrNotRunning). start calls admit before it makes
 // or starts a box (not for one found running): admit makes room under the
 // cap (room), once, and holds the new box's place until it runs. A
 // *FullError says that nothing may go.
@@ -85,6 +88,9 @@ func (t *Table) Ensure(ctx context.Context, name, thread string, start func(admi
 	defer unlock()
 	if id, done := t.Use(name, thread); id != "" {
 		return id, done, nil
+	}
+	if sandbox.OnlyIfRunning(ctx) {
+		return "", nil, sandbox.ErrNotRunning
 	}
 	var release func()
 	defer func() {

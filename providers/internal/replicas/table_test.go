@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandbox-mcp/sandbox-mcp/sandbox"
 )
 
 // newTable is a table capped at limit whose creation locks are real.
@@ -296,4 +298,25 @@ func TestEnsureTellsStarts(t *testing.T) {
 	if n := tb.Running(); n != 2 {
 		t.Errorf("Running = %d with a place held, want 2", n)
 	}
+}
+
+// Under sandbox.IfRunning, Ensure uses a box known running and never
+// starts one: a box not known here is sandbox.ErrNotRunning.
+func TestEnsureIfRunning(t *testing.T) {
+	t.Parallel()
+	tb, s := newTable(3), &starter{}
+	ctx := sandbox.IfRunning(t.Context())
+	if _, _, err := tb.Ensure(ctx, "a", "t1", s.start("a"), take(tb)); !errors.Is(err, sandbox.ErrNotRunning) || s.n.Load() != 0 {
+		t.Fatalf("no box known: %v, %d starts; want ErrNotRunning and none", err, s.n.Load())
+	}
+	_, done, err := tb.Ensure(t.Context(), "a", "t1", s.start("a"), take(tb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	id, done, err := tb.Ensure(ctx, "a", "t1", s.start("a"), take(tb))
+	if err != nil || id != "id-a-1" || s.n.Load() != 1 {
+		t.Fatalf("a box known running: %q %v, %d starts", id, err, s.n.Load())
+	}
+	done()
 }
