@@ -129,9 +129,11 @@ type agentPool struct {
 	name string // the template's and the SandboxWarmPool's
 
 	// Under the pool's mu: the member claimed ahead (nil: none yet, or
-	// taken), and whether a claim ahead is under way.
+	// taken), whether a claim ahead is under way, and whether claims
+	// ahead stopped (a Role that may not patch SandboxClaims).
 	ahead    *held
 	aheading bool
+	noAhead  bool
 }
 
 // held is a member this replica claimed ahead: its SandboxClaim, adopted,
@@ -535,7 +537,7 @@ func (a *agentPool) takeAhead() *held {
 // warm-alive fresh. It says whether a claim ahead is under way.
 func (a *agentPool) keepAhead(ctx context.Context, members int) bool {
 	a.mu.Lock()
-	h, start := a.ahead, a.ahead == nil && !a.aheading && members > 0 && !a.stopped
+	h, start := a.ahead, a.ahead == nil && !a.aheading && !a.noAhead && members > 0 && !a.stopped
 	if start {
 		a.aheading = true
 	}
@@ -549,6 +551,17 @@ func (a *agentPool) keepAhead(ctx context.Context, members int) bool {
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{annWarmAlive: time.Now().UTC().Format(time.RFC3339Nano)}}})
 	if _, err := a.dyn.Resource(claimGVR).Namespace(a.p.cfg.Namespace).Patch(ctx, h.claim, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if apierrors.IsForbidden(err) {
+			// A Role from before claims ahead: the other replicas would
+			// sweep it as left. Each first call claims for itself, as before.
+			a.p.log.Warn("kubernetes provider: no agent-sandbox member is claimed ahead: this server may not patch SandboxClaims "+
+				"(the extensions.agents.x-k8s.io rule of deploy/kubernetes/rbac.yaml); a thread's first call waits for agent-sandbox's controller", "err", apiError(err))
+			a.mu.Lock()
+			a.noAhead = true
+			a.mu.Unlock()
+			a.dropAhead(ctx, h, "this server may not keep it")
+			return false
+		}
 		a.p.log.Warn("kubernetes provider: the claim ahead's warm-alive could not be written", "claim", h.claim, "err", apiError(err))
 		return claiming
 	}

@@ -417,6 +417,44 @@ func TestAgentSandboxAheadGoes(t *testing.T) {
 	})
 }
 
+// A Role from before claims ahead (no patch on SandboxClaims): the
+// replica lets its claim ahead go once it cannot keep it fresh, says so,
+// and claims for each first call as before.
+func TestAgentSandboxAheadOldRole(t *testing.T) {
+	t.Parallel()
+	dyn := requireAgentSandbox(t)
+	cfg := agentConfig(t, 1)
+	cfg.Kubeconfig = kubeconfigAs(t, func(r authzResource, verb string) bool {
+		return r.resource != claimGVR.Resource || verb != "patch"
+	})
+	p := newAgentProvider(t, dyn, cfg)
+	_, claim := waitAhead(t, p)
+	a := p.pool.src.(*agentPool)
+	a.mu.Lock()
+	a.ahead.alive = time.Time{}
+	a.mu.Unlock()
+	a.keepAhead(t.Context(), 1)
+	a.mu.Lock()
+	stopped, held := a.noAhead, a.ahead != nil
+	a.mu.Unlock()
+	if !stopped || held {
+		t.Fatalf("claims ahead stopped %v, one held %v; want stopped, none", stopped, held)
+	}
+	waitFor(t, 30*time.Second, "the claim ahead deleted", func() bool { return objectsNamed(t, dyn, claimGVR, cfg.Namespace, claim) == 0 })
+	waitWarm(t, p, 1, true)
+	th := "old-" + randomHex(4)
+	sb := acquire(t, p, th)
+	if out, _ := execOut(t, sb, "echo ok"); out != "ok\n" || !p.isWarmName(sb.PodName()) {
+		t.Fatalf("a new thread: %q in Pod %s, want a member", out, sb.PodName())
+	}
+	a.mu.Lock()
+	held = a.ahead != nil || a.aheading
+	a.mu.Unlock()
+	if held {
+		t.Fatal("a claim ahead was made again")
+	}
+}
+
 func TestLeftClaim(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -452,11 +490,24 @@ func TestLeftClaim(t *testing.T) {
 // those of API group group: a Role from before them ("": all of them).
 func kubeconfigWithout(t *testing.T, group string) string {
 	t.Helper()
+	return kubeconfigAs(t, func(r authzResource, _ string) bool { return group == "" || r.group != group })
+}
+
+// kubeconfigAs is kubeconfigWithout whose Role has the verbs of
+// serverNeeds that keep says.
+func kubeconfigAs(t *testing.T, keep func(r authzResource, verb string) bool) string {
+	t.Helper()
 	ctx := t.Context()
 	sa := "old-role-" + randomHex(3)
 	var rules []rbacv1.PolicyRule
-	for r, verbs := range serverNeeds {
-		if r.group == group && group != "" {
+	for r, all := range serverNeeds {
+		var verbs []string
+		for _, v := range all {
+			if keep(r, v) {
+				verbs = append(verbs, v)
+			}
+		}
+		if len(verbs) == 0 {
 			continue
 		}
 		res := r.resource
