@@ -542,11 +542,12 @@ func (a *agentPool) keepAhead(ctx context.Context, members int) bool {
 		a.aheading = true
 	}
 	claiming := a.aheading
+	fresh := h == nil || time.Since(h.alive) < warmAliveEvery
 	a.mu.Unlock()
 	if start {
 		go a.claimAhead()
 	}
-	if h == nil || time.Since(h.alive) < warmAliveEvery {
+	if fresh {
 		return claiming
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{annWarmAlive: time.Now().UTC().Format(time.RFC3339Nano)}}})
@@ -602,17 +603,25 @@ func (a *agentPool) claimAhead() {
 	a.mu.Lock()
 	a.aheading = false
 	keep := err == nil && !a.stopped
+	dial := false
 	if keep {
 		a.ahead = &held{claim: name, claimUID: created.GetUID(), pod: pod.Name, alive: now}
 		a.taking[pod.Name] = true
 		delete(a.pool.ready, pod.Name) // listed before its adoption
+		// Dialed already while it was a member (or being dialed): one
+		// channel, one relay in the Pod.
+		if dial = a.conns[pod.Name].c == nil && !a.dialing[pod.Name]; dial {
+			a.dialing[pod.Name] = true
+		}
 	}
 	a.mu.Unlock()
 	a.refill() // the pool as it is now: one member fewer
 	switch {
 	case keep:
 		a.p.log.Debug("kubernetes provider: agent-sandbox member claimed ahead", "claim", name, "pod", pod.Name)
-		a.dial(pod.Name, pod.UID)
+		if dial {
+			a.dial(pod.Name, pod.UID)
+		}
 	case err != nil && created != nil:
 		a.p.log.Debug("kubernetes provider: no member claimed ahead", "claim", name, "err", err)
 		fallthrough
