@@ -2,8 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -443,17 +441,11 @@ func (a *agentPool) take(ctx context.Context, key string) (string, types.UID, er
 			return a.taken(ctx, pod, key, "ahead")
 		}
 		a.p.log.Debug("kubernetes provider: the member claimed ahead could not be taken", "pod", h.pod, "err", err)
-		a.untake(h.pod)
-		a.drop(h.pod)
-		a.deleteClaim(context.WithoutCancel(ctx), h.claim, h.claimUID)
+		a.letGo(context.WithoutCancel(ctx), h)
 	}
 	claims := a.dyn.Resource(claimGVR).Namespace(a.p.cfg.Namespace)
 	name := a.claimName(key)
-	labels := map[string]any{labelThread: threadHash(key)}
-	for k, v := range a.p.labels() {
-		labels[k] = v
-	}
-	claim := a.newClaim(name, labels, map[string]any{annThread: key})
+	claim := a.newClaim(name, map[string]any{labelThread: threadHash(key)}, map[string]any{annThread: key})
 	created, err := claims.Create(ctx, claim, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		got, err := claims.Get(ctx, name, metav1.GetOptions{})
@@ -498,8 +490,12 @@ func (a *agentPool) taken(ctx context.Context, pod *corev1.Pod, key, how string)
 	return pod.Name, pod.UID, nil
 }
 
-// newClaim is a SandboxClaim of this pool's members.
+// newClaim is a SandboxClaim of this pool's members, with the server's
+// labels and labels'.
 func (a *agentPool) newClaim(name string, labels, annotations map[string]any) *unstructured.Unstructured {
+	for k, v := range a.p.labels() {
+		labels[k] = v
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": claimGVR.GroupVersion().String(), "kind": "SandboxClaim",
 		"metadata": map[string]any{"name": name, "namespace": a.p.cfg.Namespace, "labels": labels, "annotations": annotations},
@@ -580,16 +576,9 @@ func (a *agentPool) keepAhead(ctx context.Context, members int) bool {
 func (a *agentPool) claimAhead() {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	b := make([]byte, 8)
-	rand.Read(b)
-	name := a.p.cfg.PodPrefix + "-warm-" + hex.EncodeToString(b)
-	labels := map[string]any{labelAhead: a.p.id}
-	for k, v := range a.p.labels() {
-		labels[k] = v
-	}
-	now := time.Now()
+	name, now := a.p.newWarmName(), time.Now()
 	created, err := a.dyn.Resource(claimGVR).Namespace(a.p.cfg.Namespace).Create(ctx,
-		a.newClaim(name, labels, map[string]any{annWarmAlive: now.UTC().Format(time.RFC3339Nano)}), metav1.CreateOptions{})
+		a.newClaim(name, map[string]any{labelAhead: a.p.id}, map[string]any{annWarmAlive: now.UTC().Format(time.RFC3339Nano)}), metav1.CreateOptions{})
 	var pod *corev1.Pod
 	if err == nil {
 		var sandbox string
@@ -639,13 +628,18 @@ func (a *agentPool) dropAhead(ctx context.Context, h *held, why string) {
 	mine := a.ahead == h
 	if mine {
 		a.ahead = nil
-		delete(a.taking, h.pod)
 	}
 	a.mu.Unlock()
-	if !mine {
-		return
+	if mine {
+		a.p.log.Debug("kubernetes provider: the member claimed ahead goes", "pod", h.pod, "why", why)
+		a.letGo(ctx, h)
 	}
-	a.p.log.Debug("kubernetes provider: the member claimed ahead goes", "pod", h.pod, "why", why)
+}
+
+// letGo ends member h, no longer held: its channel closed, its claim
+// deleted (its Sandbox and Pod go with it).
+func (a *agentPool) letGo(ctx context.Context, h *held) {
+	a.untake(h.pod)
 	a.drop(h.pod)
 	a.deleteClaim(ctx, h.claim, h.claimUID)
 }

@@ -382,13 +382,9 @@ func TestAgentSandboxAheadGoes(t *testing.T) {
 	dyn := requireAgentSandbox(t)
 	cfg := agentConfig(t, 1)
 	claims := dyn.Resource(claimGVR).Namespace(cfg.Namespace)
-	labels := map[string]any{labelAhead: "other"}
-	for k, v := range (&Provider{cfg: cfg}).labels() {
-		labels[k] = v
-	}
 	other := cfg.PodPrefix + "-warm-" + randomHex(8)
 	a := &agentPool{pool: &pool{p: &Provider{cfg: cfg}}, name: "none"}
-	if _, err := claims.Create(t.Context(), a.newClaim(other, labels, map[string]any{annWarmAlive: time.Now().UTC().Format(time.RFC3339Nano)}), metav1.CreateOptions{}); err != nil {
+	if _, err := claims.Create(t.Context(), a.newClaim(other, map[string]any{labelAhead: "other"}, map[string]any{annWarmAlive: time.Now().UTC().Format(time.RFC3339Nano)}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { claims.Delete(context.Background(), other, metav1.DeleteOptions{}) })

@@ -223,6 +223,15 @@ func (p *Provider) warmSpec() string {
 // warmRoot is the node directory of the warm Pods' directories.
 func (p *Provider) warmRoot() string { return filepath.Join(p.cfg.Storage.HostPath, "warm") }
 
+// newWarmName is a fresh warm name: <pod_prefix>-warm-<16 random hex>
+// (a warm Pod of the pool's own, or a claim ahead, whose fresh Sandbox's
+// Pod is named so).
+func (p *Provider) newWarmName() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return p.cfg.PodPrefix + "-warm-" + hex.EncodeToString(b)
+}
+
 // isWarmName says whether name is one this prefix's warm Pods have:
 // <pod_prefix>-warm-<16 hex> (the pool's own, or an agent-sandbox claim's
 // fresh Sandbox), or <pod_prefix>-warm-<16 hex>-<5 [a-z0-9]> (a member of
@@ -448,9 +457,7 @@ func stuckWaiting(pod *corev1.Pod) string {
 // make makes one warm Pod: host_path, its directories and record, then
 // the Pod; pvc, the Pod, then its fresh claim (makeWarmClaim).
 func (w *pool) make(ctx context.Context) error {
-	b := make([]byte, 8)
-	rand.Read(b)
-	name := w.p.cfg.PodPrefix + "-warm-" + hex.EncodeToString(b)
+	name := w.p.newWarmName()
 	hostPath := w.p.cfg.Storage.Mode == StorageHostPath
 	dir := filepath.Join(w.p.warmRoot(), name)
 	if hostPath {
