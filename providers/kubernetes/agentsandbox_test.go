@@ -53,20 +53,14 @@ func agentConfig(t *testing.T, n int) Config {
 	return cfg
 }
 
-// newAgentProvider starts a provider of cfg whose pool is agent-sandbox's,
-// and removes the pool's objects when the test ends (before its Pods).
-func newAgentProvider(t *testing.T, dyn dynamic.Interface, cfg Config) *Provider {
+// newAgentProvider starts a provider of cfg whose pool is agent-sandbox's
+// (its objects go when the test ends: teardown).
+func newAgentProvider(t *testing.T, cfg Config) *Provider {
 	t.Helper()
 	p := newProviderT(t, cfg)
-	a, ok := p.pool.src.(*agentPool)
-	if !ok {
+	if _, ok := p.pool.src.(*agentPool); !ok {
 		t.Fatalf("warm_pool agent-sandbox: the pool's source is %T", p.pool.src)
 	}
-	t.Cleanup(func() {
-		for _, gvr := range []schema.GroupVersionResource{warmPoolGVR, templateGVR} {
-			dyn.Resource(gvr).Namespace(cfg.Namespace).Delete(t.Context(), a.name, metav1.DeleteOptions{})
-		}
-	})
 	return p
 }
 
@@ -124,7 +118,7 @@ func TestAgentSandboxClaim(t *testing.T) {
 	dyn := requireAgentSandbox(t)
 	cfg := agentConfig(t, 1)
 	cfg.Kubeconfig = kubeconfigWithout(t, "") // as a ServiceAccount whose Role is serverNeeds
-	p := newAgentProvider(t, dyn, cfg)
+	p := newAgentProvider(t, cfg)
 	f := &fixture{p: p, cfg: cfg}
 	waitWarm(t, p, 1, true)
 	first, ahead := waitAhead(t, p)
@@ -243,9 +237,9 @@ func warmReady(p *Provider) map[string]warmPod {
 // work, each in a Pod of its own, with its own files.
 func TestAgentSandboxDrained(t *testing.T) {
 	t.Parallel()
-	dyn := requireAgentSandbox(t)
+	requireAgentSandbox(t)
 	cfg := agentConfig(t, 1)
-	p := newAgentProvider(t, dyn, cfg)
+	p := newAgentProvider(t, cfg)
 	waitWarm(t, p, 1, false)
 	n1, n2 := "d1-"+randomHex(4), "d2-"+randomHex(4)
 	var s1, s2 *Sandbox
@@ -277,9 +271,9 @@ func TestAgentSandboxDrained(t *testing.T) {
 // the claim, the other waits for its directory.
 func TestAgentSandboxReplicas(t *testing.T) {
 	t.Parallel()
-	dyn := requireAgentSandbox(t)
+	requireAgentSandbox(t)
 	cfg := agentConfig(t, 2)
-	a := newAgentProvider(t, dyn, cfg)
+	a := newAgentProvider(t, cfg)
 	b := newProviderT(t, cfg)
 	f := &fixture{p: a, cfg: cfg}
 	waitWarm(t, a, 2, false)
@@ -297,7 +291,7 @@ func TestAgentSandboxGoneForGood(t *testing.T) {
 	dyn := requireAgentSandbox(t)
 	cfg := agentConfig(t, 1)
 	cfg.IdleTimeout = 3 * time.Second
-	p := newAgentProvider(t, dyn, cfg)
+	p := newAgentProvider(t, cfg)
 	waitWarm(t, p, 1, false)
 	th := "g-" + randomHex(4)
 	sb := acquireNow(t, p, th)
@@ -340,7 +334,7 @@ func TestAgentSandboxFresh(t *testing.T) {
 	t.Parallel()
 	dyn := requireAgentSandbox(t)
 	cfg := agentConfig(t, 1)
-	p := newAgentProvider(t, dyn, cfg)
+	p := newAgentProvider(t, cfg)
 	a := p.pool.src.(*agentPool)
 	waitWarm(t, p, 1, false)
 	waitAhead(t, p)
@@ -390,7 +384,7 @@ func TestAgentSandboxAheadGoes(t *testing.T) {
 	t.Cleanup(func() { claims.Delete(context.Background(), other, metav1.DeleteOptions{}) })
 
 	cfg.Kubeconfig = kubeconfigWithout(t, "") // as a ServiceAccount whose Role is serverNeeds
-	p := newAgentProvider(t, dyn, cfg)
+	p := newAgentProvider(t, cfg)
 	pod, claim := waitAhead(t, p) // after its first pass, which sweeps
 	if objectsNamed(t, dyn, claimGVR, cfg.Namespace, other) != 1 {
 		t.Fatalf("another replica's live claim ahead %s was swept", other)
@@ -423,7 +417,7 @@ func TestAgentSandboxAheadOldRole(t *testing.T) {
 	cfg.Kubeconfig = kubeconfigAs(t, func(r authzResource, verb string) bool {
 		return r.resource != claimGVR.Resource || verb != "patch"
 	})
-	p := newAgentProvider(t, dyn, cfg)
+	p := newAgentProvider(t, cfg)
 	_, claim := waitAhead(t, p)
 	a := p.pool.src.(*agentPool)
 	a.mu.Lock()

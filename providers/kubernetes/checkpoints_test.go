@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -273,8 +274,11 @@ func TestCheckpointsPVC(t *testing.T) {
 			c.PodPrefix = "t-" + randomHex(4)
 			c.Storage = Storage{Mode: StoragePVC, StorageClass: class, Size: "1Gi"}
 			t.Cleanup(func() {
-				cluster.cs.CoreV1().PersistentVolumeClaims(c.Namespace).DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelPrefix + "=" + c.PodPrefix})
-				cluster.cs.CoreV1().PersistentVolumes().Delete(t.Context(), class, metav1.DeleteOptions{})
+				// Not t.Context(): it is canceled before the cleanups run.
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				cluster.cs.CoreV1().PersistentVolumeClaims(c.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelPrefix + "=" + c.PodPrefix})
+				cluster.cs.CoreV1().PersistentVolumes().Delete(ctx, class, metav1.DeleteOptions{})
 			})
 			p := newProviderT(t, c)
 			sb := acquire(t, p, "pvc-"+randomHex(4))

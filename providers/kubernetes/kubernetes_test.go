@@ -22,6 +22,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -169,15 +171,70 @@ func newProviderT(t testing.TB, cfg Config) *Provider {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pool := ""
+	if p.pool != nil {
+		if a, ok := p.pool.src.(*agentPool); ok {
+			pool = a.name
+		}
+	}
+	prefixes.Lock()
+	prefixes.open[cfg.PodPrefix]++
+	prefixes.Unlock()
 	t.Cleanup(func() {
 		p.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		zero := int64(0)
-		cluster.cs.CoreV1().Pods(cfg.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
-			metav1.ListOptions{LabelSelector: labelPrefix + "=" + cfg.PodPrefix})
+		prefixes.Lock()
+		prefixes.open[cfg.PodPrefix]--
+		last := prefixes.open[cfg.PodPrefix] == 0
+		prefixes.Unlock()
+		if last {
+			teardown(t, cfg.Namespace, cfg.PodPrefix, pool)
+		}
 	})
 	return p
+}
+
+// prefixes counts the providers open per pod_prefix: a test may run two
+// replicas of one configuration, and its objects go when the last closes.
+var prefixes = struct {
+	sync.Mutex
+	open map[string]int
+}{open: map[string]int{}}
+
+// teardown removes what the providers of prefix left in the cluster, and
+// waits until none of its Pods is left, before the test's directories go:
+// a Pod that starts makes its directories under the test's hostPath, and
+// one being stopped may still write there, racing the TempDir's removal
+// ("directory not empty"). The agent-sandbox pool (if any) goes first, or
+// its controller makes each member's Pod again. A Pod deleted with a grace
+// period stays listed until the kubelet has stopped its containers (one
+// deleted with none is unlisted at once, its containers still running),
+// and a member's Pod may come again until the pool's Sandboxes are
+// collected: each round deletes again.
+func teardown(t testing.TB, ns, prefix, pool string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if pool != "" {
+		if dyn, err := dynamic.NewForConfig(cluster.rc); err == nil {
+			for _, gvr := range []schema.GroupVersionResource{warmPoolGVR, templateGVR} {
+				dyn.Resource(gvr).Namespace(ns).Delete(ctx, pool, metav1.DeleteOptions{})
+			}
+		}
+	}
+	one := int64(1)
+	sel := metav1.ListOptions{LabelSelector: labelPrefix + "=" + prefix}
+	for {
+		cluster.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &one}, sel)
+		list, err := cluster.cs.CoreV1().Pods(ns).List(ctx, sel)
+		if err == nil && len(list.Items) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Logf("Pods of %s still there a minute after the test: %v", prefix, err)
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func acquire(t testing.TB, p *Provider, thread string) *Sandbox {

@@ -3,6 +3,7 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,7 +30,7 @@ func TestJobIDsAcrossSupervisors(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, l, j.ID, 0, out)
-		t.Cleanup(func() { l.KillJob(t.Context(), j.ID, "KILL") })
+		t.Cleanup(func() { l.KillJob(context.Background(), j.ID, "KILL") }) // t.Context() is canceled by then
 		return j
 	}
 	logs := map[string]string{}
