@@ -104,7 +104,10 @@ type fakeProvider struct {
 	discarded []string
 }
 
-func (p *fakeProvider) Exists(_ context.Context, thread string) (bool, error) {
+func (p *fakeProvider) Exists(ctx context.Context, thread string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err // as an API client answers
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.existing[thread], nil

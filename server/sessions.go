@@ -278,7 +278,12 @@ func (r *Sessions) getOnce(ctx context.Context, session string, thread ThreadRef
 		if fresh && thread.Anonymous && r.removeAnonymous {
 			// Files there already are not this session's own: they are
 			// never removed for it (an error asking says they may be).
-			existed, err := r.provider.Exists(ctx, thread.Key)
+			// The answer outlives this call, so this call's cancel does not
+			// cut the question short (an API client would answer an error:
+			// the thread would be kept for good).
+			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			existed, err := r.provider.Exists(ectx, thread.Key)
+			cancel()
 			r.mu.Lock()
 			use.existed = existed || err != nil
 			r.mu.Unlock()

@@ -20,10 +20,12 @@ func TestSessionsDiscardAnonymousThreads(t *testing.T) {
 		keep     bool
 		existing bool
 		named    bool // a second session names the anonymous thread
+		canceled bool // the session's first call is canceled as it begins
 		thread   ThreadRef
 		want     []string
 	}{
 		{name: "anonymous", thread: anon, want: []string{"s1"}},
+		{name: "its first call canceled", thread: anon, canceled: true, want: []string{"s1"}},
 		{name: "its files were there before", thread: anon, existing: true},
 		{name: "named by another session", thread: anon, named: true},
 		{name: "anonymous_threads: keep", thread: anon, keep: true},
@@ -34,11 +36,17 @@ func TestSessionsDiscardAnonymousThreads(t *testing.T) {
 			p := &fakeProvider{existing: map[string]bool{tc.thread.Key: tc.existing}}
 			r := NewSessions(p, "", nil)
 			r.removeAnonymous = !tc.keep
-			_, done, err := r.Call(t.Context(), "s1", tc.thread)
-			if err != nil {
+			ctx, cancel := context.WithCancel(t.Context())
+			if tc.canceled {
+				cancel()
+			}
+			_, done, err := r.Call(ctx, "s1", tc.thread)
+			cancel()
+			if err == nil {
+				done()
+			} else if !tc.canceled {
 				t.Fatal(err)
 			}
-			done()
 			if tc.named {
 				if _, done, err = r.Call(t.Context(), "s2", ThreadRef{ID: tc.thread.ID, Key: tc.thread.Key}); err != nil {
 					t.Fatal(err)

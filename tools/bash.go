@@ -101,6 +101,7 @@ func bash(ctx context.Context, env *Env, a bashArgs) *Result {
 	}
 	res, err := env.Sandbox.Exec(ctx, xreq)
 	if err != nil {
+		saved.Finish(false)
 		if ctx.Err() != nil {
 			return failf("cancelled: the command and its processes were killed")
 		}

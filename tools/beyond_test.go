@@ -273,6 +273,26 @@ func TestSpillBounded(t *testing.T) {
 	}
 }
 
+// A bash call canceled while its output is being saved leaves nothing of
+// it under .tool-results: no file half written, no writer left open.
+func TestSpillCanceledCallLeavesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.env.Limits.BashOutputMaxChars = 100
+	if got, isErr, _ := f.callCtx(2*time.Second, "bash", map[string]any{"command": "seq 1 100000; sleep 30"}); !isErr || !strings.Contains(got, "cancelled") {
+		t.Fatalf("canceled call: %q (error %v)", got, isErr)
+	}
+	dir := filepath.Join(filepath.Dir(f.ws), "outputs", ".tool-results")
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) != 0 {
+		t.Fatalf("a canceled call left %q in .tool-results", names)
+	}
+}
+
 func TestBashHugeTimeoutStillBounded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

@@ -94,7 +94,7 @@ func (s *spill) Finish(keep bool) string {
 	if !keep {
 		if s.w != nil {
 			s.w.Close()
-			s.fsys.Remove(s.ctx, s.name)
+			s.remove()
 		}
 		return ""
 	}
@@ -102,11 +102,19 @@ func (s *spill) Finish(keep bool) string {
 		return ""
 	}
 	if err := s.w.Close(); err != nil || s.failed {
-		s.fsys.Remove(s.ctx, s.name)
+		s.remove()
 		return ""
 	}
 	s.prune()
 	return s.name
+}
+
+// remove removes the file begun: a cleanup, done though the call was
+// canceled (it ends so, often).
+func (s *spill) remove() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
+	defer cancel()
+	s.fsys.Remove(ctx, s.name)
 }
 
 // prune removes the oldest saved outputs and ended jobs' logs (read-only)

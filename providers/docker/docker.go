@@ -550,7 +550,14 @@ func (p *Provider) supervisorBusy(ctx context.Context, name string) bool {
 	return c.Hello().Busy > 0
 }
 
+// remove force-removes container id. It is a cleanup: the call that asks
+// may be canceled already (a client gone while its container started,
+// which the engine starts all the same), and the container goes
+// regardless, within 30 s — or it would run on, in no table, reaped by
+// nobody.
 func (p *Provider) remove(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		p.log.Warn("docker provider: remove container", "id", shortID(id), "err", err)
 	}
@@ -591,7 +598,11 @@ func (p *Provider) reap() {
 // it is in use: a call here, or its supervisor running something — a job,
 // or a command of another server on the state dir.
 func (p *Provider) takeIdle(ctx context.Context, b replicas.Box) bool {
-	return p.boxes.Take(b, p.supervisorBusy(ctx, b.Name))
+	busy := p.supervisorBusy(ctx, b.Name)
+	if ctx.Err() != nil {
+		return false // the question was cut short: no answer, nothing taken
+	}
+	return p.boxes.Take(b, busy)
 }
 
 // Acquire returns the thread's sandbox, creating its directories; the

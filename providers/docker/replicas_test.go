@@ -105,6 +105,40 @@ func (f *fixture) jobState(t testing.TB, thread, id string) string {
 	return "missing"
 }
 
+// A call canceled mid-way leaves no container running that no table
+// holds: a cleanup's removal outlives the call's cancel (the engine starts
+// a container whose start call was canceled all the same), and no
+// container is taken to make room when the question whether it is busy was
+// cut short (it was forgotten, its removal failed, and it ran on: reaped by
+// nobody, beyond the cap).
+func TestCanceledCallLeavesNoContainerUntracked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.Replicas = 2; c.IdleTimeout = -1 })
+	for _, th := range []string{"a", "b"} {
+		if err := f.use(t, th, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	var a replicas.Box
+	for _, b := range f.p.boxes.Snapshot() {
+		if b.Thread == "a" {
+			a = b
+		}
+	}
+	if a.ID == "" {
+		t.Fatal("thread a's container is not in the table")
+	}
+	if f.p.takeIdle(canceled, a) || f.p.boxes.ID(a.Name) != a.ID {
+		t.Fatal("a canceled call took an idle container to make room")
+	}
+	f.p.remove(canceled, f.running(t, "b"))
+	if id := f.running(t, "b"); id != "" {
+		t.Fatalf("a canceled call's removal left container %.12s running", id)
+	}
+}
+
 // Issue #24 item 4: another token's new threads never take a container
 // whose job runs, nor one within its token's share; the new token's own
 // idle one goes instead, and once nothing may go its call says so.
