@@ -302,10 +302,13 @@ func (t *jobTable) get(id string) *job {
 	return t.byID[id]
 }
 
-// ended marks j's end in the table.
-func (t *jobTable) ended(j *job) {
+// ended marks j's end in the table: end records it in j, under the
+// table's lock, and the ended jobs beyond MaxJobsEnded go in the same
+// turn — a list (listJobs, under the lock too) never shows more.
+func (t *jobTable) ended(j *job, end func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	end()
 	t.running--
 	delete(t.groups, j.pid)
 	delete(t.sessions, j.pid)
@@ -559,11 +562,24 @@ func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{})
 		j.stdin = nil
 	}
 	j.inMu.Unlock()
-	j.mu.Lock()
+	s.jobs.ended(j, func() {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		j.end(p.ws)
+	})
+	s.killOrphans()
+	if j.saved != "" {
+		pruneSaved(j.saved, j.savedFiles, j.savedBytes)
+	}
+}
+
+// end records the job's end: its state from its process's wait status, its
+// log closed (read-only once saved), its waiters woken. Under j.mu.
+func (j *job) end(ws syscall.WaitStatus) {
 	j.ended = time.Now()
-	j.state, j.code = sandbox.JobExited, p.ws.ExitStatus()
-	if p.ws.Signaled() {
-		j.state, j.code, j.signal = sandbox.JobKilled, 128+int(p.ws.Signal()), signalName(p.ws.Signal())
+	j.state, j.code = sandbox.JobExited, ws.ExitStatus()
+	if ws.Signaled() {
+		j.state, j.code, j.signal = sandbox.JobKilled, 128+int(ws.Signal()), signalName(ws.Signal())
 	}
 	if j.log != nil {
 		if j.saved != "" {
@@ -575,12 +591,6 @@ func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{})
 	j.out.shrink()
 	close(j.changed)
 	j.changed = make(chan struct{})
-	j.mu.Unlock()
-	s.jobs.ended(j)
-	s.killOrphans()
-	if j.saved != "" {
-		pruneSaved(j.saved, j.savedFiles, j.savedBytes)
-	}
 }
 
 // copyJob reads a job's output until its pipe ends.
@@ -780,10 +790,9 @@ func (s *supervisor) startJob(req wire.JobRequest) wire.JobReply {
 func (s *supervisor) listJobs() []wire.JobInfo {
 	t := s.jobs
 	t.mu.Lock()
-	jobs := append([]*job(nil), t.order...)
-	t.mu.Unlock()
-	out := make([]wire.JobInfo, 0, len(jobs))
-	for _, j := range jobs {
+	defer t.mu.Unlock()
+	out := make([]wire.JobInfo, 0, len(t.order))
+	for _, j := range t.order {
 		j.mu.Lock()
 		out = append(out, j.info())
 		j.mu.Unlock()

@@ -400,13 +400,19 @@ func TestJobsEndedKept(t *testing.T) {
 				running++
 			}
 		}
+		// Never more ended jobs than are kept, at any moment: a job's end
+		// and the trim it calls for are one step (they were two, and a
+		// list between them showed one more).
+		if ended := len(jobs) - running; ended > wire.MaxJobsEnded {
+			t.Fatalf("a list showed %d ended jobs, more than the %d kept", ended, wire.MaxJobsEnded)
+		}
 		if running == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of the jobs still run after 60 s", running)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 	if len(jobs) != wire.MaxJobsEnded || jobs[len(jobs)-1].ID != "j70" {
 		t.Fatalf("%d jobs, the last %s", len(jobs), jobs[len(jobs)-1].ID)
