@@ -171,10 +171,16 @@ func (c *Conn) job(ctx context.Context, req wire.JobRequest) (*wire.JobReply, []
 	id := c.next
 	c.jobs[id] = jc
 	c.mu.Unlock()
-	defer func() {
+	forget := func() {
 		c.mu.Lock()
 		delete(c.jobs, id)
 		c.mu.Unlock()
+	}
+	handedOff := false // to endStarted, which forgets the call itself
+	defer func() {
+		if !handedOff {
+			forget()
+		}
 	}()
 	if err := c.send(wire.KindJob, id, body); err != nil {
 		return nil, nil, &ChannelError{Err: c.Err(), NotStarted: true}
@@ -199,10 +205,50 @@ func (c *Conn) job(ctx context.Context, req wire.JobRequest) (*wire.JobReply, []
 		case <-jc.notify:
 		case <-ctx.Done():
 			c.send(wire.KindKill, id, nil)
+			if req.Op == wire.JobStart {
+				handedOff = true
+				go c.endStarted(jc, forget)
+			}
 			return nil, nil, ctx.Err()
 		case <-stall.C:
 			c.send(wire.KindKill, id, nil)
+			if req.Op == wire.JobStart {
+				handedOff = true
+				go c.endStarted(jc, forget)
+			}
 			return nil, nil, errStalled
+		}
+	}
+}
+
+// endStarted ends the job of a start given up on (canceled, or stalled):
+// the supervisor starts it all the same — a kill stops a request's wait,
+// never a job — and nobody was told its id to stop it. Its answer is
+// waited for (a minute at most: a start answers at once), then the job it
+// names is killed; forget drops the call.
+func (c *Conn) endStarted(jc *jobCall, forget func()) {
+	defer forget()
+	wait := time.NewTimer(time.Minute)
+	defer wait.Stop()
+	for {
+		jc.mu.Lock()
+		end, failed := jc.end, jc.failed
+		jc.mu.Unlock()
+		switch {
+		case end != nil:
+			if end.Err == "" && wire.ValidJobID(end.ID) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				c.KillJob(ctx, end.ID, "KILL")
+				cancel()
+			}
+			return
+		case failed:
+			return
+		}
+		select {
+		case <-jc.notify:
+		case <-wait.C:
+			return
 		}
 	}
 }

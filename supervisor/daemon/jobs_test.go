@@ -379,6 +379,56 @@ func TestJobYieldAfter(t *testing.T) {
 }
 
 // Ended jobs are kept, the last wire.MaxJobsEnded of them; ids go on.
+// A start canceled while it was asked leaves no job running: the
+// supervisor starts it all the same (a kill stops a request's wait, never
+// a job), and nobody was told its id to stop it. The cancel lands at
+// times from 0 to 2 ms, until three starts were canceled in flight.
+func TestJobStartCanceledLeavesNoJobRunning(t *testing.T) {
+	l := jobLink(t, listen(t))
+	if _, err := l.Jobs(t.Context()); err != nil { // the channel, dialed
+		t.Fatal(err)
+	}
+	canceled := 0
+	for i := 0; canceled < 3; i++ {
+		if i == 400 {
+			t.Fatalf("in 400 starts, %d canceled in flight: the test cannot tell", canceled)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(i%40)*50*time.Microsecond)
+		j, err := l.StartJob(ctx, client.Command{Argv: []string{"sleep", "300"}, Dir: "/"}, sandbox.JobRequest{})
+		cancel()
+		switch {
+		case err == nil: // the answer came first: a job started, and named
+			if _, err := l.KillJob(t.Context(), j.ID, "KILL"); err != nil {
+				t.Fatal(err)
+			}
+		case !errors.Is(err, context.DeadlineExceeded):
+			t.Fatal(err)
+		case i%40 > 0:
+			canceled++
+		}
+	}
+	var running []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		jobs, err := l.Jobs(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		running = running[:0]
+		for _, j := range jobs {
+			if j.State == sandbox.JobRunning {
+				running = append(running, j.ID)
+			}
+		}
+		if len(running) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs %v of canceled starts still run after 10 s", running)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestJobsEndedKept(t *testing.T) {
 	l := jobLink(t, listen(t))
 	for range wire.MaxJobsEnded + 6 {
