@@ -201,23 +201,21 @@ func (c *Conn) job(ctx context.Context, req wire.JobRequest) (*wire.JobReply, []
 			}
 			return nil, nil, &ChannelError{Err: err, NotStarted: !replied}
 		}
+		var err error
 		select {
 		case <-jc.notify:
+			continue
 		case <-ctx.Done():
-			c.send(wire.KindKill, id, nil)
-			if req.Op == wire.JobStart {
-				handedOff = true
-				go c.endStarted(jc, forget)
-			}
-			return nil, nil, ctx.Err()
+			err = ctx.Err()
 		case <-stall.C:
-			c.send(wire.KindKill, id, nil)
-			if req.Op == wire.JobStart {
-				handedOff = true
-				go c.endStarted(jc, forget)
-			}
-			return nil, nil, errStalled
+			err = errStalled
 		}
+		c.send(wire.KindKill, id, nil)
+		if req.Op == wire.JobStart {
+			handedOff = true
+			go c.endStarted(jc, forget)
+		}
+		return nil, nil, err
 	}
 }
 
