@@ -302,13 +302,15 @@ func (t *jobTable) get(id string) *job {
 	return t.byID[id]
 }
 
-// ended marks j's end in the table: end records it in j, under the
-// table's lock, and the ended jobs beyond MaxJobsEnded go in the same
-// turn — a list (listJobs, under the lock too) never shows more.
-func (t *jobTable) ended(j *job, end func()) {
+// ended records j's end (its process's wait status ws) under the table's
+// lock, and the ended jobs beyond MaxJobsEnded go in the same turn — a
+// list (listJobs, under the lock too) never shows more.
+func (t *jobTable) ended(j *job, ws syscall.WaitStatus) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	end()
+	j.mu.Lock()
+	j.end(ws)
+	j.mu.Unlock()
 	t.running--
 	delete(t.groups, j.pid)
 	delete(t.sessions, j.pid)
@@ -562,11 +564,7 @@ func (s *supervisor) watch(j *job, p *proc, pr *os.File, copied <-chan struct{})
 		j.stdin = nil
 	}
 	j.inMu.Unlock()
-	s.jobs.ended(j, func() {
-		j.mu.Lock()
-		defer j.mu.Unlock()
-		j.end(p.ws)
-	})
+	s.jobs.ended(j, p.ws)
 	s.killOrphans()
 	if j.saved != "" {
 		pruneSaved(j.saved, j.savedFiles, j.savedBytes)
